@@ -1,0 +1,21 @@
+# Wraps CMake: `make demo`, `make test` and `make bench` each install what is
+# missing (scripts/install-deps.sh), configure, build and run.
+BUILD ?= build
+CMAKE_FLAGS ?=
+JOBS ?= $(shell nproc)
+
+.PHONY: deps configure build demo test bench clean
+deps:
+	@bash scripts/install-deps.sh
+configure: deps
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+demo: build
+	./$(BUILD)/examples/demo
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+bench: build
+	./$(BUILD)/bench/kiln_bench --json $(BUILD)/bench.json
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,70 @@
+/* graph.h: the lazy DAG. A kiln_tensor handle is a graph node. Nodes are
+ * reference counted: users hold handles, nodes hold their sources. A
+ * realized node becomes a BUFFER and drops its sources. */
+#ifndef KILN_GRAPH_H
+#define KILN_GRAPH_H
+
+#include "ir.h"
+
+typedef struct rt_buffer rt_buffer;   /* runtime/buffer.h */
+
+typedef struct {
+  double value;         /* CONST */
+  double start, step;   /* ARANGE, LINSPACE; LINSPACE also uses end */
+  double end;
+  uint64_t seed;        /* RAND*: Philox key */
+  uint64_t offset;      /* RAND*: counter of element 0 */
+  int64_t low, high;    /* RANDINT */
+  kiln_dtype to;        /* CAST */
+} ir_attr;
+
+struct kiln_tensor {
+  int refs;             /* user handles + consumer nodes */
+  ir_op op;
+  kiln_dtype dtype;
+  kiln_device device;
+  int ndim;
+  int64_t shape[KILN_MAX_DIMS];
+  int nsrc;
+  struct kiln_tensor *src[3];
+  ir_attr attr;
+  /* BUFFER: a strided view of buf (element units). */
+  rt_buffer *buf;
+  int64_t strides[KILN_MAX_DIMS];
+  int64_t offset;
+  /* where the user built it */
+  const char *file;
+  int line;
+  /* error node: status != KILN_OK and msg says why (sticky) */
+  kiln_status status;
+  char *msg;
+  uint64_t id;          /* creation order, for printing and stable sorting */
+  int scratch;          /* per-pass temporary (kernel id, visit mark); no meaning between passes */
+};
+typedef struct kiln_tensor ir_node;
+
+int64_t ir_numel(int ndim, const int64_t *shape);
+/* Allocates a node with one reference owned by the caller (and registers it in
+ * the current scope); takes a new reference on each source. */
+ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
+                     int nsrc, ir_node *const *src, const char *file, int line);
+/* An error node; msg is formatted "file:line: " + fmt. */
+ir_node *ir_node_error(kiln_status st, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void ir_node_retain(ir_node *n);
+void ir_node_release(ir_node *n);   /* iterative: long chains never recurse */
+/* Turns n into a BUFFER over buf (contiguous) and drops its sources. */
+void ir_node_set_buffer(ir_node *n, rt_buffer *buf);
+bool ir_node_is_contiguous(const ir_node *n);
+void ir_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+
+/* Nodes reachable from roots that are not BUFFERs, plus the BUFFER leaves,
+ * in topological order (sources first). Iterative. Caller frees *out. */
+int ir_graph_collect(int nroots, ir_node *const *roots, ir_node ***out);
+/* First error node reachable from roots, or NULL. */
+ir_node *ir_graph_find_error(int nroots, ir_node *const *roots);
+
+/* Text form, one node per line: "%3 = add %1, %2  f32(4,4)  main.c:14". */
+void ir_graph_print(ir_str *b, int n, ir_node *const *topo);
+
+#endif

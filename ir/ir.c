@@ -1,0 +1,150 @@
+/* ir.c: dtype facts and PyTorch's promotion, the op table expanded, and the
+ * small utilities every layer uses (arena, growable string, hash, assert). */
+#include "ir.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Noreturn void ir_die(const char *file, int line, const char *what) {
+  fprintf(stderr, "kiln internal error at %s:%d: %s\n", file, line, what);
+  abort();
+}
+
+const ir_dtype_info ir_dtypes[KILN_NUM_DTYPES] = {
+  [KILN_BOOL] = {"bool", "bool", 1, DK_BOOL, false},
+  [KILN_U8] = {"uint8", "u8", 1, DK_INT, false},
+  [KILN_I8] = {"int8", "i8", 1, DK_INT, true},
+  [KILN_I16] = {"int16", "i16", 2, DK_INT, true},
+  [KILN_I32] = {"int32", "i32", 4, DK_INT, true},
+  [KILN_I64] = {"int64", "i64", 8, DK_INT, true},
+  [KILN_F16] = {"float16", "f16", 2, DK_FLOAT, true},
+  [KILN_BF16] = {"bfloat16", "bf16", 2, DK_FLOAT, true},
+  [KILN_F32] = {"float32", "f32", 4, DK_FLOAT, true},
+  [KILN_F64] = {"float64", "f64", 8, DK_FLOAT, true},
+};
+
+const ir_op_info ir_ops[IR_NUM_OPS] = {
+#define X(e, name, arity, flags, typing) {name, arity, flags, typing},
+#include "ops.def"
+#undef X
+};
+
+bool ir_dtype_valid(kiln_dtype d) { return (unsigned)d < KILN_NUM_DTYPES; }
+bool ir_is_float(kiln_dtype d) { return ir_dtypes[d].kind == DK_FLOAT; }
+kiln_dtype ir_compute_dtype(kiln_dtype d) {
+  return d == KILN_F16 || d == KILN_BF16 ? KILN_F32 : d;
+}
+
+/* PyTorch's promotion: the higher category wins; within a category the wider
+ * type, except u8 with a signed int (i16 or wider) and f16 with bf16 (f32). */
+kiln_dtype ir_promote(kiln_dtype a, kiln_dtype b) {
+  if (a == b) return a;
+  const ir_dtype_info *x = &ir_dtypes[a], *y = &ir_dtypes[b];
+  if (x->kind != y->kind) return x->kind > y->kind ? a : b;
+  if (x->kind == DK_FLOAT) {
+    if ((a == KILN_F16 && b == KILN_BF16) || (a == KILN_BF16 && b == KILN_F16)) return KILN_F32;
+    return x->size > y->size ? a : b;
+  }
+  if (a == KILN_U8 || b == KILN_U8) {  /* u8 with a signed int */
+    kiln_dtype s = a == KILN_U8 ? b : a;
+    return s == KILN_I8 ? KILN_I16 : s;
+  }
+  return x->size > y->size ? a : b;
+}
+
+/* ---- arena -------------------------------------------------------------- */
+typedef struct arena_block { struct arena_block *next; size_t used, cap; } arena_block;
+struct ir_arena { arena_block *head; };
+
+ir_arena *ir_arena_new(void) {
+  ir_arena *a = calloc(1, sizeof *a);
+  IR_ASSERT(a);
+  return a;
+}
+
+void *ir_arena_alloc(ir_arena *a, size_t bytes) {
+  bytes = (bytes + 15) & ~(size_t)15;
+  arena_block *b = a->head;
+  if (!b || b->used + bytes > b->cap) {
+    size_t cap = bytes > 65536 ? bytes : 65536;
+    b = malloc(sizeof(arena_block) + 16 + cap);
+    IR_ASSERT(b);
+    b->next = a->head;
+    b->used = 0;
+    b->cap = cap;
+    a->head = b;
+  }
+  char *base = (char *)(((uintptr_t)(b + 1) + 15) & ~(uintptr_t)15);
+  void *p = base + b->used;
+  b->used += bytes;
+  memset(p, 0, bytes);
+  return p;
+}
+
+void ir_arena_free(ir_arena *a) {
+  if (!a) return;
+  for (arena_block *b = a->head, *n; b; b = n) {
+    n = b->next;
+    free(b);
+  }
+  free(a);
+}
+
+/* ---- strings ------------------------------------------------------------ */
+void ir_str_vprintf(ir_str *b, const char *fmt, va_list ap) {
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  IR_ASSERT(n >= 0);
+  if (b->len + (size_t)n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + (size_t)n + 1) cap *= 2;
+    char *s = realloc(b->s, cap);
+    IR_ASSERT(s);
+    b->s = s;
+    b->cap = cap;
+  }
+  vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+  b->len += (size_t)n;
+}
+
+void ir_str_printf(ir_str *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  ir_str_vprintf(b, fmt, ap);
+  va_end(ap);
+}
+
+void ir_str_free(ir_str *b) {
+  free(b->s);
+  b->s = NULL;
+  b->len = b->cap = 0;
+}
+
+void ir_str_shape(ir_str *b, int ndim, const int64_t *shape) {
+  ir_str_printf(b, "(");
+  for (int i = 0; i < ndim; i++) ir_str_printf(b, i ? ",%lld" : "%lld", (long long)shape[i]);
+  ir_str_printf(b, ndim == 1 ? ",)" : ")");
+}
+
+/* FNV-1a, 64 bit: cache keys and kernel names, not security. */
+uint64_t ir_hash_bytes(const void *p, size_t n, uint64_t seed) {
+  const unsigned char *s = p;
+  uint64_t h = seed ^ 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* ---- last error: a fixed thread-local buffer, so nothing leaks at exit --- */
+static _Thread_local char last_error[2048];
+
+void ir_error_set(const char *msg) { snprintf(last_error, sizeof last_error, "%s", msg ? msg : ""); }
+void ir_error_setf(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+}
+const char *ir_error_get(void) { return last_error; }

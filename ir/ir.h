@@ -1,0 +1,71 @@
+/* ir.h: what every internal layer shares: dtypes, the op table, small
+ * utilities (arena, string builder) and the internal assert. */
+#ifndef KILN_IR_H
+#define KILN_IR_H
+
+#include "kiln.h"
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- internal bugs abort with kiln's own location (user errors never do) - */
+#define IR_ASSERT(c) ((c) ? (void)0 : ir_die(__FILE__, __LINE__, #c))
+_Noreturn void ir_die(const char *file, int line, const char *what);
+
+/* ---- dtypes ------------------------------------------------------------- */
+typedef enum { DK_BOOL, DK_INT, DK_FLOAT } ir_dkind;  /* promotion categories */
+typedef struct {
+  const char *name;     /* "float32" */
+  const char *short_name; /* "f32" */
+  size_t size;          /* bytes per element in storage */
+  ir_dkind kind;
+  bool is_signed;
+} ir_dtype_info;
+extern const ir_dtype_info ir_dtypes[KILN_NUM_DTYPES];
+bool ir_dtype_valid(kiln_dtype d);
+kiln_dtype ir_promote(kiln_dtype a, kiln_dtype b);  /* PyTorch's table */
+/* f16 and bf16 are stored narrow and computed in f32. */
+kiln_dtype ir_compute_dtype(kiln_dtype d);
+bool ir_is_float(kiln_dtype d);
+
+/* ---- the op table ------------------------------------------------------- */
+enum { IR_SRC = 1, IR_MOVE = 2, IR_EW = 4, IR_COMM = 8, IR_NOBOOL = 16 };
+typedef enum { TR_ATTR, TR_SAME, TR_FLOAT, TR_BOOL, TR_WHERE } ir_typing;
+typedef enum {
+#define X(e, name, arity, flags, typing) IR_##e,
+#include "ops.def"
+#undef X
+  IR_NUM_OPS
+} ir_op;
+typedef struct {
+  const char *name;
+  int arity;
+  unsigned flags;
+  ir_typing typing;
+} ir_op_info;
+extern const ir_op_info ir_ops[IR_NUM_OPS];
+static inline bool ir_op_has(ir_op op, unsigned f) { return (ir_ops[op].flags & f) != 0; }
+
+/* ---- arena: IR built during one compile is freed whole afterwards ------- */
+typedef struct ir_arena ir_arena;
+ir_arena *ir_arena_new(void);
+void *ir_arena_alloc(ir_arena *a, size_t bytes);   /* zeroed, 16-byte aligned */
+void ir_arena_free(ir_arena *a);
+
+/* ---- growable string ---------------------------------------------------- */
+typedef struct { char *s; size_t len, cap; } ir_str;
+void ir_str_printf(ir_str *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ir_str_vprintf(ir_str *b, const char *fmt, va_list ap);
+void ir_str_free(ir_str *b);
+
+/* "(2,3)", "(4,)", "()" */
+void ir_str_shape(ir_str *b, int ndim, const int64_t *shape);
+uint64_t ir_hash_bytes(const void *p, size_t n, uint64_t seed);
+
+/* ---- the thread's last user-facing error (kiln_last_error) -------------- */
+void ir_error_set(const char *msg);
+void ir_error_setf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *ir_error_get(void);
+
+#endif

@@ -1,0 +1,111 @@
+/* kernel.h: the kernel IR that both back ends consume. One kernel is a loop
+ * nest over typed, hash-consed expressions with loads and stores on buffer
+ * parameters. Its printed form is what KILN_DEBUG=3 shows and, with the
+ * target, the kernel cache key.
+ *
+ * ABI of a compiled CPU kernel: void fn(void *const *bufs, int64_t lo, int64_t hi)
+ *   bufs[p] is parameter p's base pointer (storage dtype elements).
+ *   The one KL_PARALLEL loop (if any, always outermost) runs lo..hi instead of
+ *   0..extent so the runtime can split it across threads; without one the
+ *   runtime calls fn(bufs, 0, 1) once.
+ */
+#ifndef KILN_KERNEL_H
+#define KILN_KERNEL_H
+
+#include "ir.h"
+
+typedef enum {
+  KX_CONST,   /* literal of `type`: .i for bool/int types, .f for float types */
+  KX_VAR,     /* loop variable number .var (type i64) */
+  KX_LOAD,    /* element a (i64 index) of parameter .buf, converted from the
+                 parameter's storage dtype to `type` (f16/bf16 -> f32) */
+  KX_OP,      /* elementwise graph op .op on a, b, c (operands of the op's
+                 compute type; result `type`: bool for comparisons) */
+  KX_CAST,    /* a converted to `type` (semantics of IR_CAST) */
+  KX_IDIV,    /* a / b on i64, both >= 0 (index arithmetic) */
+  KX_IMOD,    /* a % b on i64, both >= 0 (index arithmetic) */
+  KX_PHILOX,  /* 32-bit word .i (0..3) of Philox4x32-10 with key .seed and
+                 64-bit counter a (i64), zero-extended to i64 (ir/philox.h) */
+} kx_kind;
+
+typedef struct kexpr kexpr;
+struct kexpr {
+  kx_kind kind;
+  kiln_dtype type;      /* never F16/BF16: those compute as F32 */
+  ir_op op;             /* KX_OP */
+  int var;              /* KX_VAR */
+  int buf;              /* KX_LOAD */
+  int64_t i;            /* KX_CONST (int/bool), KX_PHILOX word */
+  double f;             /* KX_CONST (float) */
+  uint64_t seed;        /* KX_PHILOX */
+  kexpr *a, *b, *c;
+  int id;               /* dense number within the kernel, for printers and memo tables */
+};
+
+typedef enum { KS_LOOP, KS_STORE } ks_kind;
+typedef enum { KL_SERIAL, KL_PARALLEL, KL_VECTOR } kl_kind;
+
+typedef struct kstmt kstmt;
+struct kstmt {
+  ks_kind kind;
+  kstmt *next;          /* next statement in the same block */
+  /* KS_LOOP: for var in 0..extent { body } */
+  int var;
+  int64_t extent;
+  kl_kind loop;
+  kstmt *body;
+  /* KS_STORE: param buf [index] = value (converted to the storage dtype) */
+  int buf;
+  kexpr *index;
+  kexpr *value;
+};
+
+#define K_MAX_PARAMS 32
+typedef struct {
+  kiln_dtype dtype;     /* storage dtype of the elements */
+  bool output;          /* written by the kernel */
+  int64_t numel;        /* elements addressable through it (for bounds and GB/s) */
+} kparam;
+
+typedef struct kx_table kx_table;
+typedef struct {
+  char name[32];        /* "k_" + 16 hex digits of the hash */
+  int nparams;
+  kparam params[K_MAX_PARAMS];
+  int nvars;
+  int nexprs;
+  kstmt *body;
+  int64_t work;         /* elements the kernel produces (for KILN_DEBUG lines) */
+  ir_arena *arena;      /* owns every expr and stmt */
+  kx_table *cse;        /* hash-consing table */
+} kernel;
+
+kernel *k_new(void);
+void k_free(kernel *k);
+int k_param(kernel *k, kiln_dtype dt, bool output, int64_t numel);
+int k_var(kernel *k);
+
+/* Builders: hash-consed (equal expressions are one pointer) and folding
+ * constant index arithmetic (x*1, x+0, c1*c2, ...). */
+kexpr *kx_int(kernel *k, kiln_dtype t, int64_t v);
+kexpr *kx_float(kernel *k, kiln_dtype t, double v);
+kexpr *kx_var(kernel *k, int var);
+kexpr *kx_load(kernel *k, int buf, kexpr *index, kiln_dtype t);
+kexpr *kx_op(kernel *k, ir_op op, kiln_dtype t, kexpr *a, kexpr *b, kexpr *c);
+kexpr *kx_cast(kernel *k, kexpr *a, kiln_dtype t);
+kexpr *kx_idiv(kernel *k, kexpr *a, kexpr *b);
+kexpr *kx_imod(kernel *k, kexpr *a, kexpr *b);
+kexpr *kx_philox(kernel *k, uint64_t seed, kexpr *counter, int word);
+/* i64 index helpers: a + b, a * b */
+kexpr *kx_iadd(kernel *k, kexpr *a, kexpr *b);
+kexpr *kx_imul(kernel *k, kexpr *a, kexpr *b);
+
+kstmt *ks_loop(kernel *k, int var, int64_t extent, kl_kind kind);
+kstmt *ks_store(kernel *k, int buf, kexpr *index, kexpr *value);
+
+/* Prints the kernel; also sets k->name from the hash of that text. The text
+ * names no pointers, so equal kernels print (and hash) equally. */
+void k_print(ir_str *b, kernel *k);
+uint64_t k_hash(kernel *k);
+
+#endif

@@ -1,0 +1,57 @@
+/* rt.h: the runtime: one state object (options, allocator, thread pool,
+ * JIT, kernel cache, statistics, random generator), buffers, and realize(),
+ * the one function that walks frontend DAG -> passes -> codegen -> execution. */
+#ifndef KILN_RT_H
+#define KILN_RT_H
+
+#include "ir/graph.h"
+
+/* ---- options, read once from the environment ---------------------------- */
+typedef struct {
+  int debug;            /* KILN_DEBUG: 0 quiet, 1 kernels, 3 + kernel/LLVM IR, 4 + IR after each pass */
+  int eager;            /* KILN_EAGER=1 or kiln_set_eager */
+  int num_threads;      /* KILN_NUM_THREADS, default: all cores */
+  const char *passes;   /* KILN_PASSES: "-fuse,-simplify" switches passes off */
+  int64_t max_pending;  /* nodes a pending graph may hold before it is realized (KILN_MAX_PENDING) */
+} rt_options;
+rt_options *rt_opts(void);
+
+/* ---- buffers ------------------------------------------------------------ */
+struct rt_buffer {
+  int refs;
+  void *data;
+  size_t bytes;
+  kiln_device device;
+  bool borrowed;        /* user memory (kiln_from_buffer): never freed by kiln */
+};
+/* 64-byte aligned; freed blocks are kept by size class and reused, so a
+ * fresh output does not pay page faults again. NULL when out of memory. */
+rt_buffer *rt_buffer_alloc(size_t bytes);
+rt_buffer *rt_buffer_borrow(void *data, size_t bytes);
+void rt_buffer_retain(rt_buffer *b);
+void rt_buffer_release(rt_buffer *b);
+
+/* ---- thread pool -------------------------------------------------------- */
+typedef void (*rt_task_fn)(void *ctx, int64_t lo, int64_t hi);
+/* Runs fn over [0, n) split into at most num_threads contiguous chunks of at
+ * least min_chunk; the caller works too; returns when all chunks are done. */
+void rt_parallel_for(int64_t n, int64_t min_chunk, rt_task_fn fn, void *ctx);
+
+/* ---- statistics and random state ---------------------------------------- */
+kiln_stats_t *rt_stats_mut(void);
+/* Reserves n counters of the global Philox stream: returns the seed and the
+ * offset of the first. */
+void rt_rng_take(uint64_t n, uint64_t *seed, uint64_t *offset);
+void rt_rng_seed(uint64_t seed);
+
+/* ---- CUDA presence (dlopen of libcuda.so.1; never linked) --------------- */
+/* Number of CUDA devices; 0 with a reason in why when none can be used. */
+int rt_cuda_count(char *why, size_t why_len);
+
+/* ---- realize ------------------------------------------------------------ */
+/* Computes every node in nodes (they become BUFFERs). On failure returns the
+ * status and sets the thread's last error (ir_error_set). */
+kiln_status rt_realize(int n, ir_node *const *nodes);
+void rt_shutdown(void);
+
+#endif

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kiln's build, tests and benchmarks need, when missing.
+# Idempotent: a machine that has everything does nothing and needs no network.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config llvm-19-dev check libopenblas-dev graphviz gnuplot-nox)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "kiln: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
