@@ -11,4 +11,22 @@
  * ", device='cuda:0'" for non-CPU devices. Returns a malloc'd string. */
 char *fe_format(const void *data, kiln_dtype dt, int ndim, const int64_t *shape, kiln_device dev);
 
+/* ---- tensor.c: handles, scopes, errors ---------------------------------- */
+/* Records a handle about to be returned to the user in the innermost scope
+ * (if one is open) and returns it. */
+ir_node *fe_register(ir_node *n);
+/* What every public op does with the node it built: realize it in eager
+ * mode or when its pending graph grew past KILN_MAX_PENDING, then register it. */
+ir_node *fe_finish(ir_node *n);
+/* A registered error node; the message gets the caller's "file:line: ". */
+#define fe_error(st, f, l, ...) fe_register(ir_node_error(st, f, l, __VA_ARGS__))
+/* NULL when t can be used as argument argno (1-based) of op; otherwise the
+ * registered error node to return: a copy of t's error (errors are sticky)
+ * or "op: argument N is NULL". */
+ir_node *fe_check_arg(const char *f, int l, const char *op, ir_node *t, int argno);
+/* "float32 (2,3)": how messages name an operand. */
+void fe_describe(ir_str *b, const ir_node *n);
+/* "cpu", "cuda:0" (PyTorch's spelling); buf needs 24 bytes. */
+const char *fe_device_name(kiln_device d, char *buf);
+
 #endif

@@ -16,6 +16,10 @@ typedef struct {
   uint64_t offset;      /* RAND*: counter of element 0 */
   int64_t low, high;    /* RANDINT */
   kiln_dtype to;        /* CAST */
+  /* Elementwise ops: operands are converted to this dtype before the op
+   * (the frontend resolves PyTorch's promotion, wrapped numbers and 0-dim
+   * tensors included, and records it here; bool condition of WHERE excepted). */
+  kiln_dtype compute;
 } ir_attr;
 
 struct kiln_tensor {
@@ -39,13 +43,14 @@ struct kiln_tensor {
   kiln_status status;
   char *msg;
   uint64_t id;          /* creation order, for printing and stable sorting */
+  int64_t pending;      /* upper bound on unrealized nodes below (bounded laziness) */
   int scratch;          /* per-pass temporary (kernel id, visit mark); no meaning between passes */
 };
 typedef struct kiln_tensor ir_node;
 
 int64_t ir_numel(int ndim, const int64_t *shape);
-/* Allocates a node with one reference owned by the caller (and registers it in
- * the current scope); takes a new reference on each source. */
+/* Allocates a node with one reference owned by the caller; takes a new
+ * reference on each source. (The frontend registers user handles in scopes.) */
 ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
                      int nsrc, ir_node *const *src, const char *file, int line);
 /* An error node; msg is formatted "file:line: " + fmt. */

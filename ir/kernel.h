@@ -31,7 +31,10 @@ typedef enum {
 typedef struct kexpr kexpr;
 struct kexpr {
   kx_kind kind;
-  kiln_dtype type;      /* never F16/BF16: those compute as F32 */
+  kiln_dtype type;      /* never F16/BF16 (they compute as F32), except the
+                           type of a KX_CAST that rounds an F32 value to that
+                           precision (an explicit cast to f16/bf16): such a
+                           value is only stored or cast back to F32 */
   ir_op op;             /* KX_OP */
   int var;              /* KX_VAR */
   int buf;              /* KX_LOAD */
@@ -60,7 +63,6 @@ struct kstmt {
   kexpr *value;
 };
 
-#define K_MAX_PARAMS 32
 typedef struct {
   kiln_dtype dtype;     /* storage dtype of the elements */
   bool output;          /* written by the kernel */
@@ -71,7 +73,7 @@ typedef struct kx_table kx_table;
 typedef struct {
   char name[32];        /* "k_" + 16 hex digits of the hash */
   int nparams;
-  kparam params[K_MAX_PARAMS];
+  kparam *params;       /* outputs first, then inputs; grows in k_param */
   int nvars;
   int nexprs;
   kstmt *body;

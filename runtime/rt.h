@@ -30,12 +30,25 @@ rt_buffer *rt_buffer_alloc(size_t bytes);
 rt_buffer *rt_buffer_borrow(void *data, size_t bytes);
 void rt_buffer_retain(rt_buffer *b);
 void rt_buffer_release(rt_buffer *b);
+/* Frees every cached block (kiln_shutdown). Live buffers are untouched. */
+void rt_buffer_cache_free(void);
+typedef struct {
+  size_t live_bytes;    /* bytes of blocks handed out and not yet released */
+  size_t cached_bytes;  /* bytes of released blocks kept for reuse */
+  size_t peak_bytes;    /* highest live_bytes seen */
+} rt_alloc_stats;
+rt_alloc_stats rt_buffer_stats(void);
 
 /* ---- thread pool -------------------------------------------------------- */
 typedef void (*rt_task_fn)(void *ctx, int64_t lo, int64_t hi);
 /* Runs fn over [0, n) split into at most num_threads contiguous chunks of at
- * least min_chunk; the caller works too; returns when all chunks are done. */
+ * least min_chunk; the caller works too; returns when all chunks are done.
+ * Work of one chunk runs on the caller with no synchronisation. Not
+ * reentrant: a nested call, or one from a second thread while the pool is
+ * busy, runs serially on its caller. */
 void rt_parallel_for(int64_t n, int64_t min_chunk, rt_task_fn fn, void *ctx);
+/* Joins the workers (kiln_shutdown); a later rt_parallel_for restarts them. */
+void rt_pool_shutdown(void);
 
 /* ---- statistics and random state ---------------------------------------- */
 kiln_stats_t *rt_stats_mut(void);
@@ -47,6 +60,9 @@ void rt_rng_seed(uint64_t seed);
 /* ---- CUDA presence (dlopen of libcuda.so.1; never linked) --------------- */
 /* Number of CUDA devices; 0 with a reason in why when none can be used. */
 int rt_cuda_count(char *why, size_t why_len);
+/* A driver API symbol ("cuLaunchKernel"), NULL when no driver is loaded. */
+void *rt_cuda_sym(const char *name);
+void rt_cuda_shutdown(void);   /* dlcloses the driver (kiln_shutdown) */
 
 /* ---- realize ------------------------------------------------------------ */
 /* Computes every node in nodes (they become BUFFERs). On failure returns the

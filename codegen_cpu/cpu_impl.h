@@ -1,0 +1,43 @@
+/* cpu_impl.h: what the CPU back end's files share: the per-module emitter
+ * state (emit.c builds it, math.c adds inline math functions to its module)
+ * and a few LLVM-C helpers. */
+#ifndef KILN_CPU_IMPL_H
+#define KILN_CPU_IMPL_H
+
+#include "ir/kernel.h"
+
+#include <llvm-c/Core.h>
+
+typedef struct {
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;        /* positioned where the kernel body is being emitted */
+  const char *cpu;         /* host CPU name: "target-cpu" of every function */
+  const char *features;    /* host features: "target-features" of every function */
+  LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, vd;
+} cpu_cg;
+
+/* ---- emit.c ---- */
+/* One module holding k as `void k->name(void *const *bufs, i64 lo, i64 hi)`. */
+LLVMModuleRef cpu_emit_module(LLVMContextRef ctx, kernel *k, const char *triple,
+                              const char *datalayout, const char *cpu, const char *features);
+/* Target attributes and nounwind; alwaysinline for internal helpers. */
+void cpu_fn_attrs(cpu_cg *g, LLVMValueRef fn, bool always_inline);
+/* Calls the overloaded intrinsic `name` (e.g. "llvm.fma") instantiated at
+ * the overload types `over`. */
+LLVMValueRef cpu_intrin(cpu_cg *g, LLVMBuilderRef b, const char *name, LLVMTypeRef *over,
+                        unsigned nover, LLVMValueRef *args, unsigned nargs);
+LLVMTypeRef cpu_type(cpu_cg *g, kiln_dtype t);  /* compute type: bool is i1 */
+
+/* ---- math.c ---- */
+/* Float transcendentals of ops.def (EXP LOG SIN COS TANH SIGMOID GELU SILU):
+ * f32 inline polynomials, f64 the process's libm. */
+LLVMValueRef cpu_math_unary(cpu_cg *g, ir_op op, LLVMValueRef x);
+LLVMValueRef cpu_math_pow(cpu_cg *g, LLVMValueRef a, LLVMValueRef b);        /* float pow */
+LLVMValueRef cpu_math_ipow(cpu_cg *g, LLVMValueRef a, LLVMValueRef b, bool is_signed);
+/* Names and addresses of the libm functions the f64 paths call, for the JIT
+ * to define as absolute symbols (NULL-terminated). */
+typedef struct { const char *name; void *addr; } cpu_libm_sym;
+extern const cpu_libm_sym cpu_libm_syms[];
+
+#endif

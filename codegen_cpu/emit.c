@@ -1,0 +1,454 @@
+/* emit.c: kernel IR -> LLVM IR. The loop nest becomes an internal function
+ * with one noalias pointer per buffer, inlined into the exported wrapper
+ * `void name(void *const *bufs, i64 lo, i64 hi)` so the noalias facts survive
+ * as scoped alias metadata. Loops are rotated with an i64 induction variable
+ * from 0 (or lo) by 1, the form the loop vectorizer wants. emit_op is the one
+ * switch over graph ops; math.c supplies the transcendentals. */
+#include "codegen_cpu/cpu_impl.h"
+#include "ir/philox.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  cpu_cg g;
+  kernel *k;
+  LLVMValueRef fn;                    /* the loop-nest function */
+  LLVMValueRef *bufs;                 /* its noalias buffer pointers */
+  LLVMValueRef lo, hi;                /* the parallel loop's range */
+  LLVMValueRef *vars;                 /* induction variable of each loop var */
+  LLVMValueRef *memo;                 /* by kexpr id: its value where it dominates, else NULL */
+  int *defined, ndefined;             /* memoised ids in order, so a loop forgets its own on exit */
+} emitter;
+
+/* ---- small helpers ------------------------------------------------------ */
+LLVMTypeRef cpu_type(cpu_cg *g, kiln_dtype t) {
+  switch (t) {
+  case KILN_BOOL: return g->i1;
+  case KILN_U8: case KILN_I8: return g->i8;
+  case KILN_I16: return g->i16;
+  case KILN_I32: return g->i32;
+  case KILN_I64: return g->i64;
+  case KILN_F16: case KILN_BF16: case KILN_F32: return g->f32;
+  case KILN_F64: return g->f64;
+  default: IR_ASSERT(!"bad dtype");
+  }
+}
+
+/* Element type in memory: bool is a byte, f16 is LLVM half (F16C converts
+ * it without a libcall), bf16 is raw i16 converted with integer ops. */
+static LLVMTypeRef storage_type(cpu_cg *g, kiln_dtype t) {
+  switch (t) {
+  case KILN_BOOL: return g->i8;
+  case KILN_F16: return g->f16;
+  case KILN_BF16: return g->i16;
+  default: return cpu_type(g, t);
+  }
+}
+
+static void add_attr(cpu_cg *g, LLVMValueRef fn, unsigned idx, const char *name) {
+  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+  IR_ASSERT(kind);
+  LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(g->ctx, kind, 0));
+}
+
+static void add_str_attr(cpu_cg *g, LLVMValueRef fn, const char *k, const char *v) {
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                             LLVMCreateStringAttribute(g->ctx, k, (unsigned)strlen(k), v, (unsigned)strlen(v)));
+}
+
+/* Without "prefer-vector-width"="512" LLVM 19 uses 256-bit vectors on
+ * AVX-512 CPUs (TOOLCHAIN.md). */
+void cpu_fn_attrs(cpu_cg *g, LLVMValueRef fn, bool always_inline) {
+  add_str_attr(g, fn, "target-cpu", g->cpu);
+  add_str_attr(g, fn, "target-features", g->features);
+  add_str_attr(g, fn, "prefer-vector-width", "512");
+  add_attr(g, fn, LLVMAttributeFunctionIndex, "nounwind");
+  if (always_inline) add_attr(g, fn, LLVMAttributeFunctionIndex, "alwaysinline");
+}
+
+LLVMValueRef cpu_intrin(cpu_cg *g, LLVMBuilderRef b, const char *name, LLVMTypeRef *over,
+                        unsigned nover, LLVMValueRef *args, unsigned nargs) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  IR_ASSERT(id);
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(g->mod, id, over, nover);
+  return LLVMBuildCall2(b, LLVMIntrinsicGetType(g->ctx, id, over, nover), fn, args, nargs, "");
+}
+
+/* An intrinsic overloaded on its first operand's type: llvm.smax(a, b). */
+static LLVMValueRef intr(emitter *em, const char *name, LLVMValueRef a, LLVMValueRef b) {
+  LLVMTypeRef t = LLVMTypeOf(a);
+  return cpu_intrin(&em->g, em->g.b, name, &t, 1, (LLVMValueRef[]){a, b}, b ? 2 : 1);
+}
+
+static LLVMValueRef zero_of(LLVMValueRef v) { return LLVMConstNull(LLVMTypeOf(v)); }
+
+static LLVMValueRef one_of(LLVMValueRef v) {
+  LLVMTypeRef t = LLVMTypeOf(v);
+  return LLVMGetTypeKind(t) == LLVMIntegerTypeKind ? LLVMConstInt(t, 1, 0) : LLVMConstReal(t, 1);
+}
+
+/* x != 0 as i1 (float: unordered, so nan is true). */
+static LLVMValueRef nonzero(cpu_cg *g, LLVMValueRef v, kiln_dtype t) {
+  if (t == KILN_BOOL) return v;
+  if (ir_is_float(t)) return LLVMBuildFCmp(g->b, LLVMRealUNE, v, zero_of(v), "");
+  return LLVMBuildICmp(g->b, LLVMIntNE, v, zero_of(v), "");
+}
+
+/* ---- casts and memory --------------------------------------------------- */
+/* Storage element -> compute value (bool normalised to 0/1). */
+static LLVMValueRef widen(cpu_cg *g, LLVMValueRef v, kiln_dtype st) {
+  LLVMBuilderRef b = g->b;
+  switch (st) {
+  case KILN_BOOL: return LLVMBuildICmp(b, LLVMIntNE, v, zero_of(v), "");
+  case KILN_F16: return LLVMBuildFPExt(b, v, g->f32, "");
+  case KILN_BF16:
+    v = LLVMBuildShl(b, LLVMBuildZExt(b, v, g->i32, ""), LLVMConstInt(g->i32, 16, 0), "");
+    return LLVMBuildBitCast(b, v, g->f32, "");
+  default: return v;
+  }
+}
+
+/* f32 -> bf16 bits, round to nearest even with integer ops (no libcall);
+ * a nan keeps its sign and top payload and is made quiet. */
+static LLVMValueRef to_bf16(cpu_cg *g, LLVMValueRef v) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef bits = LLVMBuildBitCast(b, v, g->i32, "");
+  LLVMValueRef hi = LLVMBuildLShr(b, bits, LLVMConstInt(g->i32, 16, 0), "");
+  LLVMValueRef lsb = LLVMBuildAnd(b, hi, LLVMConstInt(g->i32, 1, 0), "");
+  LLVMValueRef r = LLVMBuildAdd(b, bits, LLVMBuildAdd(b, lsb, LLVMConstInt(g->i32, 0x7fff, 0), ""), "");
+  r = LLVMBuildLShr(b, r, LLVMConstInt(g->i32, 16, 0), "");
+  LLVMValueRef qnan = LLVMBuildOr(b, hi, LLVMConstInt(g->i32, 0x40, 0), "");
+  r = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, v, v, ""), qnan, r, "");
+  return LLVMBuildTrunc(b, r, g->i16, "");
+}
+
+static LLVMValueRef narrow(cpu_cg *g, LLVMValueRef v, kiln_dtype st) {
+  switch (st) {
+  case KILN_BOOL: return LLVMBuildZExt(g->b, v, g->i8, "");
+  case KILN_F16: return LLVMBuildFPTrunc(g->b, v, g->f16, "");
+  case KILN_BF16: return to_bf16(g, v);
+  default: return v;
+  }
+}
+
+/* IR_CAST's semantics between compute types: float->int saturates with
+ * nan -> 0, anything->bool is != 0, bool->anything is 0/1, ints wrap. */
+static LLVMValueRef emit_cast(cpu_cg *g, LLVMValueRef v, kiln_dtype from, kiln_dtype to) {
+  if ((to == KILN_F16 || to == KILN_BF16) && from != to)  /* an f32 rounded to that precision */
+    return widen(g, narrow(g, emit_cast(g, v, from, KILN_F32), to), to);
+  from = ir_compute_dtype(from);
+  to = ir_compute_dtype(to);
+  if (from == to) return v;
+  LLVMBuilderRef b = g->b;
+  LLVMTypeRef t = cpu_type(g, to);
+  const ir_dtype_info *fi = &ir_dtypes[from], *ti = &ir_dtypes[to];
+  if (to == KILN_BOOL) return nonzero(g, v, from);
+  if (fi->kind == DK_BOOL)
+    return ti->kind == DK_FLOAT ? LLVMBuildUIToFP(b, v, t, "") : LLVMBuildZExt(b, v, t, "");
+  if (fi->kind == DK_INT && ti->kind == DK_INT) return LLVMBuildIntCast2(b, v, t, fi->is_signed, "");
+  if (fi->kind == DK_INT)
+    return fi->is_signed ? LLVMBuildSIToFP(b, v, t, "") : LLVMBuildUIToFP(b, v, t, "");
+  if (ti->kind == DK_INT) {
+    LLVMTypeRef over[2] = {t, LLVMTypeOf(v)};
+    return cpu_intrin(g, b, ti->is_signed ? "llvm.fptosi.sat" : "llvm.fptoui.sat", over, 2, &v, 1);
+  }
+  return LLVMBuildFPCast(b, v, t, "");
+}
+
+static LLVMValueRef elem_ptr(emitter *em, int buf, LLVMValueRef index) {
+  LLVMTypeRef st = storage_type(&em->g, em->k->params[buf].dtype);
+  return LLVMBuildInBoundsGEP2(em->g.b, st, em->bufs[buf], &index, 1, "");
+}
+
+/* ---- graph ops ---------------------------------------------------------- */
+static LLVMValueRef emit_minmax(emitter *em, LLVMValueRef a, LLVMValueRef b, kiln_dtype t, bool max) {
+  const ir_dtype_info *d = &ir_dtypes[t];
+  if (d->kind == DK_BOOL) return max ? LLVMBuildOr(em->g.b, a, b, "") : LLVMBuildAnd(em->g.b, a, b, "");
+  if (d->kind == DK_FLOAT) return intr(em, max ? "llvm.maximum" : "llvm.minimum", a, b);
+  if (d->is_signed) return intr(em, max ? "llvm.smax" : "llvm.smin", a, b);
+  return intr(em, max ? "llvm.umax" : "llvm.umin", a, b);
+}
+
+/* EQ NE LT LE GT GE, in ops.def order. Float NE is unordered (nan != nan). */
+static LLVMValueRef emit_compare(emitter *em, ir_op op, LLVMValueRef a, LLVMValueRef b, kiln_dtype t) {
+  static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT,
+                                         LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
+  static const LLVMIntPredicate sp[] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT, LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+  static const LLVMIntPredicate up[] = {LLVMIntEQ, LLVMIntNE, LLVMIntULT, LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
+  int i = (int)op - IR_EQ;
+  if (ir_is_float(t)) return LLVMBuildFCmp(em->g.b, fp[i], a, b, "");
+  bool sg = ir_dtypes[t].kind == DK_INT && ir_dtypes[t].is_signed;
+  return LLVMBuildICmp(em->g.b, sg ? sp[i] : up[i], a, b, "");
+}
+
+/* (0 < x) - (x < 0); nan gives 0. */
+static LLVMValueRef emit_sign(emitter *em, LLVMValueRef x, kiln_dtype t) {
+  LLVMBuilderRef b = em->g.b;
+  LLVMTypeRef ty = LLVMTypeOf(x);
+  if (ir_is_float(t)) {
+    LLVMValueRef pos = LLVMBuildUIToFP(b, LLVMBuildFCmp(b, LLVMRealOGT, x, zero_of(x), ""), ty, "");
+    LLVMValueRef neg = LLVMBuildUIToFP(b, LLVMBuildFCmp(b, LLVMRealOLT, x, zero_of(x), ""), ty, "");
+    return LLVMBuildFSub(b, pos, neg, "");
+  }
+  if (!ir_dtypes[t].is_signed) return LLVMBuildZExt(b, nonzero(&em->g, x, t), ty, "");
+  LLVMValueRef pos = LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntSGT, x, zero_of(x), ""), ty, "");
+  LLVMValueRef neg = LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntSLT, x, zero_of(x), ""), ty, "");
+  return LLVMBuildSub(b, pos, neg, "");
+}
+
+/* The one switch over elementwise graph ops (semantics: ir/ops.def). a, b, c
+ * are the operands' values; e->a->type is the operands' compute type. */
+static LLVMValueRef emit_op(emitter *em, const kexpr *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
+  LLVMBuilderRef B = em->g.b;
+  kiln_dtype t = e->a->type;
+  bool fl = ir_is_float(t), bo = t == KILN_BOOL, sg = ir_dtypes[t].is_signed && !bo;
+  switch (e->op) {
+  case IR_NEG: return fl ? LLVMBuildFNeg(B, a, "") : LLVMBuildNeg(B, a, "");
+  case IR_ABS:
+    if (fl) return intr(em, "llvm.fabs", a, NULL);
+    return sg ? intr(em, "llvm.abs", a, LLVMConstInt(em->g.i1, 0, 0)) : a;
+  case IR_EXP: case IR_LOG: case IR_SIN: case IR_COS:
+  case IR_TANH: case IR_SIGMOID: case IR_GELU: case IR_SILU:
+    return cpu_math_unary(&em->g, e->op, a);
+  case IR_SQRT: return intr(em, "llvm.sqrt", a, NULL);
+  case IR_RSQRT: return LLVMBuildFDiv(B, one_of(a), intr(em, "llvm.sqrt", a, NULL), "");
+  case IR_RELU:
+    if (fl) return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, zero_of(a), ""), zero_of(a), a, "");
+    return sg ? intr(em, "llvm.smax", a, zero_of(a)) : a;
+  case IR_FLOOR: return fl ? intr(em, "llvm.floor", a, NULL) : a;
+  case IR_CEIL: return fl ? intr(em, "llvm.ceil", a, NULL) : a;
+  case IR_ROUND: return fl ? intr(em, "llvm.roundeven", a, NULL) : a;
+  case IR_SIGN: return emit_sign(em, a, t);
+  case IR_RECIPROCAL: return LLVMBuildFDiv(B, one_of(a), a, "");
+  case IR_LOGICAL_NOT: return LLVMBuildNot(B, nonzero(&em->g, a, t), "");
+  case IR_CAST: return emit_cast(&em->g, a, t, e->type);
+  case IR_ADD:
+    if (bo) return LLVMBuildOr(B, a, b, "");
+    return fl ? LLVMBuildFAdd(B, a, b, "") : LLVMBuildAdd(B, a, b, "");
+  case IR_SUB: return fl ? LLVMBuildFSub(B, a, b, "") : LLVMBuildSub(B, a, b, "");
+  case IR_MUL:
+    if (bo) return LLVMBuildAnd(B, a, b, "");
+    return fl ? LLVMBuildFMul(B, a, b, "") : LLVMBuildMul(B, a, b, "");
+  case IR_DIV: IR_ASSERT(fl); return LLVMBuildFDiv(B, a, b, "");
+  case IR_POW: return fl ? cpu_math_pow(&em->g, a, b) : cpu_math_ipow(&em->g, a, b, sg);
+  case IR_MAXIMUM: return emit_minmax(em, a, b, t, true);
+  case IR_MINIMUM: return emit_minmax(em, a, b, t, false);
+  case IR_EQ: case IR_NE: case IR_LT: case IR_LE: case IR_GT: case IR_GE:
+    return emit_compare(em, e->op, a, b, t);
+  case IR_LOGICAL_AND:
+    return LLVMBuildAnd(B, nonzero(&em->g, a, t), nonzero(&em->g, b, e->b->type), "");
+  case IR_LOGICAL_OR:
+    return LLVMBuildOr(B, nonzero(&em->g, a, t), nonzero(&em->g, b, e->b->type), "");
+  case IR_WHERE: return LLVMBuildSelect(B, nonzero(&em->g, a, t), b, c, "");
+  case IR_CLAMP: return emit_minmax(em, emit_minmax(em, a, b, t, true), c, t, false);
+  default: IR_ASSERT(!"not an elementwise op");
+  }
+}
+
+/* ---- Philox4x32-10 (ir/philox.h), 32x32->64 products as i64 multiplies so
+ * the loop vectorizer handles them ---------------------------------------- */
+static LLVMValueRef emit_philox(emitter *em, LLVMValueRef ctr, uint64_t key, int word) {
+  cpu_cg *g = &em->g;
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef s32 = LLVMConstInt(g->i64, 32, 0);
+  LLVMValueRef c[4] = {LLVMBuildTrunc(b, ctr, g->i32, ""),
+                       LLVMBuildTrunc(b, LLVMBuildLShr(b, ctr, s32, ""), g->i32, ""),
+                       LLVMConstInt(g->i32, 0, 0), LLVMConstInt(g->i32, 0, 0)};
+  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+  for (int r = 0; r < 10; r++) {
+    LLVMValueRef p0 = LLVMBuildMul(b, LLVMBuildZExt(b, c[0], g->i64, ""), LLVMConstInt(g->i64, PHILOX_M0, 0), "");
+    LLVMValueRef p1 = LLVMBuildMul(b, LLVMBuildZExt(b, c[2], g->i64, ""), LLVMConstInt(g->i64, PHILOX_M1, 0), "");
+    LLVMValueRef h1 = LLVMBuildTrunc(b, LLVMBuildLShr(b, p1, s32, ""), g->i32, "");
+    LLVMValueRef h0 = LLVMBuildTrunc(b, LLVMBuildLShr(b, p0, s32, ""), g->i32, "");
+    LLVMValueRef n0 = LLVMBuildXor(b, LLVMBuildXor(b, h1, c[1], ""), LLVMConstInt(g->i32, k0, 0), "");
+    LLVMValueRef n2 = LLVMBuildXor(b, LLVMBuildXor(b, h0, c[3], ""), LLVMConstInt(g->i32, k1, 0), "");
+    c[1] = LLVMBuildTrunc(b, p1, g->i32, "");
+    c[3] = LLVMBuildTrunc(b, p0, g->i32, "");
+    c[0] = n0;
+    c[2] = n2;
+    k0 += PHILOX_W0;
+    k1 += PHILOX_W1;
+  }
+  return LLVMBuildZExt(b, c[word], g->i64, "");
+}
+
+/* ---- expressions -------------------------------------------------------- */
+static LLVMValueRef emit_expr(emitter *em, const kexpr *e);
+
+static LLVMValueRef emit_load(emitter *em, const kexpr *e) {
+  kiln_dtype st = em->k->params[e->buf].dtype;
+  LLVMValueRef v = LLVMBuildLoad2(em->g.b, storage_type(&em->g, st), elem_ptr(em, e->buf, emit_expr(em, e->a)), "");
+  return emit_cast(&em->g, widen(&em->g, v, st), st, e->type);
+}
+
+static LLVMValueRef emit_expr_new(emitter *em, const kexpr *e) {
+  cpu_cg *g = &em->g;
+  LLVMTypeRef t = cpu_type(g, e->type);
+  switch (e->kind) {
+  case KX_CONST:
+    return ir_is_float(e->type) ? LLVMConstReal(t, e->f) : LLVMConstInt(t, (unsigned long long)e->i, 1);
+  case KX_VAR: return em->vars[e->var];
+  case KX_LOAD: return emit_load(em, e);
+  case KX_OP: {
+    LLVMValueRef a = emit_expr(em, e->a);
+    LLVMValueRef b = e->b ? emit_expr(em, e->b) : NULL;
+    LLVMValueRef c = e->c ? emit_expr(em, e->c) : NULL;
+    return emit_op(em, e, a, b, c);
+  }
+  case KX_CAST: return emit_cast(g, emit_expr(em, e->a), e->a->type, e->type);
+  case KX_IDIV: return LLVMBuildSDiv(g->b, emit_expr(em, e->a), emit_expr(em, e->b), "");
+  case KX_IMOD: return LLVMBuildSRem(g->b, emit_expr(em, e->a), emit_expr(em, e->b), "");
+  case KX_PHILOX: return emit_philox(em, emit_expr(em, e->a), e->seed, (int)e->i);
+  }
+  IR_ASSERT(!"bad expression kind");
+}
+
+static LLVMValueRef emit_expr(emitter *em, const kexpr *e) {
+  if (em->memo[e->id]) return em->memo[e->id];
+  LLVMValueRef v = emit_expr_new(em, e);
+  em->memo[e->id] = v;
+  em->defined[em->ndefined++] = e->id;
+  return v;
+}
+
+/* ---- statements --------------------------------------------------------- */
+static void emit_block(emitter *em, const kstmt *s);
+
+static void emit_store(emitter *em, const kstmt *s) {
+  kiln_dtype st = em->k->params[s->buf].dtype;
+  LLVMValueRef v = emit_cast(&em->g, emit_expr(em, s->value), s->value->type, ir_compute_dtype(st));
+  LLVMValueRef p = elem_ptr(em, s->buf, emit_expr(em, s->index));
+  LLVMBuildStore(em->g.b, narrow(&em->g, v, st), p);
+}
+
+/* Values computed inside a loop body do not dominate what follows the loop. */
+static void forget_since(emitter *em, int mark) {
+  while (em->ndefined > mark) em->memo[em->defined[--em->ndefined]] = NULL;
+}
+
+/* for v in start..end, rotated: guard (parallel loops only: lo..hi may be
+ * empty), body with the phi, latch `v+1 < end`. */
+static void emit_loop(emitter *em, const kstmt *s) {
+  cpu_cg *g = &em->g;
+  bool par = s->loop == KL_PARALLEL;
+  if (!par && s->extent <= 0) return;
+  LLVMValueRef start = par ? em->lo : LLVMConstInt(g->i64, 0, 0);
+  LLVMValueRef end = par ? em->hi : LLVMConstInt(g->i64, (unsigned long long)s->extent, 0);
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b);
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(g->ctx, em->fn, "loop");
+  LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(g->ctx, em->fn, "endloop");
+  if (par) LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, start, end, ""), body, exit);
+  else LLVMBuildBr(g->b, body);
+  LLVMPositionBuilderAtEnd(g->b, body);
+  LLVMValueRef iv = LLVMBuildPhi(g->b, g->i64, "v");
+  em->vars[s->var] = iv;
+  int mark = em->ndefined;
+  emit_block(em, s->body);
+  forget_since(em, mark);
+  LLVMValueRef next = LLVMBuildNSWAdd(g->b, iv, LLVMConstInt(g->i64, 1, 0), "");
+  LLVMSetNUW(next, 1);
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
+  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, next, end, ""), body, exit);
+  LLVMAddIncoming(iv, (LLVMValueRef[]){start, next}, (LLVMBasicBlockRef[]){pre, latch}, 2);
+  LLVMPositionBuilderAtEnd(g->b, exit);
+}
+
+static void emit_block(emitter *em, const kstmt *s) {
+  for (; s; s = s->next) {
+    if (s->kind == KS_LOOP) emit_loop(em, s);
+    else emit_store(em, s);
+  }
+}
+
+/* ---- functions ---------------------------------------------------------- */
+/* internal void name.body(ptr noalias b0, ..., i64 lo, i64 hi) */
+static void emit_body_fn(emitter *em) {
+  cpu_cg *g = &em->g;
+  int n = em->k->nparams;
+  LLVMTypeRef *params = calloc((size_t)n + 2, sizeof *params);
+  IR_ASSERT(params);
+  for (int i = 0; i < n; i++) params[i] = g->ptr;
+  params[n] = params[n + 1] = g->i64;
+  char name[48];
+  snprintf(name, sizeof name, "%s.body", em->k->name);
+  em->fn = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, params, (unsigned)n + 2, 0));
+  free(params);
+  LLVMSetLinkage(em->fn, LLVMInternalLinkage);
+  cpu_fn_attrs(g, em->fn, true);
+  for (int i = 0; i < n; i++) {
+    add_attr(g, em->fn, (unsigned)i + 1, "noalias");
+    em->bufs[i] = LLVMGetParam(em->fn, (unsigned)i);
+  }
+  em->lo = LLVMGetParam(em->fn, (unsigned)n);
+  em->hi = LLVMGetParam(em->fn, (unsigned)n + 1);
+  LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, em->fn, "entry"));
+  emit_block(em, em->k->body);
+  LLVMBuildRetVoid(g->b);
+}
+
+/* The exported ABI: void name(void *const *bufs, i64 lo, i64 hi). */
+static void emit_wrapper(emitter *em) {
+  cpu_cg *g = &em->g;
+  int n = em->k->nparams;
+  LLVMTypeRef params[3] = {g->ptr, g->i64, g->i64};
+  LLVMValueRef fn = LLVMAddFunction(g->mod, em->k->name, LLVMFunctionType(g->vd, params, 3, 0));
+  cpu_fn_attrs(g, fn, false);
+  add_attr(g, fn, 1, "noalias");
+  add_attr(g, fn, 1, "nocapture");
+  LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
+  LLVMValueRef *args = calloc((size_t)n + 2, sizeof *args);
+  IR_ASSERT(args);
+  for (int i = 0; i < n; i++) {
+    LLVMValueRef idx = LLVMConstInt(g->i64, (unsigned long long)i, 0);
+    LLVMValueRef p = LLVMBuildInBoundsGEP2(g->b, g->ptr, LLVMGetParam(fn, 0), &idx, 1, "");
+    args[i] = LLVMBuildLoad2(g->b, g->ptr, p, "");
+  }
+  args[n] = LLVMGetParam(fn, 1);
+  args[n + 1] = LLVMGetParam(fn, 2);
+  LLVMBuildCall2(g->b, LLVMGlobalGetValueType(em->fn), em->fn, args, (unsigned)n + 2, "");
+  LLVMBuildRetVoid(g->b);
+  free(args);
+}
+
+static void init_types(cpu_cg *g, LLVMContextRef ctx) {
+  g->ctx = ctx;
+  g->i1 = LLVMInt1TypeInContext(ctx);
+  g->i8 = LLVMInt8TypeInContext(ctx);
+  g->i16 = LLVMInt16TypeInContext(ctx);
+  g->i32 = LLVMInt32TypeInContext(ctx);
+  g->i64 = LLVMInt64TypeInContext(ctx);
+  g->f16 = LLVMHalfTypeInContext(ctx);
+  g->f32 = LLVMFloatTypeInContext(ctx);
+  g->f64 = LLVMDoubleTypeInContext(ctx);
+  g->ptr = LLVMPointerTypeInContext(ctx, 0);
+  g->vd = LLVMVoidTypeInContext(ctx);
+}
+
+LLVMModuleRef cpu_emit_module(LLVMContextRef ctx, kernel *k, const char *triple,
+                              const char *datalayout, const char *cpu, const char *features) {
+  IR_ASSERT(k->name[0]);
+  emitter em = {.k = k};
+  cpu_cg *g = &em.g;
+  init_types(g, ctx);
+  g->cpu = cpu;
+  g->features = features;
+  g->mod = LLVMModuleCreateWithNameInContext(k->name, ctx);
+  LLVMSetTarget(g->mod, triple);
+  LLVMSetDataLayout(g->mod, datalayout);  /* before building: loads take ABI alignment from it */
+  g->b = LLVMCreateBuilderInContext(ctx);
+  em.vars = calloc((size_t)k->nvars + 1, sizeof *em.vars);
+  em.memo = calloc((size_t)k->nexprs + 1, sizeof *em.memo);
+  em.defined = calloc((size_t)k->nexprs + 1, sizeof *em.defined);
+  em.bufs = calloc((size_t)k->nparams + 1, sizeof *em.bufs);
+  IR_ASSERT(em.vars && em.memo && em.defined && em.bufs);
+  emit_body_fn(&em);
+  emit_wrapper(&em);
+  free(em.vars);
+  free(em.memo);
+  free(em.defined);
+  free(em.bufs);
+  LLVMDisposeBuilder(g->b);
+  return g->mod;
+}

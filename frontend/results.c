@@ -1,0 +1,194 @@
+/* results.c: where laziness ends. Realizing (error nodes surface here),
+ * copying out by strides, item, data, and the PyTorch-style string form. */
+#include "frontend/frontend.h"
+#include "runtime/rt.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The error of a NULL or error handle (and sets the last error), else KILN_OK. */
+static kiln_status surface(const char *f, int l, const char *op, kiln_tensor *t) {
+  if (!t) {
+    ir_error_setf("%s:%d: %s: argument is NULL", f, l, op);
+    return KILN_ERR_ARG;
+  }
+  if (t->status != KILN_OK) ir_error_set(t->msg);
+  return t->status;
+}
+
+kiln_status kiln_realize_at(const char *f, int l, kiln_tensor *t) {
+  kiln_status st = surface(f, l, "realize", t);
+  if (st != KILN_OK || t->op == IR_BUFFER) return st;
+  return rt_realize(1, &t);
+}
+
+kiln_status kiln_realize_n_at(const char *f, int l, int n, kiln_tensor *const *ts) {
+  if (n < 0 || (n && !ts)) {
+    ir_error_setf("%s:%d: realize_n: invalid list of %d tensors", f, l, n);
+    return KILN_ERR_ARG;
+  }
+  for (int i = 0; i < n; i++) {
+    if (!ts[i]) {
+      ir_error_setf("%s:%d: realize_n: tensor %d is NULL", f, l, i);
+      return KILN_ERR_ARG;
+    }
+    if (ts[i]->status != KILN_OK) return surface(f, l, "realize_n", ts[i]);
+  }
+  return n ? rt_realize(n, ts) : KILN_OK;
+}
+
+/* ---- host data ---------------------------------------------------------- */
+/* A realized CPU tensor, or its error. */
+static kiln_status realize_on_host(const char *f, int l, const char *op, kiln_tensor *t) {
+  kiln_status st = kiln_realize_at(f, l, t);
+  if (st != KILN_OK) return st;
+  IR_ASSERT(t->op == IR_BUFFER);   /* what realize promises */
+  if (t->device.type == KILN_CPU) return KILN_OK;
+  char d[24];
+  ir_error_setf("%s:%d: %s: tensor is on %s; copy it to the CPU with kiln_cpu first", f, l, op,
+                fe_device_name(t->device, d));
+  return KILN_ERR_DEVICE;
+}
+
+/* Copies a strided view element by element (rows of the last dim at a time
+ * when that dim is dense), counting through the index like an odometer. */
+static void copy_strided(char *dst, const char *src, size_t es, int ndim, const int64_t *shape,
+                         const int64_t *strides) {
+  int64_t numel = ir_numel(ndim, shape);
+  if (numel == 0) return;
+  int inner = ndim - 1;
+  int64_t row = ndim ? shape[inner] : 1;
+  bool dense = !ndim || strides[inner] == 1;
+  int64_t idx[KILN_MAX_DIMS] = {0};
+  for (int64_t done = 0; done < numel; done += row) {
+    int64_t off = 0;
+    for (int d = 0; d < ndim; d++) off += idx[d] * strides[d];
+    if (dense) {
+      memcpy(dst, src + off * (int64_t)es, (size_t)row * es);
+    } else {
+      for (int64_t j = 0; j < row; j++) memcpy(dst + j * es, src + (off + j * strides[inner]) * (int64_t)es, es);
+    }
+    dst += (size_t)row * es;
+    for (int d = inner - 1; d >= 0 && ++idx[d] == shape[d]; d--) idx[d] = 0;
+  }
+}
+
+/* An empty tensor may hold no buffer at all: its data is any valid pointer. */
+static const char *buffer_base(const ir_node *t) {
+  static const char no_data[1];
+  if (!t->buf) return no_data;
+  return (const char *)t->buf->data + t->offset * (int64_t)ir_dtypes[t->dtype].size;
+}
+
+kiln_status kiln_copy_to_host_at(const char *f, int l, kiln_tensor *t, void *dst, size_t dst_bytes) {
+  kiln_status st = realize_on_host(f, l, "copy_to_host", t);
+  if (st != KILN_OK) return st;
+  size_t es = ir_dtypes[t->dtype].size, need = (size_t)ir_numel(t->ndim, t->shape) * es;
+  if (dst_bytes < need || (!dst && need)) {
+    ir_str b = {0};
+    fe_describe(&b, t);
+    ir_error_setf("%s:%d: copy_to_host: destination has %zu bytes, a %s tensor needs %zu", f, l,
+                  dst ? dst_bytes : 0, b.s, need);
+    ir_str_free(&b);
+    return KILN_ERR_ARG;
+  }
+  copy_strided(dst, buffer_base(t), es, t->ndim, t->shape, t->strides);
+  return KILN_OK;
+}
+
+/* ---- item --------------------------------------------------------------- */
+static double half_to_double(uint16_t h) {
+  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m | 0x400, e - 25);
+  return h & 0x8000 ? -v : v;
+}
+
+static double bf16_to_double(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float v;
+  memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+/* One element of dtype dt at p, as a double. */
+static double load_double(const void *p, kiln_dtype dt) {
+  switch (dt) {
+  case KILN_BOOL: return *(const uint8_t *)p != 0;
+  case KILN_U8: return *(const uint8_t *)p;
+  case KILN_I8: return *(const int8_t *)p;
+  case KILN_I16: return *(const int16_t *)p;
+  case KILN_I32: return *(const int32_t *)p;
+  case KILN_I64: return (double)*(const int64_t *)p;
+  case KILN_F16: return half_to_double(*(const uint16_t *)p);
+  case KILN_BF16: return bf16_to_double(*(const uint16_t *)p);
+  case KILN_F32: return *(const float *)p;
+  case KILN_F64: return *(const double *)p;
+  default: IR_ASSERT(!"a dtype without a loader");
+  }
+}
+
+double kiln_item_at(const char *f, int l, kiln_tensor *t) {
+  if (surface(f, l, "item", t) != KILN_OK) return NAN;
+  int64_t numel = ir_numel(t->ndim, t->shape);
+  if (numel != 1) {
+    ir_error_setf("%s:%d: item: a tensor with %lld elements cannot be converted to a scalar", f, l,
+                  (long long)numel);
+    return NAN;
+  }
+  if (realize_on_host(f, l, "item", t) != KILN_OK) return NAN;
+  return load_double(buffer_base(t), t->dtype);   /* one element: strides do not matter */
+}
+
+/* ---- data --------------------------------------------------------------- */
+/* Makes t's buffer dense so its data can be handed out. A tensor is a
+ * value, so replacing its buffer by a compact copy changes nothing visible. */
+static kiln_status make_contiguous(const char *f, int l, kiln_tensor *t) {
+  if (ir_node_is_contiguous(t)) return KILN_OK;
+  size_t es = ir_dtypes[t->dtype].size, bytes = (size_t)ir_numel(t->ndim, t->shape) * es;
+  rt_buffer *buf = rt_buffer_alloc(bytes);
+  if (!buf) {
+    ir_error_setf("%s:%d: data: cannot allocate %zu bytes for a contiguous copy", f, l, bytes);
+    return KILN_ERR_MEMORY;
+  }
+  copy_strided(buf->data, buffer_base(t), es, t->ndim, t->shape, t->strides);
+  ir_node_set_buffer(t, buf);
+  return KILN_OK;
+}
+
+/* A realized, dense CPU tensor whose elements start at *data. */
+static kiln_status host_data(const char *f, int l, const char *op, kiln_tensor *t, const void **data) {
+  kiln_status st = realize_on_host(f, l, op, t);
+  if (st == KILN_OK) st = make_contiguous(f, l, t);
+  *data = st == KILN_OK ? buffer_base(t) : NULL;
+  return st;
+}
+
+const void *kiln_data_at(const char *f, int l, kiln_tensor *t) {
+  const void *data;
+  host_data(f, l, "data", t, &data);
+  return data;
+}
+
+/* ---- text --------------------------------------------------------------- */
+static kiln_status format_tensor(const char *f, int l, const char *op, kiln_tensor *t, char **out) {
+  const void *data;
+  kiln_status st = host_data(f, l, op, t, &data);
+  *out = st == KILN_OK ? fe_format(data, t->dtype, t->ndim, t->shape, t->device) : NULL;
+  return st;
+}
+
+/* NULL (and the last error) when t cannot be computed. */
+char *kiln_to_string_at(const char *f, int l, kiln_tensor *t) {
+  char *s;
+  format_tensor(f, l, "to_string", t, &s);
+  return s;
+}
+
+kiln_status kiln_print_at(const char *f, int l, kiln_tensor *t) {
+  char *s;
+  kiln_status st = format_tensor(f, l, "print", t, &s);
+  if (st == KILN_OK) puts(s);
+  free(s);
+  return st;
+}

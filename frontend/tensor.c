@@ -1,0 +1,179 @@
+/* tensor.c: what a handle is to the user: lifetimes (reference counts and
+ * the thread's stack of scopes), info queries that never realize, errors and
+ * their stickiness, and the eager / bounded-laziness hook every op goes through. */
+#include "frontend/frontend.h"
+#include "runtime/rt.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- scopes: per thread, each a list of the handles it will release ------ */
+typedef struct { ir_node **v; int n, cap; } fe_scope;
+
+static _Thread_local fe_scope *scopes;
+static _Thread_local int nscopes, scopes_cap;
+
+static void scope_push(fe_scope *s, ir_node *n) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 16;
+    s->v = realloc(s->v, (size_t)s->cap * sizeof *s->v);
+    IR_ASSERT(s->v);
+  }
+  s->v[s->n++] = n;
+}
+
+/* Removes one registration of n from s; false when n is not there. Searches
+ * from the newest handle, the one a release most often refers to. */
+static bool scope_remove(fe_scope *s, ir_node *n) {
+  for (int i = s->n - 1; i >= 0; i--) {
+    if (s->v[i] != n) continue;
+    memmove(s->v + i, s->v + i + 1, (size_t)(s->n - i - 1) * sizeof *s->v);
+    s->n--;
+    return true;
+  }
+  return false;
+}
+
+ir_node *fe_register(ir_node *n) {
+  if (nscopes) scope_push(&scopes[nscopes - 1], n);
+  return n;
+}
+
+void kiln_scope_begin(void) {
+  if (nscopes == scopes_cap) {
+    scopes_cap = scopes_cap ? 2 * scopes_cap : 8;
+    scopes = realloc(scopes, (size_t)scopes_cap * sizeof *scopes);
+    IR_ASSERT(scopes);
+  }
+  scopes[nscopes++] = (fe_scope){0};
+}
+
+/* Releases newest first, so users go before what they were built from. The
+ * scope array itself is freed with the last scope: nothing lingers at exit. */
+void kiln_scope_end(void) {
+  if (!nscopes) return;
+  fe_scope s = scopes[--nscopes];
+  for (int i = s.n - 1; i >= 0; i--) ir_node_release(s.v[i]);
+  free(s.v);
+  if (!nscopes) {
+    free(scopes);
+    scopes = NULL;
+    scopes_cap = 0;
+  }
+}
+
+/* Like returning a value from a function: the handle moves to the enclosing
+ * scope, or, at the outermost one, becomes the caller's to release. */
+kiln_tensor *kiln_keep(kiln_tensor *t) {
+  if (t && nscopes && scope_remove(&scopes[nscopes - 1], t) && nscopes > 1)
+    scope_push(&scopes[nscopes - 2], t);
+  return t;
+}
+
+/* A scope holding t forgets it, so scope_end does not release it twice. */
+void kiln_release(kiln_tensor *t) {
+  if (!t) return;
+  for (int i = nscopes - 1; i >= 0; i--)
+    if (scope_remove(&scopes[i], t)) break;
+  ir_node_release(t);
+}
+
+/* The new reference is the caller's own: scopes never release it. */
+kiln_tensor *kiln_retain(kiln_tensor *t) {
+  ir_node_retain(t);
+  return t;
+}
+
+void kiln_shutdown(void) {
+  while (nscopes) kiln_scope_end();
+  rt_shutdown();
+}
+
+/* ---- errors ------------------------------------------------------------- */
+ir_node *fe_check_arg(const char *f, int l, const char *op, ir_node *t, int argno) {
+  if (!t) return fe_error(KILN_ERR_ARG, f, l, "%s: argument %d is NULL", op, argno);
+  if (t->status == KILN_OK) return NULL;
+  ir_node *e = ir_node_error(t->status, NULL, 0, "%s", t->msg);
+  e->file = f;
+  e->line = l;
+  return fe_register(e);
+}
+
+void fe_describe(ir_str *b, const ir_node *n) {
+  ir_str_printf(b, "%s ", ir_dtypes[n->dtype].name);
+  ir_str_shape(b, n->ndim, n->shape);
+}
+
+const char *fe_device_name(kiln_device d, char *buf) {
+  if (d.type == KILN_CPU) return "cpu";
+  snprintf(buf, 24, "cuda:%d", d.index);
+  return buf;
+}
+
+const char *kiln_last_error(void) { return ir_error_get(); }
+
+/* An error node's status surfaces here as well as at realize. */
+kiln_status kiln_status_of(kiln_tensor *t) {
+  if (!t) {
+    ir_error_set("status_of: argument is NULL");
+    return KILN_ERR_ARG;
+  }
+  if (t->status != KILN_OK) ir_error_set(t->msg);
+  return t->status;
+}
+
+/* ---- eager mode and bounded laziness ------------------------------------ */
+static ir_node *realize_or_error(ir_node *n) {
+  kiln_status st = rt_realize(1, &n);
+  if (st == KILN_OK) return n;
+  ir_node *e = ir_node_error(st, NULL, 0, "%s", kiln_last_error());
+  e->file = n->file;
+  e->line = n->line;
+  ir_node_release(n);
+  return e;
+}
+
+ir_node *fe_finish(ir_node *n) {
+  rt_options *o = rt_opts();
+  if (n->op == IR_BUFFER || n->status != KILN_OK) return fe_register(n);
+  if (o->eager) return fe_register(realize_or_error(n));
+  if (n->pending <= o->max_pending) return fe_register(n);
+  rt_stats_mut()->auto_realizes++;
+  if (o->debug >= 1)
+    fprintf(stderr, "kiln: realizing at %s:%d: the pending graph holds up to %lld nodes (KILN_MAX_PENDING=%lld)\n",
+            n->file ? n->file : "?", n->line, (long long)n->pending, (long long)o->max_pending);
+  return fe_register(realize_or_error(n));
+}
+
+/* ---- info: never realizes ----------------------------------------------- */
+static bool info_null(const void *t, const char *fn) {
+  if (!t) ir_error_setf("%s: argument is NULL", fn);
+  return !t;
+}
+
+int kiln_ndim(kiln_tensor *t) { return info_null(t, "ndim") ? 0 : t->ndim; }
+const int64_t *kiln_shape(kiln_tensor *t) { return info_null(t, "shape") ? NULL : t->shape; }
+kiln_dtype kiln_dtype_of(kiln_tensor *t) { return info_null(t, "dtype_of") ? KILN_F32 : t->dtype; }
+
+kiln_device kiln_device_of(kiln_tensor *t) {
+  return info_null(t, "device_of") ? (kiln_device){KILN_CPU, 0} : t->device;
+}
+
+int64_t kiln_numel(kiln_tensor *t) {
+  return info_null(t, "numel") ? 0 : ir_numel(t->ndim, t->shape);
+}
+
+/* -1 and an error for a dim out of range (PyTorch's IndexError). */
+int64_t kiln_size(kiln_tensor *t, int dim) {
+  if (info_null(t, "size")) return -1;
+  int d = dim < 0 ? dim + t->ndim : dim;
+  if (d < 0 || d >= t->ndim) {
+    ir_error_setf("size: dim %d is out of range for a tensor of %d dims (expected [%d, %d])",
+                  dim, t->ndim, -t->ndim, t->ndim - 1);
+    return -1;
+  }
+  return t->shape[d];
+}
+
+const char *kiln_dtype_name(kiln_dtype d) { return ir_dtype_valid(d) ? ir_dtypes[d].name : "invalid"; }
+size_t kiln_dtype_size(kiln_dtype d) { return ir_dtype_valid(d) ? ir_dtypes[d].size : 0; }

@@ -1,0 +1,282 @@
+/* graph.c: the lazy DAG's nodes: creation, reference counting, realized
+ * buffers, and the iterative walks (collect, find error, print) that every
+ * later stage uses. No walk recurses: a million-node chain is an ordinary graph. */
+#include "ir/graph.h"
+#include "runtime/rt.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Atomic uint64_t next_id;
+
+int64_t ir_numel(int ndim, const int64_t *shape) {
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] == 0) return 0;   /* (0, 2^62, 8) is empty, not an overflow */
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++)
+    if (__builtin_mul_overflow(n, shape[i], &n)) return -1;
+  return n;
+}
+
+/* Like PyTorch, a size-0 dim counts as 1 so strides stay distinct. */
+void ir_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= shape[i] > 1 ? shape[i] : 1;
+  }
+}
+
+/* Strides of size-1 dims never matter; an empty tensor is trivially contiguous. */
+bool ir_node_is_contiguous(const ir_node *n) {
+  if (ir_numel(n->ndim, n->shape) == 0) return true;
+  int64_t want[KILN_MAX_DIMS];
+  ir_contiguous_strides(n->ndim, n->shape, want);
+  for (int i = 0; i < n->ndim; i++)
+    if (n->shape[i] != 1 && n->strides[i] != want[i]) return false;
+  return true;
+}
+
+static int64_t add_saturating(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
+                     int nsrc, ir_node *const *src, const char *file, int line) {
+  IR_ASSERT(ndim >= 0 && ndim <= KILN_MAX_DIMS && nsrc >= 0 && nsrc <= 3);
+  ir_node *n = calloc(1, sizeof *n);
+  IR_ASSERT(n);
+  n->refs = 1;
+  n->op = op;
+  n->dtype = dt;
+  n->device = (kiln_device){KILN_CPU, 0};
+  n->ndim = ndim;
+  if (ndim) memcpy(n->shape, shape, (size_t)ndim * sizeof *shape);
+  ir_contiguous_strides(ndim, n->shape, n->strides);
+  n->nsrc = nsrc;
+  n->pending = 1;
+  for (int i = 0; i < nsrc; i++) {
+    n->src[i] = src[i];
+    ir_node_retain(src[i]);
+    if (src[i]->op != IR_BUFFER) n->pending = add_saturating(n->pending, src[i]->pending);
+  }
+  if (nsrc) n->device = src[0]->device;
+  n->file = file;
+  n->line = line;
+  n->id = atomic_fetch_add(&next_id, 1);
+  return n;
+}
+
+/* A NULL file gives no location prefix: the frontend uses it to copy an
+ * already-located message onto a new (sticky) error node. */
+ir_node *ir_node_error(kiln_status st, const char *file, int line, const char *fmt, ...) {
+  ir_node *n = ir_node_new(IR_CONST, KILN_F32, 0, NULL, 0, NULL, file, line);
+  ir_str b = {0};
+  if (file) ir_str_printf(&b, "%s:%d: ", file, line);
+  va_list ap;
+  va_start(ap, fmt);
+  ir_str_vprintf(&b, fmt, ap);
+  va_end(ap);
+  n->status = st;
+  n->msg = b.s;
+  n->pending = 0;   /* an error never runs */
+  return n;
+}
+
+/* Atomic counts: handles may be shared between threads even though scopes are not. */
+void ir_node_retain(ir_node *n) {
+  if (n) __atomic_add_fetch(&n->refs, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- a growable stack of nodes, for the iterative walks ------------------ */
+typedef struct { ir_node **v; size_t n, cap; } node_stack;
+
+static void stack_push(node_stack *s, ir_node *n) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 64;
+    s->v = realloc(s->v, s->cap * sizeof *s->v);
+    IR_ASSERT(s->v);
+  }
+  s->v[s->n++] = n;
+}
+
+/* Frees n and then each source it held the last reference to, with an
+ * explicit stack so the depth of the graph never reaches the C stack. */
+void ir_node_release(ir_node *n) {
+  node_stack st = {0};
+  while (n) {
+    if (__atomic_sub_fetch(&n->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+      for (int i = 0; i < n->nsrc; i++) stack_push(&st, n->src[i]);
+      if (n->buf) rt_buffer_release(n->buf);
+      free(n->msg);
+      free(n);
+    }
+    n = st.n ? st.v[--st.n] : NULL;
+  }
+  free(st.v);
+}
+
+void ir_node_set_buffer(ir_node *n, rt_buffer *buf) {
+  if (n->buf) rt_buffer_release(n->buf);
+  n->op = IR_BUFFER;
+  n->buf = buf;
+  ir_contiguous_strides(n->ndim, n->shape, n->strides);
+  n->offset = 0;
+  n->pending = 0;
+  int nsrc = n->nsrc;
+  n->nsrc = 0;
+  for (int i = 0; i < nsrc; i++) {
+    ir_node_release(n->src[i]);
+    n->src[i] = NULL;
+  }
+}
+
+/* ---- a pointer -> int map (open addressing), so walks leave scratch alone - */
+typedef struct { const ir_node **keys; int *vals; size_t cap, n; } node_map;
+
+static size_t map_slot(const node_map *m, const ir_node *k) {
+  size_t h = (size_t)(((uintptr_t)k >> 4) * 0x9E3779B97F4A7C15ull);
+  size_t i = h & (m->cap - 1);
+  while (m->keys[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
+  return i;
+}
+
+static void map_put(node_map *m, const ir_node *k, int v);
+
+static void map_grow(node_map *m) {
+  node_map old = *m;
+  m->cap = old.cap ? 2 * old.cap : 64;
+  m->n = 0;
+  m->keys = calloc(m->cap, sizeof *m->keys);
+  m->vals = calloc(m->cap, sizeof *m->vals);
+  IR_ASSERT(m->keys && m->vals);
+  for (size_t i = 0; i < old.cap; i++)
+    if (old.keys[i]) map_put(m, old.keys[i], old.vals[i]);
+  free(old.keys);
+  free(old.vals);
+}
+
+static void map_put(node_map *m, const ir_node *k, int v) {
+  if (2 * (m->n + 1) > m->cap) map_grow(m);
+  size_t i = map_slot(m, k);
+  if (!m->keys[i]) m->n++;
+  m->keys[i] = k;
+  m->vals[i] = v;
+}
+
+/* The value stored for k, or -1. */
+static int map_get(const node_map *m, const ir_node *k) {
+  if (!m->cap) return -1;
+  size_t i = map_slot(m, k);
+  return m->keys[i] ? m->vals[i] : -1;
+}
+
+static void map_free(node_map *m) {
+  free(m->keys);
+  free(m->vals);
+}
+
+/* Post-order DFS with an explicit stack: a node is emitted after all its
+ * sources, so the output is a topological order. The graph is a DAG, so a
+ * node marked on entry can never be reached again while still open. */
+int ir_graph_collect(int nroots, ir_node *const *roots, ir_node ***out) {
+  node_map seen = {0};
+  node_stack st = {0}, order = {0};
+  for (int r = 0; r < nroots; r++) {
+    if (!roots[r] || map_get(&seen, roots[r]) >= 0) continue;
+    map_put(&seen, roots[r], 0);
+    stack_push(&st, roots[r]);
+    while (st.n) {
+      ir_node *n = st.v[st.n - 1];
+      int next = map_get(&seen, n);   /* index of the next source to visit */
+      if (next < n->nsrc) {
+        map_put(&seen, n, next + 1);
+        ir_node *s = n->src[next];
+        if (map_get(&seen, s) < 0) {
+          map_put(&seen, s, 0);
+          stack_push(&st, s);
+        }
+        continue;
+      }
+      st.n--;
+      stack_push(&order, n);
+    }
+  }
+  map_free(&seen);
+  free(st.v);
+  *out = order.v;
+  return (int)order.n;
+}
+
+ir_node *ir_graph_find_error(int nroots, ir_node *const *roots) {
+  ir_node **topo;
+  int n = ir_graph_collect(nroots, roots, &topo);
+  ir_node *err = NULL;
+  for (int i = 0; i < n && !err; i++)
+    if (topo[i]->status != KILN_OK) err = topo[i];
+  free(topo);
+  return err;
+}
+
+/* ---- printing ----------------------------------------------------------- */
+static void print_src_ref(ir_str *b, const node_map *pos, const ir_node *s) {
+  int i = map_get(pos, s);
+  if (i >= 0) ir_str_printf(b, "%%%d", i);
+  else ir_str_printf(b, "#%llu", (unsigned long long)s->id);   /* outside the list */
+}
+
+static void print_ints(ir_str *b, int n, const int64_t *v) {
+  ir_str_printf(b, "(");
+  for (int i = 0; i < n; i++) ir_str_printf(b, i ? ",%lld" : "%lld", (long long)v[i]);
+  ir_str_printf(b, ")");
+}
+
+/* The attributes that say what a source node produces. */
+static void print_attrs(ir_str *b, const ir_node *n) {
+  const ir_attr *a = &n->attr;
+  switch (n->op) {
+  case IR_BUFFER:
+    if (!ir_node_is_contiguous(n)) {
+      ir_str_printf(b, " strides");
+      print_ints(b, n->ndim, n->strides);
+    }
+    if (n->offset) ir_str_printf(b, " offset %lld", (long long)n->offset);
+    break;
+  case IR_CONST: ir_str_printf(b, " %g", a->value); break;
+  case IR_ARANGE: ir_str_printf(b, " start %g step %g", a->start, a->step); break;
+  case IR_LINSPACE: ir_str_printf(b, " %g to %g step %g", a->start, a->end, a->step); break;
+  case IR_RAND:
+  case IR_RANDN:
+    ir_str_printf(b, " seed %llu offset %llu", (unsigned long long)a->seed, (unsigned long long)a->offset);
+    break;
+  case IR_RANDINT:
+    ir_str_printf(b, " [%lld,%lld) seed %llu offset %llu", (long long)a->low, (long long)a->high,
+                  (unsigned long long)a->seed, (unsigned long long)a->offset);
+    break;
+  default: break;
+  }
+}
+
+static void print_node(ir_str *b, const node_map *pos, int i, const ir_node *n) {
+  ir_str_printf(b, "%%%d = %s", i, ir_ops[n->op].name);
+  for (int s = 0; s < n->nsrc; s++) {
+    ir_str_printf(b, s ? ", " : " ");
+    print_src_ref(b, pos, n->src[s]);
+  }
+  print_attrs(b, n);
+  ir_str_printf(b, "  %s", ir_dtypes[n->dtype].short_name);
+  ir_str_shape(b, n->ndim, n->shape);
+  if (n->file) ir_str_printf(b, "  %s:%d", n->file, n->line);
+  if (n->status != KILN_OK) ir_str_printf(b, "  error: %s", n->msg);
+  ir_str_printf(b, "\n");
+}
+
+void ir_graph_print(ir_str *b, int n, ir_node *const *topo) {
+  node_map pos = {0};
+  for (int i = 0; i < n; i++) map_put(&pos, topo[i], i);
+  for (int i = 0; i < n; i++) print_node(b, &pos, i, topo[i]);
+  map_free(&pos);
+}

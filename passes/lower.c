@@ -1,0 +1,287 @@
+/* lower.c: turns one kernel group into kernel IR. Each output becomes a store
+ * inside a loop nest over the group's shape (outermost loop parallel,
+ * innermost vectorizable); its value is built by propagating the output's
+ * index vector down the graph: movement ops rewrite the index, elementwise ops
+ * combine their sources' values at the same index, sources compute their
+ * value from the index, and nodes stored by other kernels are loaded.
+ * Needs fuse's group_of/materialized; the kernel's params are the group's
+ * outputs (in order) then the loaded nodes. */
+#include "pass.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MEMO_CAP 1024
+
+typedef struct {
+  const ir_node *node;
+  kexpr *idx[KILN_MAX_DIMS];
+  kexpr *value;
+} memo_entry;
+
+typedef struct {
+  pass_graph *g;
+  int gi;
+  kernel *k;
+  ir_node **inputs;     /* nodes bound to params nout.. */
+  int ninputs;
+  memo_entry *memo;     /* (node, index) -> value: shared subgraphs lowered once */
+  int memo_cap, memo_used;
+} lower_ctx;
+
+static kexpr *emit(lower_ctx *c, const ir_node *n, kexpr *const *idx);
+
+static kiln_dtype ct(kiln_dtype d) { return ir_compute_dtype(d); }
+
+/* ---- memo table --------------------------------------------------------- */
+static uint64_t memo_hash(const ir_node *n, kexpr *const *idx) {
+  uint64_t h = ir_hash_bytes(&n, sizeof n, 0);
+  return ir_hash_bytes(idx, sizeof(kexpr *) * (size_t)n->ndim, h);
+}
+
+static memo_entry *memo_slot(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  if (2 * (c->memo_used + 1) > c->memo_cap) {
+    memo_entry *old = c->memo;
+    int oldcap = c->memo_cap;
+    c->memo_cap = oldcap ? oldcap * 2 : MEMO_CAP;
+    c->memo = calloc((size_t)c->memo_cap, sizeof *c->memo);
+    IR_ASSERT(c->memo);
+    c->memo_used = 0;
+    for (int i = 0; i < oldcap; i++)
+      if (old[i].node) {
+        *memo_slot(c, old[i].node, old[i].idx) = old[i];
+        c->memo_used++;
+      }
+    free(old);
+  }
+  size_t mask = (size_t)c->memo_cap - 1, j = memo_hash(n, idx) & mask;
+  for (; c->memo[j].node; j = (j + 1) & mask)
+    if (c->memo[j].node == n && !memcmp(c->memo[j].idx, idx, sizeof(kexpr *) * (size_t)n->ndim)) break;
+  return &c->memo[j];
+}
+
+/* ---- index helpers ------------------------------------------------------ */
+static kexpr *linear(kernel *k, int ndim, const int64_t *strides, int64_t offset, kexpr *const *idx) {
+  kexpr *e = kx_int(k, KILN_I64, offset);
+  for (int d = 0; d < ndim; d++) e = kx_iadd(k, e, kx_imul(k, idx[d], kx_int(k, KILN_I64, strides[d])));
+  return e;
+}
+
+static kexpr *flat_index(kernel *k, const ir_node *n, kexpr *const *idx) {
+  int64_t st[KILN_MAX_DIMS];
+  ir_contiguous_strides(n->ndim, n->shape, st);
+  return linear(k, n->ndim, st, 0, idx);
+}
+
+/* Elements a strided view can reach: offset + sum((size-1)*|stride|) + 1. */
+static int64_t view_span(const ir_node *n) {
+  int64_t span = n->offset + 1;
+  for (int d = 0; d < n->ndim; d++) {
+    if (n->shape[d] == 0) return 0;
+    span += (n->shape[d] - 1) * (n->strides[d] < 0 ? -n->strides[d] : n->strides[d]);
+  }
+  return span;
+}
+
+static int input_param(lower_ctx *c, ir_node *n) {
+  for (int i = 0; i < c->ninputs; i++)
+    if (c->inputs[i] == n) return c->g->groups[c->gi].nout + i;
+  c->inputs[c->ninputs++] = n;
+  return k_param(c->k, n->dtype, false, n->op == IR_BUFFER ? view_span(n) : ir_numel(n->ndim, n->shape));
+}
+
+static kexpr *emit_load(lower_ctx *c, ir_node *n, kexpr *const *idx) {
+  int p = input_param(c, n);
+  int64_t st[KILN_MAX_DIMS];
+  int64_t off = 0;
+  if (n->op == IR_BUFFER) {
+    memcpy(st, n->strides, sizeof st);
+    off = n->offset;
+  } else {
+    ir_contiguous_strides(n->ndim, n->shape, st);  /* stored by an earlier kernel */
+  }
+  return kx_load(c->k, p, linear(c->k, n->ndim, st, off, idx), ct(n->dtype));
+}
+
+/* ---- sources ------------------------------------------------------------ */
+static kexpr *fconst(kernel *k, double v) { return kx_float(k, KILN_F64, v); }
+static kexpr *fop(kernel *k, ir_op op, kiln_dtype t, kexpr *a, kexpr *b) { return kx_op(k, op, t, a, b, NULL); }
+
+static kexpr *emit_const(kernel *k, const ir_node *n) {
+  kiln_dtype t = ct(n->dtype);
+  if (ir_is_float(t)) return kx_float(k, t, n->attr.value);
+  if (t == KILN_BOOL) return kx_int(k, t, n->attr.value != 0);
+  return kx_int(k, t, (int64_t)n->attr.value);
+}
+
+/* arange and linspace compute in f64 (or i64 for integer arange) and round
+ * once to the result dtype, as the reference evaluator does. */
+static kexpr *emit_arange(kernel *k, const ir_node *n, kexpr *flat) {
+  if (!ir_is_float(n->dtype)) {
+    kexpr *v = kx_iadd(k, kx_int(k, KILN_I64, (int64_t)n->attr.start),
+                       kx_imul(k, flat, kx_int(k, KILN_I64, (int64_t)n->attr.step)));
+    return kx_cast(k, v, ct(n->dtype));
+  }
+  kexpr *v = fop(k, IR_ADD, KILN_F64, fconst(k, n->attr.start),
+                 fop(k, IR_MUL, KILN_F64, kx_cast(k, flat, KILN_F64), fconst(k, n->attr.step)));
+  return kx_cast(k, v, ct(n->dtype));
+}
+
+static kexpr *emit_linspace(kernel *k, const ir_node *n, kexpr *flat) {
+  int64_t cnt = ir_numel(n->ndim, n->shape);
+  kexpr *lo = fop(k, IR_ADD, KILN_F64, fconst(k, n->attr.start),
+                  fop(k, IR_MUL, KILN_F64, kx_cast(k, flat, KILN_F64), fconst(k, n->attr.step)));
+  kexpr *back = kx_iadd(k, kx_int(k, KILN_I64, cnt - 1), kx_imul(k, flat, kx_int(k, KILN_I64, -1)));
+  kexpr *hi = fop(k, IR_SUB, KILN_F64, fconst(k, n->attr.end),
+                  fop(k, IR_MUL, KILN_F64, kx_cast(k, back, KILN_F64), fconst(k, n->attr.step)));
+  kexpr *first_half = kx_op(k, IR_LT, KILN_BOOL, flat, kx_int(k, KILN_I64, cnt / 2), NULL);
+  return kx_cast(k, kx_op(k, IR_WHERE, KILN_F64, first_half, lo, hi), ct(n->dtype));
+}
+
+/* Uniform in [0,1) with as many bits as the dtype's significand holds, so
+ * rounding to the dtype can never give 1.0 (ir/ops.def, tests/util/ref.c). */
+static kexpr *uniform(kernel *k, kiln_dtype dt, kexpr *w0, kexpr *w1) {
+  if (dt == KILN_F64) {
+    kexpr *bits = kx_iadd(k, kx_imul(k, w0, kx_int(k, KILN_I64, 1ll << 21)),
+                          kx_idiv(k, w1, kx_int(k, KILN_I64, 1ll << 11)));
+    return fop(k, IR_MUL, KILN_F64, kx_cast(k, bits, KILN_F64), kx_float(k, KILN_F64, 0x1p-53));
+  }
+  int nb = dt == KILN_F16 ? 11 : dt == KILN_BF16 ? 8 : 24;
+  kexpr *bits = kx_idiv(k, w0, kx_int(k, KILN_I64, 1ll << (32 - nb)));
+  return fop(k, IR_MUL, KILN_F32, kx_cast(k, bits, KILN_F32), kx_float(k, KILN_F32, 1.0 / (double)(1ll << nb)));
+}
+
+/* Box-Muller on one Philox block: u1 in (0,1], u2 in [0,1). */
+static kexpr *normal(kernel *k, kiln_dtype dt, kexpr *const *w) {
+  kiln_dtype t = dt == KILN_F64 ? KILN_F64 : KILN_F32;
+  kexpr *u1, *u2;
+  if (t == KILN_F64) {
+    u1 = uniform(k, t, w[0], w[1]);
+    u1 = fop(k, IR_ADD, t, u1, kx_float(k, t, 0x1p-53));
+    u2 = uniform(k, t, w[2], w[3]);
+  } else {
+    u1 = uniform(k, KILN_F32, w[0], w[1]);
+    u1 = fop(k, IR_ADD, t, u1, kx_float(k, t, 0x1p-24));
+    u2 = uniform(k, KILN_F32, w[1], w[0]);
+  }
+  kexpr *r = kx_op(k, IR_SQRT, t, fop(k, IR_MUL, t, kx_float(k, t, -2.0), kx_op(k, IR_LOG, t, u1, NULL, NULL)), NULL, NULL);
+  kexpr *th = kx_op(k, IR_COS, t, fop(k, IR_MUL, t, kx_float(k, t, 6.283185307179586), u2), NULL, NULL);
+  return fop(k, IR_MUL, t, r, th);
+}
+
+static kexpr *emit_random(kernel *k, const ir_node *n, kexpr *flat) {
+  kexpr *ctr = kx_iadd(k, kx_int(k, KILN_I64, (int64_t)n->attr.offset), flat);
+  kexpr *w[4];
+  for (int i = 0; i < 4; i++) w[i] = kx_philox(k, n->attr.seed, ctr, i);
+  kiln_dtype t = ct(n->dtype);
+  if (n->op == IR_RAND) return kx_cast(k, uniform(k, n->dtype, w[0], w[1]), t);
+  if (n->op == IR_RANDN) return kx_cast(k, normal(k, n->dtype, w), t);
+  kexpr *hi = kx_imul(k, kx_imod(k, w[1], kx_int(k, KILN_I64, 1ll << 31)), kx_int(k, KILN_I64, 1ll << 32));
+  kexpr *r = kx_imod(k, kx_iadd(k, hi, w[0]), kx_int(k, KILN_I64, n->attr.high - n->attr.low));
+  return kx_cast(k, kx_iadd(k, kx_int(k, KILN_I64, n->attr.low), r), t);
+}
+
+static kexpr *emit_source(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  kernel *k = c->k;
+  kexpr *flat = flat_index(k, n, idx);
+  switch (n->op) {
+  case IR_CONST: return emit_const(k, n);
+  case IR_ARANGE: return emit_arange(k, n, flat);
+  case IR_LINSPACE: return emit_linspace(k, n, flat);
+  case IR_EYE: return kx_cast(k, kx_op(k, IR_EQ, KILN_BOOL, idx[0], idx[1], NULL), ct(n->dtype));
+  case IR_RAND:
+  case IR_RANDN:
+  case IR_RANDINT: return emit_random(k, n, flat);
+  default: IR_ASSERT(!"not a source");
+  }
+}
+
+/* ---- movement and elementwise ------------------------------------------- */
+static kexpr *emit_expand(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  const ir_node *s = n->src[0];
+  kexpr *sidx[KILN_MAX_DIMS];
+  int off = n->ndim - s->ndim;
+  for (int d = 0; d < s->ndim; d++)
+    sidx[d] = s->shape[d] == 1 ? kx_int(c->k, KILN_I64, 0) : idx[d + off];
+  return emit(c, s, sidx);
+}
+
+/* An explicit cast to f16/bf16 rounds to that precision even when fused. */
+static kexpr *emit_cast(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  kexpr *v = emit(c, n->src[0], idx);
+  kiln_dtype to = n->attr.to;
+  if (to != KILN_F16 && to != KILN_BF16) return kx_cast(c->k, v, ct(to));
+  return kx_cast(c->k, kx_cast(c->k, kx_cast(c->k, v, KILN_F32), to), KILN_F32);
+}
+
+static kexpr *emit_elementwise(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  kiln_dtype t = ct(n->attr.compute);
+  kexpr *v[3] = {NULL, NULL, NULL};
+  for (int s = 0; s < n->nsrc; s++) {
+    bool cond = n->op == IR_WHERE && s == 0;
+    v[s] = kx_cast(c->k, emit(c, n->src[s], idx), cond ? KILN_BOOL : t);
+  }
+  kiln_dtype rt = ir_ops[n->op].typing == TR_BOOL ? KILN_BOOL : t;
+  return kx_cast(c->k, kx_op(c->k, n->op, rt, v[0], v[1], v[2]), ct(n->dtype));
+}
+
+static kexpr *emit_node(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  int i = n->scratch;
+  bool loaded = n->op == IR_BUFFER || (c->g->materialized[i] && c->g->group_of[i] != c->gi);
+  if (loaded) return emit_load(c, (ir_node *)n, idx);
+  if (ir_op_has(n->op, IR_SRC)) return emit_source(c, n, idx);
+  if (n->op == IR_EXPAND) return emit_expand(c, n, idx);
+  if (n->op == IR_CAST) return emit_cast(c, n, idx);
+  IR_ASSERT(ir_op_has(n->op, IR_EW));
+  return emit_elementwise(c, n, idx);
+}
+
+static kexpr *emit(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  memo_entry *m = memo_slot(c, n, idx);
+  if (m->node) return m->value;
+  kexpr *v = emit_node(c, n, idx);
+  m = memo_slot(c, n, idx);  /* the table may have grown */
+  m->node = n;
+  memcpy(m->idx, idx, sizeof(kexpr *) * (size_t)n->ndim);
+  m->value = v;
+  c->memo_used++;
+  return v;
+}
+
+/* ---- the loop nest ------------------------------------------------------ */
+/* for v0 (parallel) { for v1 { ... for vN-1 (vector) { stores } } } */
+static kstmt **loop_nest(kernel *k, const pass_group *pg, kexpr **idx) {
+  kstmt **block = &k->body;
+  for (int d = 0; d < pg->ndim; d++) {
+    int v = k_var(k);
+    kl_kind kind = d == 0 ? KL_PARALLEL : d == pg->ndim - 1 ? KL_VECTOR : KL_SERIAL;
+    kstmt *loop = ks_loop(k, v, pg->shape[d], kind);
+    *block = loop;
+    block = &loop->body;
+    idx[d] = kx_var(k, v);
+  }
+  return block;
+}
+
+kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs) {
+  pass_group *pg = &g->groups[gi];
+  kernel *k = k_new();
+  lower_ctx c = {.g = g, .gi = gi, .k = k, .inputs = inputs};
+  int64_t numel = ir_numel(pg->ndim, pg->shape);
+  for (int o = 0; o < pg->nout; o++) k_param(k, pg->outs[o]->dtype, true, numel);
+  kexpr *idx[KILN_MAX_DIMS];
+  kstmt **block = loop_nest(k, pg, idx);
+  int64_t st[KILN_MAX_DIMS];
+  ir_contiguous_strides(pg->ndim, pg->shape, st);
+  kexpr *at = linear(k, pg->ndim, st, 0, idx);
+  for (int o = 0; o < pg->nout; o++) {
+    const ir_node *n = pg->outs[o];
+    kexpr *v = emit(&c, n, idx);
+    *block = ks_store(k, o, at, v);
+    block = &(*block)->next;
+  }
+  k->work = numel;
+  free(c.memo);
+  *ninputs = c.ninputs;
+  return k;
+}

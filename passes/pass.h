@@ -1,0 +1,57 @@
+/* pass.h: the compiler's middle: graph passes over the pending DAG
+ * (verify -> fuse -> schedule) and lowering of each kernel group to the
+ * kernel IR, run in order by the pipeline (pipeline.c). */
+#ifndef KILN_PASS_H
+#define KILN_PASS_H
+
+#include "ir/graph.h"
+#include "ir/kernel.h"
+
+/* A kernel group: nodes computed by one kernel. Its outputs all have the
+ * group's shape; every other node it computes is inlined (recomputed at each
+ * element, never stored). */
+typedef struct {
+  int nout;
+  ir_node **outs;
+  int ndim;
+  int64_t shape[KILN_MAX_DIMS];
+} pass_group;
+
+/* What one realize() compiles: the pending nodes and, after fuse, their
+ * partition into kernel groups, after schedule in launch order. */
+typedef struct {
+  int n;
+  ir_node **topo;       /* reachable nodes, sources first (BUFFER leaves included) */
+  int ntargets;
+  ir_node *const *targets;
+  /* fuse: node->scratch is the node's topo index; group_of[i] is the group
+   * that computes node i (-1 for BUFFER leaves and for sources, which are
+   * inlined wherever they are read); materialized[i] says it is stored */
+  int *group_of;
+  bool *materialized;
+  int ngroups;
+  pass_group *groups;
+  int *order;           /* schedule: group indices in launch order */
+  ir_arena *arena;      /* owns groups and order */
+} pass_graph;
+
+kiln_status pass_verify(pass_graph *g);
+/* merge=false (KILN_PASSES=-fuse) gives one kernel per computing node. */
+void pass_fuse(pass_graph *g, bool merge);
+void pass_schedule(pass_graph *g);
+/* Lowers group gi to a fresh kernel; *inputs receives the nodes bound to the
+ * kernel's input parameters in order (outputs come first: params 0..nout-1). */
+kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs);
+
+/* ---- pipeline ------------------------------------------------------------ */
+typedef struct {
+  const char *off;      /* KILN_PASSES: "-fuse,-verify" switches those passes off */
+  int debug;            /* KILN_DEBUG: >= 4 dumps the IR after each pass to stderr */
+} pass_config;
+/* Runs the graph passes in order with a dump after each. */
+kiln_status pass_run_graph(pass_graph *g, const pass_config *cfg);
+/* Lowers group gi and runs the kernel passes on it. */
+kernel *pass_run_kernel(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg);
+bool pass_enabled(const pass_config *cfg, const char *name);
+
+#endif

@@ -1,0 +1,69 @@
+/* pipeline.c: the one list of passes, in order, each with a dump hook and a
+ * name that KILN_PASSES can switch off (QBE's func(), Halide's lower_impl).
+ * Graph: verify -> fuse -> schedule. Kernel: lower. */
+#include "pass.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+  const char *name;
+  bool switchable;      /* schedule cannot be skipped: launch order needs it */
+  kiln_status (*run)(pass_graph *g, bool on);
+} graph_pass;
+
+static kiln_status run_verify(pass_graph *g, bool on) { return on ? pass_verify(g) : KILN_OK; }
+static kiln_status run_fuse(pass_graph *g, bool on) { pass_fuse(g, on); return KILN_OK; }
+static kiln_status run_schedule(pass_graph *g, bool on) { (void)on; pass_schedule(g); return KILN_OK; }
+
+static const graph_pass graph_passes[] = {
+  {"verify", true, run_verify},
+  {"fuse", true, run_fuse},
+  {"schedule", false, run_schedule},
+};
+
+bool pass_enabled(const pass_config *cfg, const char *name) {
+  if (!cfg->off) return true;
+  size_t n = strlen(name);
+  for (const char *p = cfg->off; (p = strstr(p, name)); p += n) {
+    bool starts = p > cfg->off && p[-1] == '-';
+    bool ends = p[n] == '\0' || p[n] == ',';
+    if (starts && ends) return false;
+  }
+  return true;
+}
+
+static void dump_graph(const pass_graph *g, const char *after) {
+  ir_str b = {0};
+  ir_graph_print(&b, g->n, g->topo);
+  for (int gi = 0; g->order && gi < g->ngroups; gi++) {
+    const pass_group *pg = &g->groups[g->order[gi]];
+    ir_str_printf(&b, "kernel %d:", gi);
+    for (int o = 0; o < pg->nout; o++) ir_str_printf(&b, " %%%d", pg->outs[o]->scratch);
+    ir_str_printf(&b, "\n");
+  }
+  fprintf(stderr, "kiln: graph after %s\n%s", after, b.s ? b.s : "");
+  ir_str_free(&b);
+}
+
+kiln_status pass_run_graph(pass_graph *g, const pass_config *cfg) {
+  for (size_t i = 0; i < sizeof graph_passes / sizeof *graph_passes; i++) {
+    const graph_pass *p = &graph_passes[i];
+    bool on = !p->switchable || pass_enabled(cfg, p->name);
+    kiln_status st = p->run(g, on);
+    if (st != KILN_OK) return st;
+    if (cfg->debug >= 4) dump_graph(g, on ? p->name : "(skipped)");
+  }
+  return KILN_OK;
+}
+
+kernel *pass_run_kernel(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg) {
+  kernel *k = pass_lower(g, gi, inputs, ninputs);
+  if (cfg->debug >= 4) {
+    ir_str b = {0};
+    k_print(&b, k);
+    fprintf(stderr, "kiln: kernel after lower\n%s", b.s);
+    ir_str_free(&b);
+  }
+  return k;
+}
