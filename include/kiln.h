@@ -195,6 +195,56 @@ kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dtype dt);
 #define kiln_clamp(a, lo, hi) kiln_clamp_at(__FILE__, __LINE__, a, lo, hi)
 #define kiln_cast(a, dt) kiln_cast_at(__FILE__, __LINE__, a, dt)
 
+/* ---- movement: views, never copies until realize (PyTorch semantics) ----- */
+/* Dims may be negative (counting from the end). reshape allows one -1 (the
+ * size that keeps numel); view is reshape that fails, as PyTorch's view does,
+ * when the input's strides cannot express the new shape (after a transpose,
+ * say): reshape copies then, view never does. expand's -1 keeps a size.
+ * slice follows Python: start/stop clamp into range, negative ones count from
+ * the end, KILN_END as stop means "to the end", step must be > 0. select
+ * removes the dim. pad takes PyTorch F.pad's order: (left, right) pairs,
+ * last dim first; negative amounts crop. cat concatenates along an existing
+ * dim (promoting dtypes), stack along a new one. kiln_index is NumPy basic
+ * indexing from a string: "0, :, 1:3, ::2, -1, None, ...". */
+#define KILN_END INT64_MAX
+kiln_tensor *kiln_reshape_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
+kiln_tensor *kiln_view_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
+kiln_tensor *kiln_permute_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *dims);
+kiln_tensor *kiln_transpose_at(const char *f, int l, kiln_tensor *t, int d0, int d1);
+kiln_tensor *kiln_T_at(const char *f, int l, kiln_tensor *t);   /* 2-D only */
+kiln_tensor *kiln_expand_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
+kiln_tensor *kiln_squeeze_at(const char *f, int l, kiln_tensor *t);   /* every size-1 dim */
+kiln_tensor *kiln_squeeze_dim_at(const char *f, int l, kiln_tensor *t, int dim);  /* no-op unless size 1 */
+kiln_tensor *kiln_unsqueeze_at(const char *f, int l, kiln_tensor *t, int dim);
+kiln_tensor *kiln_flatten_at(const char *f, int l, kiln_tensor *t);   /* to 1-D */
+kiln_tensor *kiln_flatten_dims_at(const char *f, int l, kiln_tensor *t, int start, int end);
+kiln_tensor *kiln_slice_at(const char *f, int l, kiln_tensor *t, int dim, int64_t start, int64_t stop, int64_t step);
+kiln_tensor *kiln_select_at(const char *f, int l, kiln_tensor *t, int dim, int64_t index);
+kiln_tensor *kiln_flip_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims);
+kiln_tensor *kiln_pad_at(const char *f, int l, kiln_tensor *t, int npairs, const int64_t *pads, double value);
+kiln_tensor *kiln_cat_at(const char *f, int l, int n, kiln_tensor *const *ts, int dim);
+kiln_tensor *kiln_stack_at(const char *f, int l, int n, kiln_tensor *const *ts, int dim);
+kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *index);
+
+#define kiln_reshape(t, ...) kiln_reshape_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_view(t, ...) kiln_view_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_permute(t, ...) kiln_permute_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_transpose(t, d0, d1) kiln_transpose_at(__FILE__, __LINE__, t, d0, d1)
+#define kiln_T(t) kiln_T_at(__FILE__, __LINE__, t)
+#define kiln_expand(t, ...) kiln_expand_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_squeeze(t) kiln_squeeze_at(__FILE__, __LINE__, t)
+#define kiln_squeeze_dim(t, dim) kiln_squeeze_dim_at(__FILE__, __LINE__, t, dim)
+#define kiln_unsqueeze(t, dim) kiln_unsqueeze_at(__FILE__, __LINE__, t, dim)
+#define kiln_flatten(t) kiln_flatten_at(__FILE__, __LINE__, t)
+#define kiln_flatten_dims(t, start, end) kiln_flatten_dims_at(__FILE__, __LINE__, t, start, end)
+#define kiln_slice(t, dim, start, stop, step) kiln_slice_at(__FILE__, __LINE__, t, dim, start, stop, step)
+#define kiln_select(t, dim, index) kiln_select_at(__FILE__, __LINE__, t, dim, index)
+#define kiln_flip(t, ...) kiln_flip_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_pad(t, npairs, pads, value) kiln_pad_at(__FILE__, __LINE__, t, npairs, pads, value)
+#define kiln_cat(n, ts, dim) kiln_cat_at(__FILE__, __LINE__, n, ts, dim)
+#define kiln_stack(n, ts, dim) kiln_stack_at(__FILE__, __LINE__, n, ts, dim)
+#define kiln_index(t, index) kiln_index_at(__FILE__, __LINE__, t, index)
+
 /* ---- results and info ---------------------------------------------------- */
 kiln_status kiln_realize_at(const char *f, int l, kiln_tensor *t);
 kiln_status kiln_realize_n_at(const char *f, int l, int n, kiln_tensor *const *ts);

@@ -234,7 +234,32 @@ static void print_ints(ir_str *b, int n, const int64_t *v) {
   ir_str_printf(b, ")");
 }
 
-/* The attributes that say what a source node produces. */
+static void print_perm(ir_str *b, int n, const int *perm) {
+  int64_t v[KILN_MAX_DIMS];
+  for (int i = 0; i < n; i++) v[i] = perm[i];
+  print_ints(b, n, v);
+}
+
+static void print_flip(ir_str *b, unsigned mask) {
+  ir_str_printf(b, " dims (");
+  for (int d = 0, first = 1; d < KILN_MAX_DIMS; d++)
+    if (mask >> d & 1) {
+      ir_str_printf(b, first ? "%d" : ",%d", d);
+      first = 0;
+    }
+  ir_str_printf(b, ")");
+}
+
+static void print_pad(ir_str *b, const ir_node *n) {
+  ir_str_printf(b, " pad (");
+  for (int d = 0; d < n->ndim; d++) {
+    if (d) ir_str_printf(b, ",");
+    print_ints(b, 2, n->attr.pad[d]);
+  }
+  ir_str_printf(b, ") value %g", n->attr.value);
+}
+
+/* The attributes that say what a source or movement node produces. */
 static void print_attrs(ir_str *b, const ir_node *n) {
   const ir_attr *a = &n->attr;
   switch (n->op) {
@@ -256,6 +281,14 @@ static void print_attrs(ir_str *b, const ir_node *n) {
     ir_str_printf(b, " [%lld,%lld) seed %llu offset %llu", (long long)a->low, (long long)a->high,
                   (unsigned long long)a->seed, (unsigned long long)a->offset);
     break;
+  case IR_PERMUTE: ir_str_printf(b, " perm"); print_perm(b, n->ndim, a->perm); break;
+  case IR_SLICE:
+    ir_str_printf(b, " dim %d start %lld step %lld", a->dim, (long long)a->index, (long long)a->stride);
+    break;
+  case IR_SELECT: ir_str_printf(b, " dim %d index %lld", a->dim, (long long)a->index); break;
+  case IR_FLIP: print_flip(b, a->flip_mask); break;
+  case IR_PAD: print_pad(b, n); break;
+  case IR_CAT: ir_str_printf(b, " dim %d", a->dim); break;
   default: break;
   }
 }

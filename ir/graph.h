@@ -20,6 +20,13 @@ typedef struct {
    * (the frontend resolves PyTorch's promotion, wrapped numbers and 0-dim
    * tensors included, and records it here; bool condition of WHERE excepted). */
   kiln_dtype compute;
+  /* movement ops (ir/ops.def says which reads what) */
+  int perm[KILN_MAX_DIMS];            /* PERMUTE: output dim d is source dim perm[d] */
+  int dim;                            /* SLICE, SELECT, CAT */
+  int64_t index;                      /* SLICE: first source index; SELECT: the index (>= 0) */
+  int64_t stride;                     /* SLICE: source step per output step (> 0) */
+  int64_t pad[KILN_MAX_DIMS][2];      /* PAD: elements before and after, per dim; PAD's fill is value */
+  unsigned flip_mask;                 /* FLIP: bit d set reverses dim d */
 } ir_attr;
 
 struct kiln_tensor {
@@ -32,7 +39,9 @@ struct kiln_tensor {
   int nsrc;
   struct kiln_tensor *src[3];
   ir_attr attr;
-  /* BUFFER: a strided view of buf (element units). */
+  /* BUFFER: a strided view of buf (element units). Movement nodes: the
+   * strides PyTorch would give the same view (kiln_view checks them); other
+   * nodes: contiguous. */
   rt_buffer *buf;
   int64_t strides[KILN_MAX_DIMS];
   int64_t offset;

@@ -92,22 +92,32 @@ void ir_arena_free(ir_arena *a) {
 }
 
 /* ---- strings ------------------------------------------------------------ */
+static void str_reserve(ir_str *b, size_t extra) {
+  if (b->len + extra + 1 <= b->cap) return;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < b->len + extra + 1) cap *= 2;
+  char *s = realloc(b->s, cap);
+  IR_ASSERT(s);
+  b->s = s;
+  b->cap = cap;
+}
+
 void ir_str_vprintf(ir_str *b, const char *fmt, va_list ap) {
   va_list ap2;
   va_copy(ap2, ap);
   int n = vsnprintf(NULL, 0, fmt, ap2);
   va_end(ap2);
   IR_ASSERT(n >= 0);
-  if (b->len + (size_t)n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + (size_t)n + 1) cap *= 2;
-    char *s = realloc(b->s, cap);
-    IR_ASSERT(s);
-    b->s = s;
-    b->cap = cap;
-  }
+  str_reserve(b, (size_t)n);
   vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
   b->len += (size_t)n;
+}
+
+void ir_str_append(ir_str *b, const void *p, size_t n) {
+  str_reserve(b, n);
+  memcpy(b->s + b->len, p, n);
+  b->len += n;
+  b->s[b->len] = '\0';
 }
 
 void ir_str_printf(ir_str *b, const char *fmt, ...) {
@@ -129,12 +139,20 @@ void ir_str_shape(ir_str *b, int ndim, const int64_t *shape) {
   ir_str_printf(b, ndim == 1 ? ",)" : ")");
 }
 
-/* FNV-1a, 64 bit: cache keys and kernel names, not security. */
+/* 64-bit hash for cache keys and kernel names (not security): eight bytes
+ * per step with a multiply-xorshift mix, then FNV-1a over the tail. */
 uint64_t ir_hash_bytes(const void *p, size_t n, uint64_t seed) {
   const unsigned char *s = p;
-  uint64_t h = seed ^ 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
-  return h;
+  uint64_t h = seed ^ 0xcbf29ce484222325ull ^ (n * 0x9e3779b97f4a7c15ull);
+  for (; n >= 8; n -= 8, s += 8) {
+    uint64_t w;
+    memcpy(&w, s, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  for (; n; n--, s++) h = (h ^ *s) * 0x100000001b3ull;
+  h ^= h >> 29;
+  return h * 0xc4ceb9fe1a85ec53ull;
 }
 
 /* ---- last error: a fixed thread-local buffer, so nothing leaks at exit --- */

@@ -57,6 +57,7 @@ void ir_arena_free(ir_arena *a);
 typedef struct { char *s; size_t len, cap; } ir_str;
 void ir_str_printf(ir_str *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ir_str_vprintf(ir_str *b, const char *fmt, va_list ap);
+void ir_str_append(ir_str *b, const void *p, size_t n);  /* raw bytes, kept NUL-terminated */
 void ir_str_free(ir_str *b);
 
 /* "(2,3)", "(4,)", "()" */

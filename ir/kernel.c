@@ -37,16 +37,11 @@ int k_var(kernel *k) { return k->nvars++; }
 
 /* ---- hash-consing ------------------------------------------------------- */
 static uint64_t kx_hash(const kexpr *e) {
-  uint64_t h = ir_hash_bytes(&e->kind, sizeof e->kind, 0);
-  h = ir_hash_bytes(&e->type, sizeof e->type, h);
-  h = ir_hash_bytes(&e->op, sizeof e->op, h);
-  h = ir_hash_bytes(&e->var, sizeof e->var, h);
-  h = ir_hash_bytes(&e->buf, sizeof e->buf, h);
-  h = ir_hash_bytes(&e->i, sizeof e->i, h);
-  h = ir_hash_bytes(&e->f, sizeof e->f, h);
-  h = ir_hash_bytes(&e->seed, sizeof e->seed, h);
-  kexpr *ops[3] = {e->a, e->b, e->c};
-  return ir_hash_bytes(ops, sizeof ops, h);
+  uint64_t f[8] = {(uint64_t)e->kind << 48 | (uint64_t)e->type << 32 | (uint32_t)e->op,
+                   (uint64_t)(uint32_t)e->var << 32 | (uint32_t)e->buf, (uint64_t)e->i, e->seed, 0,
+                   (uint64_t)(uintptr_t)e->a, (uint64_t)(uintptr_t)e->b, (uint64_t)(uintptr_t)e->c};
+  memcpy(&f[4], &e->f, sizeof e->f);
+  return ir_hash_bytes(f, sizeof f, 0);
 }
 
 static bool kx_same(const kexpr *x, const kexpr *y) {
@@ -165,18 +160,81 @@ kstmt *ks_store(kernel *k, int buf, kexpr *index, kexpr *value) {
   return s;
 }
 
-/* ---- printer ------------------------------------------------------------ */
-typedef struct { ir_str *b; unsigned char *done; } kprinter;
+/* ---- walking the kernel: every expression once, operands first ---------- */
+typedef void (*kx_visit)(void *ctx, const kexpr *e, int depth);
+typedef void (*ks_visit)(void *ctx, const kstmt *s, int depth, bool enter);
 
+typedef struct {
+  unsigned char *done;
+  kx_visit on_expr;
+  ks_visit on_stmt;
+  void *ctx;
+} kwalk;
+
+static void walk_expr(kwalk *w, const kexpr *e, int depth) {
+  if (w->done[e->id]) return;
+  w->done[e->id] = 1;
+  if (e->a) walk_expr(w, e->a, depth);
+  if (e->b) walk_expr(w, e->b, depth);
+  if (e->c) walk_expr(w, e->c, depth);
+  w->on_expr(w->ctx, e, depth);
+}
+
+static void walk_block(kwalk *w, const kstmt *s, int depth) {
+  for (; s; s = s->next) {
+    if (s->kind == KS_LOOP) {
+      w->on_stmt(w->ctx, s, depth, true);
+      walk_block(w, s->body, depth + 1);
+      continue;
+    }
+    walk_expr(w, s->index, depth);
+    walk_expr(w, s->value, depth);
+    w->on_stmt(w->ctx, s, depth, false);
+  }
+}
+
+static void k_walk(kernel *k, kx_visit on_expr, ks_visit on_stmt, void *ctx) {
+  kwalk w = {calloc((size_t)k->nexprs + 1, 1), on_expr, on_stmt, ctx};
+  IR_ASSERT(w.done);
+  walk_block(&w, k->body, 1);
+  free(w.done);
+}
+
+/* ---- binary key ---------------------------------------------------------- */
+static void key_expr(void *ctx, const kexpr *e, int depth) {
+  (void)depth;
+  int32_t f[8] = {e->kind, e->type, e->op, e->var, e->buf, e->a ? e->a->id : -1,
+                  e->b ? e->b->id : -1, e->c ? e->c->id : -1};
+  ir_str_append(ctx, f, sizeof f);
+  int64_t v[3] = {e->i, (int64_t)e->seed, 0};
+  memcpy(&v[2], &e->f, sizeof e->f);
+  ir_str_append(ctx, v, sizeof v);
+}
+
+static void key_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
+  (void)enter;
+  int64_t f[6] = {s->kind, depth, s->var, s->extent, s->loop, 0};
+  if (s->kind == KS_STORE) f[2] = s->buf, f[3] = s->index->id, f[5] = s->value->id;
+  ir_str_append(ctx, f, sizeof f);
+}
+
+uint64_t k_key(kernel *k, ir_str *key) {
+  size_t start = key->len;
+  for (int i = 0; i < k->nparams; i++) {
+    int64_t f[3] = {k->params[i].dtype, k->params[i].output, k->params[i].numel};
+    ir_str_append(key, f, sizeof f);
+  }
+  k_walk(k, key_expr, key_stmt, key);
+  uint64_t h = ir_hash_bytes(key->s + start, key->len - start, 0);
+  snprintf(k->name, sizeof k->name, "k_%016llx", (unsigned long long)h);
+  return h;
+}
+
+/* ---- printer ------------------------------------------------------------ */
 static void kp_indent(ir_str *b, int depth) { ir_str_printf(b, "%*s", 2 * depth, ""); }
 
-static void kp_expr(kprinter *p, const kexpr *e, int depth) {
-  if (p->done[e->id]) return;
-  p->done[e->id] = 1;
-  const kexpr *ops[3] = {e->a, e->b, e->c};
-  for (int i = 0; i < 3; i++)
-    if (ops[i]) kp_expr(p, ops[i], depth);
-  ir_str *b = p->b;
+static void kp_expr(void *ctx, const kexpr *e, int depth) {
+  ir_str *b = ctx;
   kp_indent(b, depth);
   ir_str_printf(b, "%%%d = ", e->id);
   const char *t = ir_dtypes[e->type].short_name;
@@ -202,46 +260,24 @@ static void kp_expr(kprinter *p, const kexpr *e, int depth) {
   ir_str_printf(b, "\n");
 }
 
-static void kp_block(kprinter *p, const kstmt *s, int depth) {
+static void kp_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
   static const char *kinds[] = {"for", "parallel for", "vector for"};
-  for (; s; s = s->next) {
-    if (s->kind == KS_LOOP) {
-      kp_indent(p->b, depth);
-      ir_str_printf(p->b, "%s v%d in 0..%lld\n", kinds[s->loop], s->var, (long long)s->extent);
-      kp_block(p, s->body, depth + 1);
-      continue;
-    }
-    kp_expr(p, s->index, depth);
-    kp_expr(p, s->value, depth);
-    kp_indent(p->b, depth);
-    ir_str_printf(p->b, "store p%d[%%%d] = %%%d\n", s->buf, s->index->id, s->value->id);
-  }
+  ir_str *b = ctx;
+  kp_indent(b, depth);
+  if (enter) ir_str_printf(b, "%s v%d in 0..%lld\n", kinds[s->loop], s->var, (long long)s->extent);
+  else ir_str_printf(b, "store p%d[%%%d] = %%%d\n", s->buf, s->index->id, s->value->id);
 }
 
-static void k_print_body(ir_str *b, kernel *k) {
+void k_print(ir_str *b, kernel *k) {
+  if (!k->name[0]) {
+    ir_str key = {0};
+    k_key(k, &key);
+    ir_str_free(&key);
+  }
+  ir_str_printf(b, "kernel %s", k->name);
   for (int i = 0; i < k->nparams; i++)
     ir_str_printf(b, "%sp%d: %s%s[%lld]", i ? ", " : "(", i, k->params[i].output ? "out " : "",
                   ir_dtypes[k->params[i].dtype].short_name, (long long)k->params[i].numel);
   ir_str_printf(b, ")\n");
-  kprinter p = {b, calloc((size_t)k->nexprs + 1, 1)};
-  IR_ASSERT(p.done);
-  kp_block(&p, k->body, 1);
-  free(p.done);
-}
-
-uint64_t k_hash(kernel *k) {
-  ir_str body = {0};
-  k_print_body(&body, k);
-  uint64_t h = ir_hash_bytes(body.s, body.len, 0);
-  ir_str_free(&body);
-  return h;
-}
-
-void k_print(ir_str *b, kernel *k) {
-  ir_str body = {0};
-  k_print_body(&body, k);
-  uint64_t h = ir_hash_bytes(body.s, body.len, 0);
-  snprintf(k->name, sizeof k->name, "k_%016llx", (unsigned long long)h);
-  ir_str_printf(b, "kernel %s%s", k->name, body.s);
-  ir_str_free(&body);
+  k_walk(k, kp_expr, kp_stmt, b);
 }

@@ -105,9 +105,12 @@ kexpr *kx_imul(kernel *k, kexpr *a, kexpr *b);
 kstmt *ks_loop(kernel *k, int var, int64_t extent, kl_kind kind);
 kstmt *ks_store(kernel *k, int buf, kexpr *index, kexpr *value);
 
-/* Prints the kernel; also sets k->name from the hash of that text. The text
- * names no pointers, so equal kernels print (and hash) equally. */
+/* The kernel's identity: a compact binary serialization of its normalized
+ * IR (params, loops, every expression once in post-order by id) appended to
+ * key; sets k->name to "k_" + the hex hash of it and returns the hash. Equal
+ * kernels give equal keys; no pointers are serialized. */
+uint64_t k_key(kernel *k, ir_str *key);
+/* Human-readable text of the kernel (KILN_DEBUG=3), named as k_key names it. */
 void k_print(ir_str *b, kernel *k);
-uint64_t k_hash(kernel *k);
 
 #endif

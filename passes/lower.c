@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MEMO_CAP 1024
+#define MEMO_CAP 64
 
 typedef struct {
   const ir_node *node;
@@ -196,7 +196,7 @@ static kexpr *emit_source(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   }
 }
 
-/* ---- movement and elementwise ------------------------------------------- */
+/* ---- movement (rewrites the index, then reads the source), elementwise --- */
 static kexpr *emit_expand(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   const ir_node *s = n->src[0];
   kexpr *sidx[KILN_MAX_DIMS];
@@ -206,12 +206,161 @@ static kexpr *emit_expand(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   return emit(c, s, sidx);
 }
 
-/* An explicit cast to f16/bf16 rounds to that precision even when fused. */
+/* Converts v (a value of dtype `from`) to dtype `to`: an f16/bf16 target
+ * rounds to that precision even when fused, then computes in f32. */
+static kexpr *convert(kernel *k, kexpr *v, kiln_dtype from, kiln_dtype to) {
+  if (from == to || (to != KILN_F16 && to != KILN_BF16)) return kx_cast(k, v, ct(to));
+  return kx_cast(k, kx_cast(k, kx_cast(k, v, KILN_F32), to), KILN_F32);
+}
+
 static kexpr *emit_cast(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
-  kexpr *v = emit(c, n->src[0], idx);
-  kiln_dtype to = n->attr.to;
-  if (to != KILN_F16 && to != KILN_BF16) return kx_cast(c->k, v, ct(to));
-  return kx_cast(c->k, kx_cast(c->k, kx_cast(c->k, v, KILN_F32), to), KILN_F32);
+  return convert(c->k, emit(c, n->src[0], idx), n->src[0]->dtype, n->attr.to);
+}
+
+static kexpr *i64(kernel *k, int64_t v) { return kx_int(k, KILN_I64, v); }
+
+static kexpr *emit_permute(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  kexpr *sidx[KILN_MAX_DIMS];
+  for (int d = 0; d < n->ndim; d++) sidx[n->attr.perm[d]] = idx[d];
+  return emit(c, n->src[0], sidx);
+}
+
+/* SLICE reads start + i*step along its dim; SELECT reads one constant index
+ * there and has one dim fewer than its source. */
+static kexpr *emit_slice_select(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  const ir_node *s = n->src[0];
+  kernel *k = c->k;
+  kexpr *sidx[KILN_MAX_DIMS];
+  for (int d = 0, j = 0; d < s->ndim; d++) {
+    if (d != n->attr.dim) sidx[d] = idx[j++];
+    else if (n->op == IR_SELECT) sidx[d] = i64(k, n->attr.index);
+    else sidx[d] = kx_iadd(k, i64(k, n->attr.index), kx_imul(k, idx[j++], i64(k, n->attr.stride)));
+  }
+  return emit(c, s, sidx);
+}
+
+static kexpr *emit_flip(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  kernel *k = c->k;
+  kexpr *sidx[KILN_MAX_DIMS];
+  for (int d = 0; d < n->ndim; d++)
+    sidx[d] = n->attr.flip_mask >> d & 1 ? kx_iadd(k, i64(k, n->shape[d] - 1), kx_imul(k, idx[d], i64(k, -1))) : idx[d];
+  return emit(c, n->src[0], sidx);
+}
+
+/* The dims of n whose size is not 1 (size-1 dims always have index 0). */
+static int nonunit_dims(const ir_node *n, int *dims) {
+  int m = 0;
+  for (int d = 0; d < n->ndim; d++)
+    if (n->shape[d] != 1) dims[m++] = d;
+  return m;
+}
+
+/* One reshape group: output dims od[0..no) hold the same elements as source
+ * dims sd[0..ns). One dim on each side maps directly; otherwise the group's
+ * flat index is split by division (both operands are non-negative). */
+static void reshape_group(kernel *k, const ir_node *n, const int *od, int no, const int *sd, int ns,
+                          kexpr *const *idx, kexpr **sidx) {
+  const ir_node *s = n->src[0];
+  if (no == 1 && ns == 1) {
+    sidx[sd[0]] = idx[od[0]];
+    return;
+  }
+  kexpr *flat = i64(k, 0);
+  for (int i = 0; i < no; i++) flat = kx_iadd(k, kx_imul(k, flat, i64(k, n->shape[od[i]])), idx[od[i]]);
+  int64_t inner = 1;
+  for (int j = ns - 1; j >= 0; j--) {
+    kexpr *q = kx_idiv(k, flat, i64(k, inner));
+    sidx[sd[j]] = j ? kx_imod(k, q, i64(k, s->shape[sd[j]])) : q;
+    inner *= s->shape[sd[j]];
+  }
+}
+
+/* Groups the non-1 dims of both shapes by equal products, so squeeze,
+ * unsqueeze and reshapes that keep dims intact need no division. */
+static kexpr *emit_reshape(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  const ir_node *s = n->src[0];
+  kexpr *sidx[KILN_MAX_DIMS];
+  for (int d = 0; d < s->ndim; d++) sidx[d] = i64(c->k, 0);
+  if (ir_numel(n->ndim, n->shape) == 0) return emit(c, s, sidx);   /* never runs */
+  int od[KILN_MAX_DIMS], sd[KILN_MAX_DIMS];
+  int no = nonunit_dims(n, od);
+  nonunit_dims(s, sd);
+  for (int i = 0, j = 0; i < no;) {
+    int i1 = i + 1, j1 = j + 1;
+    int64_t po = n->shape[od[i]], ps = s->shape[sd[j]];
+    while (po != ps) {
+      if (po < ps) po *= n->shape[od[i1++]];
+      else ps *= s->shape[sd[j1++]];
+    }
+    reshape_group(c->k, n, od + i, i1 - i, sd + j, j1 - j, idx, sidx);
+    i = i1;
+    j = j1;
+  }
+  return emit(c, s, sidx);
+}
+
+static kexpr *and_cond(kernel *k, kexpr *acc, kexpr *cond) {
+  return acc ? kx_op(k, IR_LOGICAL_AND, KILN_BOOL, acc, cond, NULL) : cond;
+}
+
+/* Pad reads the source at idx - before where that is in range and the fill
+ * value elsewhere. The source index is clamped into range so the load stays
+ * in bounds even when a vectorized select evaluates both sides. */
+static kexpr *emit_pad(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  const ir_node *s = n->src[0];
+  kernel *k = c->k;
+  kexpr *fill = emit_const(k, n);
+  if (ir_numel(s->ndim, s->shape) == 0) return fill;
+  kexpr *sidx[KILN_MAX_DIMS], *valid = NULL;
+  for (int d = 0; d < n->ndim; d++) {
+    kexpr *i = kx_iadd(k, idx[d], i64(k, -n->attr.pad[d][0]));
+    sidx[d] = i;
+    if (n->attr.pad[d][0] > 0) {
+      valid = and_cond(k, valid, kx_op(k, IR_GE, KILN_BOOL, i, i64(k, 0), NULL));
+      sidx[d] = kx_op(k, IR_MAXIMUM, KILN_I64, sidx[d], i64(k, 0), NULL);
+    }
+    if (n->attr.pad[d][1] > 0) {
+      valid = and_cond(k, valid, kx_op(k, IR_LT, KILN_BOOL, i, i64(k, s->shape[d]), NULL));
+      sidx[d] = kx_op(k, IR_MINIMUM, KILN_I64, sidx[d], i64(k, s->shape[d] - 1), NULL);
+    }
+  }
+  kexpr *v = emit(c, s, sidx);
+  return valid ? kx_op(k, IR_WHERE, ct(n->dtype), valid, v, fill) : v;
+}
+
+/* Cat reads the first source below its size along dim, the second above;
+ * both indices are clamped so neither load can leave its buffer. Each side
+ * converts to the promoted dtype as a cast would. */
+static kexpr *emit_cat(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  kernel *k = c->k;
+  const ir_node *a = n->src[0], *b = n->src[1];
+  int dim = n->attr.dim;
+  int64_t na = a->shape[dim];
+  kexpr *ia[KILN_MAX_DIMS], *ib[KILN_MAX_DIMS];
+  memcpy(ia, idx, sizeof(kexpr *) * (size_t)n->ndim);
+  memcpy(ib, idx, sizeof(kexpr *) * (size_t)n->ndim);
+  ib[dim] = kx_iadd(k, idx[dim], i64(k, -na));
+  if (na == 0) return convert(k, emit(c, b, ib), b->dtype, n->dtype);
+  if (b->shape[dim] == 0) return convert(k, emit(c, a, ia), a->dtype, n->dtype);
+  ia[dim] = kx_op(k, IR_MINIMUM, KILN_I64, idx[dim], i64(k, na - 1), NULL);
+  ib[dim] = kx_op(k, IR_MAXIMUM, KILN_I64, ib[dim], i64(k, 0), NULL);
+  kexpr *first = kx_op(k, IR_LT, KILN_BOOL, idx[dim], i64(k, na), NULL);
+  return kx_op(k, IR_WHERE, ct(n->dtype), first, convert(k, emit(c, a, ia), a->dtype, n->dtype),
+               convert(k, emit(c, b, ib), b->dtype, n->dtype));
+}
+
+static kexpr *emit_move(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  switch (n->op) {
+  case IR_EXPAND: return emit_expand(c, n, idx);
+  case IR_RESHAPE: return emit_reshape(c, n, idx);
+  case IR_PERMUTE: return emit_permute(c, n, idx);
+  case IR_SLICE:
+  case IR_SELECT: return emit_slice_select(c, n, idx);
+  case IR_FLIP: return emit_flip(c, n, idx);
+  case IR_PAD: return emit_pad(c, n, idx);
+  case IR_CAT: return emit_cat(c, n, idx);
+  default: IR_ASSERT(!"not a movement op");
+  }
 }
 
 static kexpr *emit_elementwise(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
@@ -219,7 +368,8 @@ static kexpr *emit_elementwise(lower_ctx *c, const ir_node *n, kexpr *const *idx
   kexpr *v[3] = {NULL, NULL, NULL};
   for (int s = 0; s < n->nsrc; s++) {
     bool cond = n->op == IR_WHERE && s == 0;
-    v[s] = kx_cast(c->k, emit(c, n->src[s], idx), cond ? KILN_BOOL : t);
+    kiln_dtype to = cond ? KILN_BOOL : n->attr.compute;
+    v[s] = convert(c->k, emit(c, n->src[s], idx), n->src[s]->dtype, to);
   }
   kiln_dtype rt = ir_ops[n->op].typing == TR_BOOL ? KILN_BOOL : t;
   return kx_cast(c->k, kx_op(c->k, n->op, rt, v[0], v[1], v[2]), ct(n->dtype));
@@ -230,7 +380,7 @@ static kexpr *emit_node(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   bool loaded = n->op == IR_BUFFER || (c->g->materialized[i] && c->g->group_of[i] != c->gi);
   if (loaded) return emit_load(c, (ir_node *)n, idx);
   if (ir_op_has(n->op, IR_SRC)) return emit_source(c, n, idx);
-  if (n->op == IR_EXPAND) return emit_expand(c, n, idx);
+  if (ir_op_has(n->op, IR_MOVE)) return emit_move(c, n, idx);
   if (n->op == IR_CAST) return emit_cast(c, n, idx);
   IR_ASSERT(ir_op_has(n->op, IR_EW));
   return emit_elementwise(c, n, idx);

@@ -21,6 +21,58 @@ static bool expand_ok(const ir_node *n) {
   return true;
 }
 
+/* n's dims equal s's, except dim skip (-1: none). */
+static bool same_except(const ir_node *n, const ir_node *s, int skip) {
+  if (n->ndim != s->ndim) return false;
+  for (int d = 0; d < n->ndim; d++)
+    if (d != skip && n->shape[d] != s->shape[d]) return false;
+  return true;
+}
+
+static bool permute_ok(const ir_node *n, const ir_node *s) {
+  unsigned seen = 0;
+  for (int d = 0; d < n->ndim; d++) {
+    int p = n->attr.perm[d];
+    if (p < 0 || p >= s->ndim || (seen >> p & 1) || n->shape[d] != s->shape[p]) return false;
+    seen |= 1u << p;
+  }
+  return n->ndim == s->ndim;
+}
+
+/* Every element a SLICE, SELECT or PAD reads lies inside its source. */
+static bool reads_in_range(const ir_node *n, const ir_node *s) {
+  const ir_attr *a = &n->attr;
+  if (n->op == IR_PAD) {
+    for (int d = 0; d < n->ndim; d++)
+      if (n->shape[d] != s->shape[d] + a->pad[d][0] + a->pad[d][1]) return false;
+    return n->ndim == s->ndim;
+  }
+  if (a->dim < 0 || a->dim >= s->ndim || a->index < 0) return false;
+  if (n->op == IR_SELECT) return n->ndim == s->ndim - 1 && a->index < s->shape[a->dim];
+  int64_t len = n->shape[a->dim];
+  return same_except(n, s, a->dim) && a->stride > 0 && (len == 0 || a->index + (len - 1) * a->stride < s->shape[a->dim]);
+}
+
+static bool cat_ok(const ir_node *n) {
+  int d = n->attr.dim;
+  const ir_node *a = n->src[0], *b = n->src[1];
+  return d >= 0 && d < n->ndim && same_except(n, a, d) && same_except(n, b, d) &&
+         n->shape[d] == a->shape[d] + b->shape[d];
+}
+
+/* Movement nodes read their sources where ops.def says, and nowhere else. */
+static bool movement_ok(const ir_node *n) {
+  const ir_node *s = n->src[0];
+  switch (n->op) {
+  case IR_EXPAND: return expand_ok(n);
+  case IR_RESHAPE: return ir_numel(n->ndim, n->shape) == ir_numel(s->ndim, s->shape);
+  case IR_PERMUTE: return permute_ok(n, s);
+  case IR_FLIP: return same_except(n, s, -1);
+  case IR_CAT: return cat_ok(n);
+  default: return reads_in_range(n, s);
+  }
+}
+
 static const char *check_node(const ir_node *n) {
   if (!ir_dtype_valid(n->dtype)) return "invalid dtype";
   if (n->nsrc != ir_ops[n->op].arity) return "wrong number of sources";
@@ -29,7 +81,7 @@ static const char *check_node(const ir_node *n) {
       return "source on another device";
     if (ir_op_has(n->op, IR_EW) && !same_shape(n, n->src[i])) return "source shape differs";
   }
-  if (n->op == IR_EXPAND && !expand_ok(n)) return "expand of an incompatible shape";
+  if (ir_op_has(n->op, IR_MOVE) && !movement_ok(n)) return "movement op of an incompatible shape";
   if (n->op == IR_BUFFER && !n->buf) return "buffer node without a buffer";
   return NULL;
 }

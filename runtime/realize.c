@@ -73,11 +73,11 @@ static kiln_status run_group(pass_graph *g, int gi, const pass_config *cfg, ir_n
   pass_group *pg = &g->groups[gi];
   int ninputs = 0;
   kernel *k = pass_run_kernel(g, gi, inputs, &ninputs, cfg);
-  ir_str text = {0};
-  k_print(&text, k);
+  ir_str key = {0};
+  k_key(k, &key);
   bool hit = false;
-  cpu_kernel_fn fn = rt_kernel_get(k, text.s, cfg->debug, &hit);
-  ir_str_free(&text);
+  cpu_kernel_fn fn = rt_kernel_get(k, &key, cfg->debug, &hit);
+  ir_str_free(&key);
   rt_buffer **out = malloc(sizeof *out * (size_t)pg->nout);
   void **bufs = malloc(sizeof *bufs * (size_t)k->nparams);
   IR_ASSERT(out && bufs);

@@ -5,9 +5,9 @@
 #include "codegen_cpu/cpu.h"
 #include "ir/kernel.h"
 
-/* The compiled kernel for k (whose printed text is `text`), from the cache or
- * freshly compiled; NULL with the last error set when compiling fails. */
-cpu_kernel_fn rt_kernel_get(kernel *k, const char *text, int debug, bool *hit);
+/* The compiled kernel for k (whose k_key is `key`), from the cache or freshly
+ * compiled; NULL with the last error set when compiling fails. */
+cpu_kernel_fn rt_kernel_get(kernel *k, const ir_str *key, int debug, bool *hit);
 void rt_cache_shutdown(void);
 
 #endif

@@ -1,0 +1,532 @@
+/* kiln_bench: times kiln's fused kernels against eager kiln and hand-written
+ * C on the workloads of DESIGN.md, prints a table of medians and ratios and
+ * writes JSON. A workload is one row of `workloads[]`: setup, the kiln
+ * expression, the reference result, teardown, and the implementations to run. */
+#include <kiln.h>
+
+#include "hand.h"
+
+#include <ftw.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_IMPLS 4
+#define MIN_RUNS 5
+#define MISMATCH_TOL 1e-5   /* largest |got - want| / max(1, |want|) */
+
+/* ---- workload table types ------------------------------------------------ */
+
+typedef struct {
+  const char *name;                        /* row label: kiln-fused, c-hand, ... */
+  int eager;                               /* kiln rows: kiln_set_eager(eager) */
+  void (*native)(void *st, int threads);   /* non-kiln rows; NULL for kiln rows */
+} impl;
+
+#define KILN_FUSED {"kiln-fused", 0, NULL}
+#define KILN_EAGER {"kiln-eager", 1, NULL}
+
+typedef struct {
+  const char *name;                        /* W1 */
+  const char *what;                        /* one line shown above the table */
+  double bytes;                            /* ideal bytes moved per run; 0: no GB/s */
+  int runs;                                /* timed runs; 0: --runs */
+  void *(*setup)(void);                    /* NULL when it cannot allocate */
+  kiln_tensor *(*build)(void *st);         /* the expression; realized by the runner */
+  const float *(*expected)(void *st, int64_t *n);  /* the reference result */
+  void (*teardown)(void *st);
+  impl impls[MAX_IMPLS];                   /* ends at the first without a name */
+} workload;
+
+static int bench_threads;  /* kiln's pool and the hand loops use this many */
+
+/* ---- data ---------------------------------------------------------------- */
+
+/* splitmix64: a fixed-seed generator, so every run sees the same inputs. */
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* n floats uniform in [-2, 2), 64-byte aligned like kiln's own buffers. */
+static float *random_floats(int64_t n, uint64_t seed) {
+  float *p = aligned_alloc(64, ((size_t)n * sizeof(float) + 63) / 64 * 64);
+  for (int64_t i = 0; p && i < n; i++)
+    p[i] = (float)((double)(rng_next(&seed) >> 11) * 0x1p-53 * 4.0 - 2.0);
+  return p;
+}
+
+/* ---- W1: relu(a*b + c) * sigmoid(a) on 16M f32 ---------------------------- */
+
+#define W1_N ((int64_t)16 << 20)
+
+typedef struct {
+  float *a, *b, *c, *out;        /* out: the hand loop's result, the reference */
+  kiln_tensor *ta, *tb, *tc;     /* zero-copy views of a, b, c */
+  int threads;
+} w1_state;
+
+static void w1_teardown(void *p) {
+  w1_state *s = p;
+  kiln_release(s->ta);
+  kiln_release(s->tb);
+  kiln_release(s->tc);
+  free(s->a);
+  free(s->b);
+  free(s->c);
+  free(s->out);
+  free(s);
+}
+
+static void w1_hand(void *p, int threads) {
+  w1_state *s = p;
+  hand_w1(s->out, s->a, s->b, s->c, W1_N, threads);
+}
+
+static void *w1_setup(void) {
+  w1_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->a = random_floats(W1_N, 1);
+  s->b = random_floats(W1_N, 2);
+  s->c = random_floats(W1_N, 3);
+  s->out = random_floats(W1_N, 4);  /* also touches every page before timing */
+  if (!s->a || !s->b || !s->c || !s->out) {
+    w1_teardown(s);
+    return NULL;
+  }
+  s->ta = kiln_from_buffer(s->a, KILN_F32, KILN_SHAPE(W1_N));
+  s->tb = kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(W1_N));
+  s->tc = kiln_from_buffer(s->c, KILN_F32, KILN_SHAPE(W1_N));
+  w1_hand(s, bench_threads);
+  return s;
+}
+
+static kiln_tensor *w1_build(void *p) {
+  w1_state *s = p;
+  return kiln_mul(kiln_relu(kiln_add(kiln_mul(s->ta, s->tb), s->tc)), kiln_sigmoid(s->ta));
+}
+
+static const float *w1_expected(void *p, int64_t *n) {
+  *n = W1_N;
+  return ((w1_state *)p)->out;
+}
+
+/* ---- W8: dispatch of a cached kernel, a + b on 16 elements ---------------- */
+
+#define W8_N 16
+
+typedef struct {
+  float a[W8_N], b[W8_N], sum[W8_N];
+  kiln_tensor *ta, *tb;
+} w8_state;
+
+static void *w8_setup(void) {
+  w8_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  for (int i = 0; i < W8_N; i++) {
+    s->a[i] = (float)i;
+    s->b[i] = 0.5f * (float)i;
+    s->sum[i] = s->a[i] + s->b[i];
+  }
+  s->ta = kiln_from_buffer(s->a, KILN_F32, KILN_SHAPE(W8_N));
+  s->tb = kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(W8_N));
+  return s;
+}
+
+static kiln_tensor *w8_build(void *p) {
+  w8_state *s = p;
+  return kiln_add(s->ta, s->tb);
+}
+
+static const float *w8_expected(void *p, int64_t *n) {
+  *n = W8_N;
+  return ((w8_state *)p)->sum;
+}
+
+static void w8_teardown(void *p) {
+  w8_state *s = p;
+  kiln_release(s->ta);
+  kiln_release(s->tb);
+  free(s);
+}
+
+/* The first workload's first kiln row is the first compile of the process:
+ * keep W1 first so its kiln-compile row is a cold compile. */
+static const workload workloads[] = {
+  {"W1", "relu(a*b + c) * sigmoid(a), a b c f32[16M]", 16.0 * (double)W1_N, 0,
+   w1_setup, w1_build, w1_expected, w1_teardown,
+   {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w1_hand}}},
+  {"W8", "a + b on f32[16], kernel cached: per-realize dispatch", 0, 10000,
+   w8_setup, w8_build, w8_expected, w8_teardown,
+   {KILN_FUSED}},
+};
+#define NUM_WORKLOADS ((int)(sizeof workloads / sizeof workloads[0]))
+
+/* ---- results ------------------------------------------------------------- */
+
+typedef struct {
+  const char *workload, *impl;
+  int threads;
+  double median_ms, min_ms, max_ms;
+  double gbps;        /* NAN: not meaningful */
+  int64_t kernels;    /* -1: not a kiln row */
+} result;
+
+static result results[NUM_WORKLOADS * (MAX_IMPLS + 1)];
+static int num_results;
+static int failed;    /* a mismatch or a kiln error: exit non-zero */
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+/* Sorts ms in place and returns its median. */
+static double median_of(double *ms, int n) {
+  qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+  return n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+}
+
+static void print_row(const result *r) {
+  char gbps[32] = "-", kernels[24] = "-", us[32] = "";
+  if (!isnan(r->gbps)) snprintf(gbps, sizeof gbps, "%.1f", r->gbps);
+  if (r->kernels >= 0) snprintf(kernels, sizeof kernels, "%lld", (long long)r->kernels);
+  if (r->median_ms < 1.0) snprintf(us, sizeof us, "  (%.2f us)", r->median_ms * 1e3);
+  printf("%-8s %-13s %7d %11.4f %11.4f %11.4f %8s %7s%s\n", r->workload, r->impl,
+         r->threads, r->median_ms, r->min_ms, r->max_ms, gbps, kernels, us);
+  fflush(stdout);
+}
+
+static void add_result(result r) {
+  results[num_results++] = r;
+  print_row(&r);
+}
+
+/* ---- running one implementation ----------------------------------------- */
+
+/* Largest |got - want| / max(1, |want|). */
+static double max_rel_err(const float *got, const float *want, int64_t n) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs((double)got[i] - want[i]) / fmax(1.0, fabs((double)want[i]));
+    if (!(d <= worst)) worst = d;  /* NaN counts as the worst */
+  }
+  return worst;
+}
+
+static void check_result(const workload *w, const impl *im, void *st, kiln_tensor *t) {
+  int64_t n;
+  const float *want = w->expected(st, &n);
+  const float *got = kiln_data(t);
+  if (!got || kiln_numel(t) != n) {
+    printf("MISMATCH %s %s: no result of %lld elements (%s)\n", w->name, im->name,
+           (long long)n, kiln_last_error());
+    failed = 1;
+    return;
+  }
+  double err = max_rel_err(got, want, n);
+  if (!(err < MISMATCH_TOL)) {
+    printf("MISMATCH %s %s: max relative difference %g\n", w->name, im->name, err);
+    failed = 1;
+  }
+}
+
+typedef struct {
+  double ms;
+  int64_t kernels, compiles;
+  bool ok;
+} kiln_sample;
+
+/* One kiln run: the clock covers building the expression and realizing it;
+ * releasing it (kiln_scope_end) is outside, and the allocator keeps the
+ * freed buffer for the next run. */
+static kiln_sample kiln_run(const workload *w, const impl *im, void *st, bool check) {
+  kiln_sample s = {0};
+  kiln_scope_begin();
+  kiln_stats_t before = kiln_stats();
+  double t0 = now_ms();
+  kiln_tensor *t = w->build(st);
+  kiln_status status = kiln_realize(t);
+  s.ms = now_ms() - t0;
+  kiln_stats_t after = kiln_stats();
+  s.kernels = (int64_t)(after.kernels_launched - before.kernels_launched);
+  s.compiles = (int64_t)(after.compiles - before.compiles);
+  s.ok = status == KILN_OK;
+  if (!s.ok) printf("ERROR %s %s: %s\n", w->name, im->name, kiln_last_error());
+  else if (check) check_result(w, im, st, t);
+  kiln_scope_end();
+  return s;
+}
+
+static double native_run(const impl *im, void *st) {
+  double t0 = now_ms();
+  im->native(st, bench_threads);
+  return now_ms() - t0;
+}
+
+/* Reports the first (compiling) run minus the cached median as the compile
+ * time; it includes the runtime's start-up on the process's first kernel. */
+static void add_compile_row(const workload *w, kiln_sample warm, double median) {
+  double ms = fmax(0.0, warm.ms - median);
+  add_result((result){w->name, "kiln-compile", bench_threads, ms, ms, ms, NAN, warm.compiles});
+}
+
+/* Adds the row of a finished set of timed runs; returns the median. */
+static double add_timed_row(const workload *w, const impl *im, double *ms, int runs,
+                            int64_t kernels) {
+  double med = median_of(ms, runs);
+  double gbps = w->bytes > 0 ? w->bytes / (med * 1e-3) / 1e9 : NAN;
+  add_result((result){w->name, im->name, bench_threads, med, ms[0], ms[runs - 1], gbps, kernels});
+  return med;
+}
+
+/* A warm-up run, which compiles and is checked, then `runs` timed runs. */
+static void measure_kiln(const workload *w, const impl *im, void *st, double *ms, int runs) {
+  kiln_set_eager(im->eager);
+  kiln_sample warm = kiln_run(w, im, st, true), last = warm;
+  for (int i = 0; i < runs && last.ok; i++) {
+    last = kiln_run(w, im, st, false);
+    ms[i] = last.ms;
+  }
+  kiln_set_eager(0);
+  if (!last.ok) {
+    failed = 1;
+    return;
+  }
+  double med = add_timed_row(w, im, ms, runs, last.kernels);
+  if (!im->eager && warm.compiles > 0) add_compile_row(w, warm, med);
+}
+
+static void measure_native(const workload *w, const impl *im, void *st, double *ms, int runs) {
+  native_run(im, st);  /* warm-up: caches and page tables, like kiln's */
+  for (int i = 0; i < runs; i++) ms[i] = native_run(im, st);
+  add_timed_row(w, im, ms, runs, -1);
+}
+
+static void run_workload(const workload *w, int runs) {
+  printf("# %s: %s\n", w->name, w->what);
+  void *st = w->setup();
+  if (!st) {
+    printf("ERROR %s: setup failed (out of memory?)\n", w->name);
+    failed = 1;
+    return;
+  }
+  int n = w->runs ? w->runs : runs;
+  double *ms = malloc(sizeof *ms * (size_t)n);
+  for (int i = 0; ms && i < MAX_IMPLS && w->impls[i].name; i++) {
+    const impl *im = &w->impls[i];
+    if (im->native) measure_native(w, im, st, ms, n);
+    else measure_kiln(w, im, st, ms, n);
+  }
+  free(ms);
+  w->teardown(st);
+}
+
+/* ---- ratios and JSON ----------------------------------------------------- */
+
+static const result *find_result(const char *workload, const char *impl) {
+  for (int i = 0; i < num_results; i++)
+    if (!strcmp(results[i].workload, workload) && !strcmp(results[i].impl, impl))
+      return &results[i];
+  return NULL;
+}
+
+/* Speed of kiln-fused relative to every other timed row of its workload. */
+static void print_ratios(void) {
+  bool header = false;
+  for (int i = 0; i < num_results; i++) {
+    const result *r = &results[i];
+    const result *fused = find_result(r->workload, "kiln-fused");
+    if (!fused || r == fused || !strcmp(r->impl, "kiln-compile")) continue;
+    if (!header) printf("\nratios (other median / kiln-fused median; > 1: kiln-fused is faster)\n");
+    header = true;
+    printf("  %-4s kiln-fused vs %-10s %6.2fx\n", r->workload, r->impl,
+           r->median_ms / fused->median_ms);
+  }
+}
+
+static void cpu_model(char *buf, size_t len) {
+  snprintf(buf, len, "unknown");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[512];
+  while (f && fgets(line, sizeof line, f)) {
+    char *colon = strchr(line, ':');
+    if (strncmp(line, "model name", 10) || !colon) continue;
+    colon += strspn(colon + 1, " \t") + 1;
+    colon[strcspn(colon, "\n")] = 0;
+    snprintf(buf, len, "%s", colon);
+    break;
+  }
+  if (f) fclose(f);
+}
+
+/* A JSON string: the model name is the only outside text; drop what would
+ * need escaping rather than escape it. */
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++)
+    if (*s != '"' && *s != '\\' && (unsigned char)*s >= 0x20) fputc(*s, f);
+  fputc('"', f);
+}
+
+static void json_number(FILE *f, double v) {
+  if (isnan(v)) fputs("null", f);
+  else fprintf(f, "%.6g", v);
+}
+
+static void json_result(FILE *f, const result *r) {
+  fprintf(f, "    {\"workload\": \"%s\", \"impl\": \"%s\", \"threads\": %d, \"median_ms\": ",
+          r->workload, r->impl, r->threads);
+  json_number(f, r->median_ms);
+  fputs(", \"min_ms\": ", f);
+  json_number(f, r->min_ms);
+  fputs(", \"max_ms\": ", f);
+  json_number(f, r->max_ms);
+  fputs(", \"kernels\": ", f);
+  json_number(f, r->kernels >= 0 ? (double)r->kernels : NAN);
+  fputs(", \"gbps\": ", f);
+  json_number(f, r->gbps);
+  fputs("}", f);
+}
+
+static int write_json(const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "kiln_bench: cannot write %s\n", path);
+    return 1;
+  }
+  char cpu[256], date[32];
+  cpu_model(cpu, sizeof cpu);
+  time_t now = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+  fputs("{\"machine\": {\"cpu\": ", f);
+  json_string(f, cpu);
+  fprintf(f, ", \"cores\": %ld, \"date\": \"%s\"},\n \"results\": [\n",
+          sysconf(_SC_NPROCESSORS_ONLN), date);
+  for (int i = 0; i < num_results; i++) {
+    json_result(f, &results[i]);
+    fputs(i + 1 < num_results ? ",\n" : "\n", f);
+  }
+  fputs(" ]}\n", f);
+  return fclose(f) ? 1 : 0;
+}
+
+/* ---- options and main ---------------------------------------------------- */
+
+typedef struct {
+  bool chosen[NUM_WORKLOADS];   /* --only; all by default */
+  int runs;
+  const char *json;
+} options;
+
+static void usage(void) {
+  fprintf(stderr, "usage: kiln_bench [--only W1,W8] [--runs N] [--threads N] [--json FILE]\n"
+                  "workloads:");
+  for (int i = 0; i < NUM_WORKLOADS; i++) fprintf(stderr, " %s", workloads[i].name);
+  fputc('\n', stderr);
+}
+
+/* A positive integer argument, or 0. */
+static int parse_count(const char *s) {
+  char *end;
+  long v = s ? strtol(s, &end, 10) : 0;
+  return s && *s && !*end && v > 0 && v < 1000000 ? (int)v : 0;
+}
+
+/* The index of the workload named by the n characters at s, or -1. */
+static int workload_named(const char *s, size_t n) {
+  for (int i = 0; i < NUM_WORKLOADS; i++)
+    if (strlen(workloads[i].name) == n && !strncmp(s, workloads[i].name, n)) return i;
+  return -1;
+}
+
+/* --only W1,W8: chooses the named workloads; false on an unknown name. */
+static bool parse_only(const char *list, bool *chosen) {
+  memset(chosen, 0, sizeof(bool) * NUM_WORKLOADS);
+  for (const char *p = list;; p++) {
+    size_t n = strcspn(p, ",");
+    int i = workload_named(p, n);
+    if (i < 0) return false;
+    chosen[i] = true;
+    p += n;
+    if (!*p) return true;
+  }
+}
+
+static int parse_args(int argc, char **argv, options *o) {
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(arg, "--only") && val) {
+      if (!parse_only(val, o->chosen)) return 1;
+    }
+    else if (!strcmp(arg, "--runs") && parse_count(val)) o->runs = parse_count(val);
+    else if (!strcmp(arg, "--threads") && parse_count(val)) bench_threads = parse_count(val);
+    else if (!strcmp(arg, "--json") && val) o->json = val;
+    else return 1;
+    i++;
+  }
+  return 0;
+}
+
+/* One thread count for kiln and the hand loops: --threads, else
+ * KILN_NUM_THREADS, else all cores. Set before kiln reads its options. */
+static void set_threads(void) {
+  if (!bench_threads) bench_threads = parse_count(getenv("KILN_NUM_THREADS"));
+  if (!bench_threads) bench_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (bench_threads < 1) bench_threads = 1;
+  char buf[16];
+  snprintf(buf, sizeof buf, "%d", bench_threads);
+  setenv("KILN_NUM_THREADS", buf, 1);
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+/* An empty kernel disk cache, so the compile row is a compile and not a
+ * load from an earlier run. Returns the directory to delete, or NULL when
+ * the user chose KILN_CACHE_DIR. */
+static char *private_cache_dir(void) {
+  static char dir[] = "/tmp/kiln-bench-XXXXXX";
+  if (getenv("KILN_CACHE_DIR") || !mkdtemp(dir)) return NULL;
+  setenv("KILN_CACHE_DIR", dir, 1);
+  return dir;
+}
+
+int main(int argc, char **argv) {
+  options o = {.runs = 7};
+  for (int i = 0; i < NUM_WORKLOADS; i++) o.chosen[i] = true;
+  if (parse_args(argc, argv, &o)) {
+    usage();
+    return 2;
+  }
+  if (o.runs < MIN_RUNS) {
+    printf("note: --runs raised to %d\n", MIN_RUNS);
+    o.runs = MIN_RUNS;
+  }
+  set_threads();
+  char *cache = private_cache_dir();
+  printf("%-8s %-13s %7s %11s %11s %11s %8s %7s\n", "workload", "impl", "threads",
+         "median_ms", "min_ms", "max_ms", "GB/s", "kernels");
+  for (int i = 0; i < NUM_WORKLOADS; i++)
+    if (o.chosen[i]) run_workload(&workloads[i], o.runs);
+  print_ratios();
+  kiln_shutdown();
+  if (cache) nftw(cache, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+  if (o.json && write_json(o.json)) failed = 1;
+  if (failed) printf("kiln_bench: FAILED (see MISMATCH/ERROR lines above)\n");
+  return failed;
+}

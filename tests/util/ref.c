@@ -1,0 +1,469 @@
+/* ref.c: the reference evaluator. Walks a node's graph in plain C, one node
+ * at a time, with the semantics written in ir/ops.def: floats in double and
+ * rounded to the node's dtype, integers exact in int64 and wrapped to width.
+ * It shares no code with the compiler it checks (its own graph walk too). */
+#include "ref.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/philox.h"
+#include "runtime/rt.h"
+
+/* One element in flight: a float (double) or an exact integer. */
+typedef struct { bool isf; double f; int64_t i; } rv;
+
+static rv rv_f(double f) { return (rv){true, f, 0}; }
+static rv rv_i(int64_t i) { return (rv){false, 0, i}; }
+static double rv_as_double(rv v) { return v.isf ? v.f : (double)v.i; }
+static bool rv_truth(rv v) { return v.isf ? v.f != 0 : v.i != 0; }  /* NaN is true */
+
+/* Two's complement wrap to dt's width (bool: nonzero is true). */
+static int64_t wrap_int(kiln_dtype dt, uint64_t v) {
+  switch (dt) {
+  case KILN_BOOL: return v != 0;
+  case KILN_U8: return (uint8_t)v;
+  case KILN_I8: return (int8_t)v;
+  case KILN_I16: return (int16_t)v;
+  case KILN_I32: return (int32_t)v;
+  default: return (int64_t)v;
+  }
+}
+
+/* Float -> integer: truncate, saturate at the dtype's range, NaN -> 0. */
+static int64_t saturate_int(kiln_dtype dt, double f) {
+  if (dt == KILN_BOOL) return f != 0;
+  if (isnan(f)) return 0;
+  static const double lo[] = {[KILN_U8] = 0, [KILN_I8] = -128, [KILN_I16] = -32768,
+                              [KILN_I32] = -2147483648.0, [KILN_I64] = -0x1p63};
+  static const double hi[] = {[KILN_U8] = 255, [KILN_I8] = 127, [KILN_I16] = 32767,
+                              [KILN_I32] = 2147483647.0, [KILN_I64] = 0x1p63};
+  double t = trunc(f);
+  if (t <= lo[dt]) return (int64_t)lo[dt];
+  if (t >= hi[dt]) return dt == KILN_I64 ? INT64_MAX : (int64_t)hi[dt];
+  return (int64_t)t;
+}
+
+/* Converts v to dtype dt. Narrow floats are reached through f32, as the
+ * compiled code computes them in f32. */
+static rv rv_convert(rv v, kiln_dtype dt) {
+  if (!ir_is_float(dt)) return rv_i(v.isf ? saturate_int(dt, v.f) : wrap_int(dt, (uint64_t)v.i));
+  if (v.isf) return rv_f(ref_round(dt, v.f));
+  if (dt == KILN_F64) return rv_f((double)v.i);
+  return rv_f(ref_round(dt, (float)v.i));
+}
+
+/* A constant: an integral value is an integer, so it wraps into a narrower
+ * integer dtype (PyTorch: uint8 tensor + -1 gives 255); any other value
+ * converts like a cast. */
+static rv const_value(double v) {
+  return isfinite(v) && v == trunc(v) && fabs(v) < 0x1p63 ? rv_i((int64_t)v) : rv_f(v);
+}
+
+/* ---- ref_tensor ---------------------------------------------------------- */
+static ref_tensor *ref_new(const ir_node *n) {
+  ref_tensor *r = calloc(1, sizeof *r);
+  IR_ASSERT(r);
+  r->dtype = n->dtype;
+  r->ndim = n->ndim;
+  memcpy(r->shape, n->shape, sizeof r->shape);
+  r->numel = ir_numel(n->ndim, n->shape);
+  size_t count = r->numel > 0 ? (size_t)r->numel : 1;
+  if (ir_is_float(n->dtype)) r->f = calloc(count, sizeof *r->f);
+  else r->i = calloc(count, sizeof *r->i);
+  IR_ASSERT(r->f || r->i);
+  return r;
+}
+
+void ref_free(ref_tensor *r) {
+  if (!r) return;
+  free(r->f);
+  free(r->i);
+  free(r);
+}
+
+double ref_get(const ref_tensor *r, int64_t k) { return r->f ? r->f[k] : (double)r->i[k]; }
+static rv ref_rv(const ref_tensor *r, int64_t k) { return r->f ? rv_f(r->f[k]) : rv_i(r->i[k]); }
+
+/* Stores v, converted to r's dtype, as element k. */
+static void ref_put(ref_tensor *r, int64_t k, rv v) {
+  v = rv_convert(v, r->dtype);
+  if (r->f) r->f[k] = v.f;
+  else r->i[k] = v.i;
+}
+
+/* Flat index of output element k in a source of shape (sndim, sshape)
+ * broadcast to (ndim, shape): dims align on the right, size-1 dims repeat.
+ * With strides it also walks a strided BUFFER view (sshape == shape). */
+static int64_t source_index(int ndim, const int64_t *shape, int sndim, const int64_t *sshape,
+                            const int64_t *sstrides, int64_t k) {
+  int64_t idx = 0, stride = 1;
+  for (int d = ndim - 1, s = sndim - 1; d >= 0; d--, s--) {
+    int64_t pos = k % shape[d];
+    k /= shape[d];
+    if (s < 0) continue;
+    if (sshape[s] != 1) idx += pos * (sstrides ? sstrides[s] : stride);
+    stride *= sshape[s];
+  }
+  return idx;
+}
+
+/* ---- sources ------------------------------------------------------------- */
+/* Uniform [0,1) with the dtype's mantissa width, from one Philox block. */
+static double rand_uniform(kiln_dtype dt, const uint32_t w[4]) {
+  switch (dt) {
+  case KILN_F16: return (w[0] >> 21) * 0x1p-11;
+  case KILN_BF16: return (w[0] >> 24) * 0x1p-8;
+  case KILN_F64: return (double)(((uint64_t)w[0] << 21) + (w[1] >> 11)) * 0x1p-53;
+  default: return (w[0] >> 8) * 0x1p-24;
+  }
+}
+
+/* Box-Muller on one block; u1 > 0 so the log is finite. */
+static double rand_normal(kiln_dtype dt, const uint32_t w[4]) {
+  double u1, u2;
+  if (dt == KILN_F64) {
+    u1 = (double)((((uint64_t)w[0] << 21) + (w[1] >> 11)) + 1) * 0x1p-53;
+    u2 = (double)(((uint64_t)w[2] << 21) + (w[3] >> 11)) * 0x1p-53;
+  } else {
+    u1 = ((w[0] >> 8) + 1) * 0x1p-24;
+    u2 = (w[1] >> 8) * 0x1p-24;
+  }
+  return sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
+}
+
+static rv source_value(const ir_node *n, int64_t k, int64_t numel) {
+  const ir_attr *a = &n->attr;
+  uint32_t w[4] = {0};
+  if (n->op == IR_RAND || n->op == IR_RANDN || n->op == IR_RANDINT) philox4x32_10(a->seed, a->offset + (uint64_t)k, w);
+  switch (n->op) {
+  case IR_CONST: return const_value(a->value);
+  case IR_ARANGE: return rv_f(a->start + (double)k * a->step);
+  case IR_LINSPACE:
+    return rv_f(k < numel / 2 ? a->start + (double)k * a->step : a->end - (double)(numel - 1 - k) * a->step);
+  case IR_EYE: return rv_i(k / n->shape[1] == k % n->shape[1]);
+  case IR_RAND: return rv_f(rand_uniform(n->dtype, w));
+  case IR_RANDN: return rv_f(rand_normal(n->dtype, w));
+  default: {  /* IR_RANDINT */
+    uint64_t bits = ((uint64_t)(w[1] & 0x7fffffffu) << 32) + w[0];
+    return rv_i(a->low + (int64_t)(bits % (uint64_t)(a->high - a->low)));
+  }
+  }
+}
+
+/* ---- elementwise --------------------------------------------------------- */
+static double fmax_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
+static double fmin_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a < b ? a : b; }
+static double sigmoid(double x) { return 1 / (1 + exp(-x)); }
+
+/* One op on float operands (already converted to the compute dtype). */
+static rv apply_float(ir_op op, double a, double b, double c) {
+  switch (op) {
+  case IR_NEG: return rv_f(-a);
+  case IR_ABS: return rv_f(fabs(a));
+  case IR_EXP: return rv_f(exp(a));
+  case IR_LOG: return rv_f(log(a));
+  case IR_SQRT: return rv_f(sqrt(a));
+  case IR_RSQRT: return rv_f(1 / sqrt(a));
+  case IR_SIN: return rv_f(sin(a));
+  case IR_COS: return rv_f(cos(a));
+  case IR_TANH: return rv_f(tanh(a));
+  case IR_SIGMOID: return rv_f(sigmoid(a));
+  case IR_RELU: return rv_f(a < 0 ? 0 : a);
+  case IR_GELU: return rv_f(a / 2 * (1 + erf(a / M_SQRT2)));
+  case IR_SILU: return rv_f(a * sigmoid(a));
+  case IR_FLOOR: return rv_f(floor(a));
+  case IR_CEIL: return rv_f(ceil(a));
+  case IR_ROUND: return rv_f(nearbyint(a));
+  case IR_SIGN: return rv_f((0 < a) - (a < 0));
+  case IR_RECIPROCAL: return rv_f(1 / a);
+  case IR_LOGICAL_NOT: return rv_i(a == 0);
+  case IR_ADD: return rv_f(a + b);
+  case IR_SUB: return rv_f(a - b);
+  case IR_MUL: return rv_f(a * b);
+  case IR_DIV: return rv_f(a / b);
+  case IR_POW: return rv_f(pow(a, b));
+  case IR_MAXIMUM: return rv_f(fmax_nan(a, b));
+  case IR_MINIMUM: return rv_f(fmin_nan(a, b));
+  case IR_EQ: return rv_i(a == b);
+  case IR_NE: return rv_i(a != b);
+  case IR_LT: return rv_i(a < b);
+  case IR_LE: return rv_i(a <= b);
+  case IR_GT: return rv_i(a > b);
+  case IR_GE: return rv_i(a >= b);
+  case IR_LOGICAL_AND: return rv_i(a != 0 && b != 0);
+  case IR_LOGICAL_OR: return rv_i(a != 0 || b != 0);
+  default: return rv_f(fmin_nan(fmax_nan(a, b), c));  /* IR_CLAMP */
+  }
+}
+
+/* Exact integer power, wrapping; a negative exponent gives 0 unless |a| = 1. */
+static uint64_t int_pow(int64_t a, int64_t b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? (b & 1 ? (uint64_t)-1 : 1) : 0;
+  uint64_t r = 1, x = (uint64_t)a;
+  for (; b; b >>= 1, x *= x)
+    if (b & 1) r *= x;
+  return r;
+}
+
+static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* One op on integer operands; unsigned arithmetic wraps (mod 2^64), and the
+ * store into the node's dtype wraps to its width. */
+static rv apply_int(ir_op op, int64_t a, int64_t b, int64_t c) {
+  uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+  switch (op) {
+  case IR_NEG: return rv_i((int64_t)(0 - ua));
+  case IR_ABS: return rv_i(a < 0 ? (int64_t)(0 - ua) : a);
+  case IR_RELU: return rv_i(a < 0 ? 0 : a);
+  case IR_FLOOR: case IR_CEIL: case IR_ROUND: return rv_i(a);
+  case IR_SIGN: return rv_i((0 < a) - (a < 0));
+  case IR_LOGICAL_NOT: return rv_i(a == 0);
+  case IR_ADD: return rv_i((int64_t)(ua + ub));
+  case IR_SUB: return rv_i((int64_t)(ua - ub));
+  case IR_MUL: return rv_i((int64_t)(ua * ub));
+  case IR_POW: return rv_i((int64_t)int_pow(a, b));
+  case IR_MAXIMUM: return rv_i(imax(a, b));
+  case IR_MINIMUM: return rv_i(imin(a, b));
+  case IR_EQ: return rv_i(a == b);
+  case IR_NE: return rv_i(a != b);
+  case IR_LT: return rv_i(a < b);
+  case IR_LE: return rv_i(a <= b);
+  case IR_GT: return rv_i(a > b);
+  case IR_GE: return rv_i(a >= b);
+  case IR_LOGICAL_AND: return rv_i(a != 0 && b != 0);
+  case IR_LOGICAL_OR: return rv_i(a != 0 || b != 0);
+  default: return rv_i(imin(imax(a, b), c));  /* IR_CLAMP */
+  }
+}
+
+/* Element k of an elementwise node from its sources' values. */
+static rv elementwise_value(const ir_node *n, ref_tensor *const *src, int64_t k) {
+  rv v[3] = {0};
+  for (int s = 0; s < n->nsrc; s++) {
+    const ref_tensor *r = src[s];
+    v[s] = ref_rv(r, source_index(n->ndim, n->shape, r->ndim, r->shape, NULL, k));
+  }
+  if (n->op == IR_CAST) return v[0];
+  if (n->op == IR_WHERE) return rv_convert(rv_truth(v[0]) ? v[1] : v[2], n->attr.compute);
+  for (int s = 0; s < n->nsrc; s++) v[s] = rv_convert(v[s], n->attr.compute);
+  if (v[0].isf || ir_ops[n->op].typing == TR_FLOAT)
+    return apply_float(n->op, rv_as_double(v[0]), rv_as_double(v[1]), rv_as_double(v[2]));
+  return apply_int(n->op, v[0].i, v[1].i, v[2].i);
+}
+
+/* ---- movement (gathers) ---------------------------------------------------- */
+static void unflatten(int ndim, const int64_t *shape, int64_t k, int64_t *idx) {
+  for (int d = ndim - 1; d >= 0; d--) {
+    idx[d] = k % shape[d];
+    k /= shape[d];
+  }
+}
+
+static int64_t flatten(int ndim, const int64_t *shape, const int64_t *idx) {
+  int64_t k = 0;
+  for (int d = 0; d < ndim; d++) k = k * shape[d] + idx[d];
+  return k;
+}
+
+/* Element k of a movement node other than EXPAND: the source element it
+ * reads (ops.def), or PAD's fill where it reads none. */
+static rv movement_value(const ir_node *n, ref_tensor *const *src, int64_t k) {
+  const ir_attr *a = &n->attr;
+  const ref_tensor *s = src[0];
+  int64_t idx[KILN_MAX_DIMS], sidx[KILN_MAX_DIMS];
+  if (n->op == IR_RESHAPE) return ref_rv(s, k);
+  unflatten(n->ndim, n->shape, k, idx);
+  memcpy(sidx, idx, sizeof idx);
+  if (n->op == IR_SELECT) {
+    memmove(sidx + a->dim + 1, idx + a->dim, (size_t)(n->ndim - a->dim) * sizeof *idx);
+    sidx[a->dim] = a->index;
+  }
+  if (n->op == IR_SLICE) sidx[a->dim] = a->index + idx[a->dim] * a->stride;
+  if (n->op == IR_CAT && idx[a->dim] >= s->shape[a->dim]) {
+    sidx[a->dim] -= s->shape[a->dim];
+    s = src[1];
+  }
+  for (int d = 0; d < n->ndim; d++) {
+    if (n->op == IR_PERMUTE) sidx[a->perm[d]] = idx[d];
+    if (n->op == IR_FLIP && (a->flip_mask >> d & 1)) sidx[d] = n->shape[d] - 1 - idx[d];
+    if (n->op == IR_PAD) sidx[d] = idx[d] - a->pad[d][0];
+    if (n->op == IR_PAD && (sidx[d] < 0 || sidx[d] >= s->shape[d])) return const_value(a->value);
+  }
+  return ref_rv(s, flatten(s->ndim, s->shape, sidx));
+}
+
+static bool op_supported(const ir_node *n) {
+  if (n->status != KILN_OK) return false;
+  if (n->op == IR_BUFFER)  /* an empty buffer may have no storage */
+    return (n->buf || ir_numel(n->ndim, n->shape) == 0) && n->device.type == KILN_CPU;
+  return ir_op_has(n->op, IR_SRC | IR_EW | IR_MOVE);
+}
+
+/* The value of n given the values of its sources. */
+static ref_tensor *eval_node(const ir_node *n, ref_tensor *const *src) {
+  ref_tensor *r = ref_new(n);
+  for (int64_t k = 0; k < r->numel; k++) {
+    if (n->op == IR_BUFFER) {
+      int64_t at = n->offset + source_index(n->ndim, n->shape, n->ndim, n->shape, n->strides, k);
+      ref_put(r, k, ir_is_float(n->dtype) ? rv_f(ref_load_f(n->dtype, n->buf->data, at))
+                                          : rv_i(ref_load_i(n->dtype, n->buf->data, at)));
+    } else if (n->op == IR_EXPAND) {
+      ref_put(r, k, ref_rv(src[0], source_index(n->ndim, n->shape, src[0]->ndim, src[0]->shape, NULL, k)));
+    } else if (ir_op_has(n->op, IR_MOVE)) {
+      ref_put(r, k, movement_value(n, src, k));
+    } else if (ir_op_has(n->op, IR_SRC)) {
+      ref_put(r, k, source_value(n, k, r->numel));
+    } else {
+      ref_put(r, k, elementwise_value(n, src, k));
+    }
+  }
+  return r;
+}
+
+/* ---- the walk ------------------------------------------------------------ */
+/* Visited nodes and their values. Test graphs are small, so a linear search
+ * keeps this independent of the library's own graph walk. */
+typedef struct { const ir_node **node; ref_tensor **val; int n, cap; } ref_memo;
+
+static int memo_find(const ref_memo *m, const ir_node *n) {
+  for (int i = 0; i < m->n; i++)
+    if (m->node[i] == n) return i;
+  return -1;
+}
+
+static void memo_add(ref_memo *m, const ir_node *n, ref_tensor *v) {
+  if (m->n == m->cap) {
+    m->cap = m->cap ? 2 * m->cap : 32;
+    m->node = realloc(m->node, (size_t)m->cap * sizeof *m->node);
+    m->val = realloc(m->val, (size_t)m->cap * sizeof *m->val);
+    IR_ASSERT(m->node && m->val);
+  }
+  m->node[m->n] = n;
+  m->val[m->n++] = v;
+}
+
+/* Evaluates n after its sources (iterative post-order: deep chains must not
+ * overflow the C stack). Returns false on a node the oracle cannot compute. */
+static bool memo_eval(ref_memo *m, const ir_node *root) {
+  typedef struct { const ir_node *n; int next; } frame;
+  int cap = 64, top = 0;
+  frame *st = malloc((size_t)cap * sizeof *st);
+  IR_ASSERT(st);
+  st[top++] = (frame){root, 0};
+  bool ok = true;
+  while (top > 0 && ok) {
+    frame *f = &st[top - 1];
+    if (f->next < f->n->nsrc) {
+      const ir_node *s = f->n->src[f->next++];
+      if (memo_find(m, s) >= 0) continue;
+      if (top == cap) {
+        st = realloc(st, (size_t)(cap *= 2) * sizeof *st);
+        IR_ASSERT(st);
+      }
+      st[top++] = (frame){s, 0};
+      continue;
+    }
+    const ir_node *n = f->n;
+    top--;
+    if (memo_find(m, n) >= 0) continue;
+    ok = op_supported(n);
+    ref_tensor *src[3] = {0};
+    for (int s = 0; ok && s < n->nsrc; s++) src[s] = m->val[memo_find(m, n->src[s])];
+    if (ok) memo_add(m, n, eval_node(n, src));
+  }
+  free(st);
+  return ok;
+}
+
+ref_tensor *ref_eval(kiln_tensor *t) {
+  if (!t) return NULL;
+  ref_memo m = {0};
+  ref_tensor *out = NULL;
+  if (memo_eval(&m, t)) {
+    int at = memo_find(&m, t);
+    out = m.val[at];
+    m.val[at] = NULL;
+  }
+  for (int i = 0; i < m.n; i++) ref_free(m.val[i]);
+  free(m.node);
+  free(m.val);
+  return out;
+}
+
+/* ---- comparison ---------------------------------------------------------- */
+static bool float_close(double got, double want, double rtol, double atol) {
+  if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
+  if (isinf(want) || isinf(got)) return got == want;
+  return fabs(got - want) <= atol + rtol * fabs(want);
+}
+
+/* Values arrive formatted so integers print exactly. */
+static void describe(char *why, size_t n, const ref_tensor *e, int64_t k, const char *got, const char *want) {
+  ir_str s = {0};
+  ir_str_printf(&s, "element %" PRId64 " [", k);
+  for (int d = 0, first = 1; d < e->ndim; d++, first = 0) {
+    int64_t inner = 1;
+    for (int j = d + 1; j < e->ndim; j++) inner *= e->shape[j];
+    ir_str_printf(&s, first ? "%" PRId64 : ",%" PRId64, k / inner % e->shape[d]);
+  }
+  ir_str_printf(&s, "]: got %s, expected %s (%s, shape ", got, want, ir_dtypes[e->dtype].name);
+  ir_str_shape(&s, e->ndim, e->shape);
+  ir_str_printf(&s, ")");
+  snprintf(why, n, "%s", s.s);
+  ir_str_free(&s);
+}
+
+/* Same dtype and shape; otherwise says what differs. */
+static bool same_type(const ref_tensor *e, kiln_tensor *t, char *why, size_t n) {
+  bool ok = kiln_dtype_of(t) == e->dtype && kiln_ndim(t) == e->ndim &&
+            memcmp(kiln_shape(t), e->shape, (size_t)e->ndim * sizeof(int64_t)) == 0;
+  if (!ok) snprintf(why, n, "got %s with %d dims, expected %s with %d dims",
+                    ir_dtypes[kiln_dtype_of(t)].name, kiln_ndim(t), ir_dtypes[e->dtype].name, e->ndim);
+  return ok;
+}
+
+/* Compares host data of e's dtype with e; describes the first difference. */
+static bool compare_values(const ref_tensor *e, const void *host, double rtol, double atol, char *why, size_t n) {
+  char got[64], want[64];
+  for (int64_t k = 0; k < e->numel; k++) {
+    if (e->f) {
+      double g = ref_load_f(e->dtype, host, k);
+      if (float_close(g, e->f[k], rtol, atol)) continue;
+      snprintf(got, sizeof got, "%.17g", g);
+      snprintf(want, sizeof want, "%.17g", e->f[k]);
+    } else {
+      int64_t g = ref_load_i(e->dtype, host, k);
+      if (g == e->i[k]) continue;
+      snprintf(got, sizeof got, "%" PRId64, g);
+      snprintf(want, sizeof want, "%" PRId64, e->i[k]);
+    }
+    describe(why, n, e, k, got, want);
+    return false;
+  }
+  return true;
+}
+
+bool ref_check(ref_tensor *e, kiln_tensor *t, double rtol, double atol, char *why, size_t n) {
+  if (!e) {
+    snprintf(why, n, "no expected value (the oracle could not evaluate the graph)");
+    return false;
+  }
+  if (kiln_status_of(t) != KILN_OK) {
+    snprintf(why, n, "error: %s", kiln_last_error());
+    return false;
+  }
+  if (!same_type(e, t, why, n)) return false;
+  size_t bytes = (size_t)e->numel * ir_dtypes[e->dtype].size;
+  void *host = malloc(bytes ? bytes : 1);
+  IR_ASSERT(host);
+  bool ok = kiln_copy_to_host(t, host, bytes) == KILN_OK;
+  if (!ok) snprintf(why, n, "copy_to_host failed: %s", kiln_last_error());
+  ok = ok && compare_values(e, host, rtol, atol, why, n);
+  free(host);
+  return ok;
+}

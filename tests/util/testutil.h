@@ -1,0 +1,61 @@
+/* testutil.h: helpers shared by the value-level suites: deterministic input
+ * data, PyTorch's result-type rule (written independently of the frontend),
+ * and the fused-then-eager check of one expression against the oracle. */
+#ifndef KILN_TESTUTIL_H
+#define KILN_TESTUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ref.h"
+
+/* Input ranges: FULL has every special value (NaN, infinities, signed zeros,
+ * halves, huge values, integer extremes); MODERATE keeps |x| <= 100 (plus
+ * NaN, inf and zeros) for ops whose accuracy on huge inputs is out of scope
+ * (sin(1e9) in f32 needs a Payne-Hanek reduction no kernel library does);
+ * SMALL keeps finite |x| <= 4, for chains where rounding differences of
+ * large intermediates would swamp the comparison. */
+typedef enum { TU_FULL, TU_MODERATE, TU_SMALL } tu_range;
+
+/* n values of dtype dt (raw storage) from seed: specials first, rotated by
+ * seed so two inputs pair different specials, then pseudo-random values. */
+void tu_fill(kiln_dtype dt, int64_t n, uint64_t seed, tu_range range, void *out);
+/* A tensor of those values (kiln_from_data). */
+kiln_tensor *tu_data(kiln_dtype dt, int ndim, const int64_t *shape, uint64_t seed, tu_range range);
+
+/* splitmix64: a small seeded generator for data and random graphs. */
+uint64_t tu_next(uint64_t *state);
+int tu_below(uint64_t *state, int n);   /* uniform in [0, n) */
+
+/* PyTorch's result type. Each operand is a dimensioned tensor, a 0-dim
+ * tensor, or a wrapped number (a scalar argument: an integral double is an
+ * int64 number, any other a float number of the default dtype, f32). */
+typedef enum { TU_TENSOR, TU_ZERO_DIM, TU_NUMBER } tu_rank;
+kiln_dtype tu_promote(kiln_dtype a, kiln_dtype b);
+kiln_dtype tu_result_type(int n, const kiln_dtype *dt, const tu_rank *rank);
+kiln_dtype tu_number_dtype(double v);
+/* The op's result dtype from its promoted operand dtype (ops.def typing). */
+kiln_dtype tu_op_dtype(ir_op op, kiln_dtype promoted);
+
+/* The public function of an elementwise op (NULL for other ops): the
+ * suites drive ops by their ir_op. Scalar forms are kiln_adds and friends. */
+typedef kiln_tensor *(*tu_unary_fn)(const char *, int, kiln_tensor *);
+typedef kiln_tensor *(*tu_binary_fn)(const char *, int, kiln_tensor *, kiln_tensor *);
+typedef kiln_tensor *(*tu_scalar_fn)(const char *, int, kiln_tensor *, double);
+tu_unary_fn tu_unary(ir_op op);
+tu_binary_fn tu_binary(ir_op op);
+tu_scalar_fn tu_scalar(ir_op op);
+
+/* Builds one expression (its inputs too); called once per mode. */
+typedef kiln_tensor *(*tu_build_fn)(const void *ctx);
+/* Builds the expression lazily, computes its value with ref_eval, realizes
+ * it (fused) and compares; then builds it again with kiln_set_eager(1),
+ * realizes and compares with the same expected value. Random sources see
+ * the same seed both times. want_dt (unless KILN_NUM_DTYPES) is the result
+ * dtype the expression must have. False, with the reason in why, on the
+ * first difference. */
+bool tu_check_fused_eager(tu_build_fn build, const void *ctx, kiln_dtype want_dt, ref_tol tol,
+                          char *why, size_t n);
+
+#endif
