@@ -6,7 +6,6 @@
 
 #include "hand.h"
 
-#include <ftw.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -491,21 +490,6 @@ static void set_threads(void) {
   setenv("KILN_NUM_THREADS", buf, 1);
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb, (void)flag, (void)ftw;
-  return remove(path);
-}
-
-/* An empty kernel disk cache, so the compile row is a compile and not a
- * load from an earlier run. Returns the directory to delete, or NULL when
- * the user chose KILN_CACHE_DIR. */
-static char *private_cache_dir(void) {
-  static char dir[] = "/tmp/kiln-bench-XXXXXX";
-  if (getenv("KILN_CACHE_DIR") || !mkdtemp(dir)) return NULL;
-  setenv("KILN_CACHE_DIR", dir, 1);
-  return dir;
-}
-
 int main(int argc, char **argv) {
   options o = {.runs = 7};
   for (int i = 0; i < NUM_WORKLOADS; i++) o.chosen[i] = true;
@@ -518,14 +502,12 @@ int main(int argc, char **argv) {
     o.runs = MIN_RUNS;
   }
   set_threads();
-  char *cache = private_cache_dir();
   printf("%-8s %-13s %7s %11s %11s %11s %8s %7s\n", "workload", "impl", "threads",
          "median_ms", "min_ms", "max_ms", "GB/s", "kernels");
   for (int i = 0; i < NUM_WORKLOADS; i++)
     if (o.chosen[i]) run_workload(&workloads[i], o.runs);
   print_ratios();
   kiln_shutdown();
-  if (cache) nftw(cache, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
   if (o.json && write_json(o.json)) failed = 1;
   if (failed) printf("kiln_bench: FAILED (see MISMATCH/ERROR lines above)\n");
   return failed;

@@ -249,27 +249,28 @@ static LLVMValueRef emit_op(emitter *em, const kexpr *e, LLVMValueRef a, LLVMVal
 
 /* ---- Philox4x32-10 (ir/philox.h), 32x32->64 products as i64 multiplies so
  * the loop vectorizer handles them ---------------------------------------- */
-static LLVMValueRef emit_philox(emitter *em, LLVMValueRef ctr, uint64_t key, int word) {
+static LLVMValueRef emit_philox(emitter *em, LLVMValueRef ctr, LLVMValueRef key, int word) {
   cpu_cg *g = &em->g;
   LLVMBuilderRef b = g->b;
   LLVMValueRef s32 = LLVMConstInt(g->i64, 32, 0);
   LLVMValueRef c[4] = {LLVMBuildTrunc(b, ctr, g->i32, ""),
                        LLVMBuildTrunc(b, LLVMBuildLShr(b, ctr, s32, ""), g->i32, ""),
                        LLVMConstInt(g->i32, 0, 0), LLVMConstInt(g->i32, 0, 0)};
-  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+  LLVMValueRef k0 = LLVMBuildTrunc(b, key, g->i32, "");
+  LLVMValueRef k1 = LLVMBuildTrunc(b, LLVMBuildLShr(b, key, s32, ""), g->i32, "");
   for (int r = 0; r < 10; r++) {
     LLVMValueRef p0 = LLVMBuildMul(b, LLVMBuildZExt(b, c[0], g->i64, ""), LLVMConstInt(g->i64, PHILOX_M0, 0), "");
     LLVMValueRef p1 = LLVMBuildMul(b, LLVMBuildZExt(b, c[2], g->i64, ""), LLVMConstInt(g->i64, PHILOX_M1, 0), "");
     LLVMValueRef h1 = LLVMBuildTrunc(b, LLVMBuildLShr(b, p1, s32, ""), g->i32, "");
     LLVMValueRef h0 = LLVMBuildTrunc(b, LLVMBuildLShr(b, p0, s32, ""), g->i32, "");
-    LLVMValueRef n0 = LLVMBuildXor(b, LLVMBuildXor(b, h1, c[1], ""), LLVMConstInt(g->i32, k0, 0), "");
-    LLVMValueRef n2 = LLVMBuildXor(b, LLVMBuildXor(b, h0, c[3], ""), LLVMConstInt(g->i32, k1, 0), "");
+    LLVMValueRef n0 = LLVMBuildXor(b, LLVMBuildXor(b, h1, c[1], ""), k0, "");
+    LLVMValueRef n2 = LLVMBuildXor(b, LLVMBuildXor(b, h0, c[3], ""), k1, "");
     c[1] = LLVMBuildTrunc(b, p1, g->i32, "");
     c[3] = LLVMBuildTrunc(b, p0, g->i32, "");
     c[0] = n0;
     c[2] = n2;
-    k0 += PHILOX_W0;
-    k1 += PHILOX_W1;
+    k0 = LLVMBuildAdd(b, k0, LLVMConstInt(g->i32, PHILOX_W0, 0), "");
+    k1 = LLVMBuildAdd(b, k1, LLVMConstInt(g->i32, PHILOX_W1, 0), "");
   }
   return LLVMBuildZExt(b, c[word], g->i64, "");
 }
@@ -300,7 +301,7 @@ static LLVMValueRef emit_expr_new(emitter *em, const kexpr *e) {
   case KX_CAST: return emit_cast(g, emit_expr(em, e->a), e->a->type, e->type);
   case KX_IDIV: return LLVMBuildSDiv(g->b, emit_expr(em, e->a), emit_expr(em, e->b), "");
   case KX_IMOD: return LLVMBuildSRem(g->b, emit_expr(em, e->a), emit_expr(em, e->b), "");
-  case KX_PHILOX: return emit_philox(em, emit_expr(em, e->a), e->seed, (int)e->i);
+  case KX_PHILOX: return emit_philox(em, emit_expr(em, e->a), emit_expr(em, e->b), (int)e->i);
   }
   IR_ASSERT(!"bad expression kind");
 }

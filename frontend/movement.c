@@ -321,7 +321,7 @@ kiln_tensor *kiln_slice_at(const char *f, int l, kiln_tensor *t, int dim, int64_
   n->attr.index = lo;
   n->attr.stride = step;
   memcpy(n->strides, t->strides, sizeof n->strides);
-  n->strides[d] *= step;
+  if (s[d] > 1) n->strides[d] *= step;   /* a step past the end never scales anything */
   return finish(n);
 }
 

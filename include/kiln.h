@@ -202,7 +202,8 @@ kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dtype dt);
  * say): reshape copies then, view never does. expand's -1 keeps a size.
  * slice follows Python: start/stop clamp into range, negative ones count from
  * the end, KILN_END as stop means "to the end", step must be > 0. select
- * removes the dim. pad takes PyTorch F.pad's order: (left, right) pairs,
+ * removes the dim. pad takes npads amounts in PyTorch F.pad's order, so
+ * kiln_pad(t, KILN_SHAPE(1, 2), 0.0) pads the last dim: (left, right) pairs,
  * last dim first; negative amounts crop. cat concatenates along an existing
  * dim (promoting dtypes), stack along a new one. kiln_index is NumPy basic
  * indexing from a string: "0, :, 1:3, ::2, -1, None, ...". */
@@ -221,7 +222,7 @@ kiln_tensor *kiln_flatten_dims_at(const char *f, int l, kiln_tensor *t, int star
 kiln_tensor *kiln_slice_at(const char *f, int l, kiln_tensor *t, int dim, int64_t start, int64_t stop, int64_t step);
 kiln_tensor *kiln_select_at(const char *f, int l, kiln_tensor *t, int dim, int64_t index);
 kiln_tensor *kiln_flip_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims);
-kiln_tensor *kiln_pad_at(const char *f, int l, kiln_tensor *t, int npairs, const int64_t *pads, double value);
+kiln_tensor *kiln_pad_at(const char *f, int l, kiln_tensor *t, int npads, const int64_t *pads, double value);
 kiln_tensor *kiln_cat_at(const char *f, int l, int n, kiln_tensor *const *ts, int dim);
 kiln_tensor *kiln_stack_at(const char *f, int l, int n, kiln_tensor *const *ts, int dim);
 kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *index);
@@ -240,7 +241,7 @@ kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *ind
 #define kiln_slice(t, dim, start, stop, step) kiln_slice_at(__FILE__, __LINE__, t, dim, start, stop, step)
 #define kiln_select(t, dim, index) kiln_select_at(__FILE__, __LINE__, t, dim, index)
 #define kiln_flip(t, ...) kiln_flip_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_pad(t, npairs, pads, value) kiln_pad_at(__FILE__, __LINE__, t, npairs, pads, value)
+#define kiln_pad(t, ...) kiln_pad_at(__FILE__, __LINE__, t, __VA_ARGS__)
 #define kiln_cat(n, ts, dim) kiln_cat_at(__FILE__, __LINE__, n, ts, dim)
 #define kiln_stack(n, ts, dim) kiln_stack_at(__FILE__, __LINE__, n, ts, dim)
 #define kiln_index(t, index) kiln_index_at(__FILE__, __LINE__, t, index)

@@ -281,7 +281,7 @@ static void print_attrs(ir_str *b, const ir_node *n) {
     ir_str_printf(b, " [%lld,%lld) seed %llu offset %llu", (long long)a->low, (long long)a->high,
                   (unsigned long long)a->seed, (unsigned long long)a->offset);
     break;
-  case IR_PERMUTE: ir_str_printf(b, " perm"); print_perm(b, n->ndim, a->perm); break;
+  case IR_PERMUTE: ir_str_printf(b, " perm "); print_perm(b, n->ndim, a->perm); break;
   case IR_SLICE:
     ir_str_printf(b, " dim %d start %lld step %lld", a->dim, (long long)a->index, (long long)a->stride);
     break;

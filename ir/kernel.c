@@ -19,6 +19,7 @@ void k_free(kernel *k) {
   if (!k) return;
   free(k->cse->slot);
   free(k->params);
+  free(k->args);
   ir_arena_free(k->arena);
   free(k);
 }
@@ -29,7 +30,7 @@ int k_param(kernel *k, kiln_dtype dt, bool output, int64_t numel) {
     IR_ASSERT(p);
     k->params = p;
   }
-  k->params[k->nparams] = (kparam){dt, output, numel};
+  k->params[k->nparams] = (kparam){.dtype = dt, .output = output, .numel = numel};
   return k->nparams++;
 }
 
@@ -38,7 +39,7 @@ int k_var(kernel *k) { return k->nvars++; }
 /* ---- hash-consing ------------------------------------------------------- */
 static uint64_t kx_hash(const kexpr *e) {
   uint64_t f[8] = {(uint64_t)e->kind << 48 | (uint64_t)e->type << 32 | (uint32_t)e->op,
-                   (uint64_t)(uint32_t)e->var << 32 | (uint32_t)e->buf, (uint64_t)e->i, e->seed, 0,
+                   (uint64_t)(uint32_t)e->var << 32 | (uint32_t)e->buf, (uint64_t)e->i, 0, 0,
                    (uint64_t)(uintptr_t)e->a, (uint64_t)(uintptr_t)e->b, (uint64_t)(uintptr_t)e->c};
   memcpy(&f[4], &e->f, sizeof e->f);
   return ir_hash_bytes(f, sizeof f, 0);
@@ -47,7 +48,7 @@ static uint64_t kx_hash(const kexpr *e) {
 static bool kx_same(const kexpr *x, const kexpr *y) {
   return x->kind == y->kind && x->type == y->type && x->op == y->op && x->var == y->var &&
          x->buf == y->buf && x->i == y->i && memcmp(&x->f, &y->f, sizeof x->f) == 0 &&
-         x->seed == y->seed && x->a == y->a && x->b == y->b && x->c == y->c;
+         x->a == y->a && x->b == y->b && x->c == y->c;
 }
 
 static void kx_grow(kx_table *t) {
@@ -142,9 +143,26 @@ kexpr *kx_imod(kernel *k, kexpr *a, kexpr *b) {
   return kx_intern(k, &(kexpr){.kind = KX_IMOD, .type = KILN_I64, .a = a, .b = b});
 }
 
-kexpr *kx_philox(kernel *k, uint64_t seed, kexpr *counter, int word) {
+kexpr *kx_philox(kernel *k, kexpr *key, kexpr *counter, int word) {
   IR_ASSERT(word >= 0 && word < 4);
-  return kx_intern(k, &(kexpr){.kind = KX_PHILOX, .type = KILN_I64, .seed = seed, .i = word, .a = counter});
+  return kx_intern(k, &(kexpr){.kind = KX_PHILOX, .type = KILN_I64, .i = word, .a = counter, .b = key});
+}
+
+kexpr *k_arg(kernel *k, int64_t v) {
+  int p = 0;
+  while (p < k->nparams && !k->params[p].args) p++;
+  if (p == k->nparams) {
+    p = k_param(k, KILN_I64, false, 0);
+    k->params[p].args = true;
+  }
+  if ((k->nargs & (k->nargs - 1)) == 0) {  /* grow at powers of two */
+    int64_t *a = realloc(k->args, sizeof *a * (size_t)(k->nargs ? 2 * k->nargs : 2));
+    IR_ASSERT(a);
+    k->args = a;
+  }
+  k->args[k->nargs] = v;
+  k->params[p].numel = k->nargs + 1;
+  return kx_load(k, p, kx_int(k, KILN_I64, k->nargs++), KILN_I64);
 }
 
 /* ---- statements --------------------------------------------------------- */
@@ -206,8 +224,8 @@ static void key_expr(void *ctx, const kexpr *e, int depth) {
   int32_t f[8] = {e->kind, e->type, e->op, e->var, e->buf, e->a ? e->a->id : -1,
                   e->b ? e->b->id : -1, e->c ? e->c->id : -1};
   ir_str_append(ctx, f, sizeof f);
-  int64_t v[3] = {e->i, (int64_t)e->seed, 0};
-  memcpy(&v[2], &e->f, sizeof e->f);
+  int64_t v[2] = {e->i, 0};
+  memcpy(&v[1], &e->f, sizeof e->f);
   ir_str_append(ctx, v, sizeof v);
 }
 
@@ -221,7 +239,7 @@ static void key_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
 uint64_t k_key(kernel *k, ir_str *key) {
   size_t start = key->len;
   for (int i = 0; i < k->nparams; i++) {
-    int64_t f[3] = {k->params[i].dtype, k->params[i].output, k->params[i].numel};
+    int64_t f[4] = {k->params[i].dtype, k->params[i].output, k->params[i].numel, k->params[i].args};
     ir_str_append(key, f, sizeof f);
   }
   k_walk(k, key_expr, key_stmt, key);
@@ -254,7 +272,7 @@ static void kp_expr(void *ctx, const kexpr *e, int depth) {
   case KX_IDIV: ir_str_printf(b, "idiv %%%d, %%%d", e->a->id, e->b->id); break;
   case KX_IMOD: ir_str_printf(b, "imod %%%d, %%%d", e->a->id, e->b->id); break;
   case KX_PHILOX:
-    ir_str_printf(b, "philox.w%lld seed=0x%llx %%%d", (long long)e->i, (unsigned long long)e->seed, e->a->id);
+    ir_str_printf(b, "philox.w%lld key %%%d, ctr %%%d", (long long)e->i, e->b->id, e->a->id);
     break;
   }
   ir_str_printf(b, "\n");
@@ -276,7 +294,8 @@ void k_print(ir_str *b, kernel *k) {
   }
   ir_str_printf(b, "kernel %s", k->name);
   for (int i = 0; i < k->nparams; i++)
-    ir_str_printf(b, "%sp%d: %s%s[%lld]", i ? ", " : "(", i, k->params[i].output ? "out " : "",
+    ir_str_printf(b, "%sp%d: %s%s[%lld]", i ? ", " : "(", i,
+                  k->params[i].output ? "out " : k->params[i].args ? "args " : "",
                   ir_dtypes[k->params[i].dtype].short_name, (long long)k->params[i].numel);
   ir_str_printf(b, ")\n");
   k_walk(k, kp_expr, kp_stmt, b);

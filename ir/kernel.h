@@ -24,8 +24,8 @@ typedef enum {
   KX_CAST,    /* a converted to `type` (semantics of IR_CAST) */
   KX_IDIV,    /* a / b on i64, both >= 0 (index arithmetic) */
   KX_IMOD,    /* a % b on i64, both >= 0 (index arithmetic) */
-  KX_PHILOX,  /* 32-bit word .i (0..3) of Philox4x32-10 with key .seed and
-                 64-bit counter a (i64), zero-extended to i64 (ir/philox.h) */
+  KX_PHILOX,  /* 32-bit word .i (0..3) of Philox4x32-10 with 64-bit key b and
+                 64-bit counter a (both i64), zero-extended to i64 (ir/philox.h) */
 } kx_kind;
 
 typedef struct kexpr kexpr;
@@ -40,7 +40,6 @@ struct kexpr {
   int buf;              /* KX_LOAD */
   int64_t i;            /* KX_CONST (int/bool), KX_PHILOX word */
   double f;             /* KX_CONST (float) */
-  uint64_t seed;        /* KX_PHILOX */
   kexpr *a, *b, *c;
   int id;               /* dense number within the kernel, for printers and memo tables */
 };
@@ -66,6 +65,7 @@ struct kstmt {
 typedef struct {
   kiln_dtype dtype;     /* storage dtype of the elements */
   bool output;          /* written by the kernel */
+  bool args;            /* bound to the kernel's args: launch values, not identity */
   int64_t numel;        /* elements addressable through it (for bounds and GB/s) */
 } kparam;
 
@@ -74,6 +74,10 @@ typedef struct {
   char name[32];        /* "k_" + 16 hex digits of the hash */
   int nparams;
   kparam *params;       /* outputs first, then inputs; grows in k_param */
+  int nargs;
+  int64_t *args;        /* i64 launch arguments (random seeds and offsets): read
+                           through one params entry, so a kernel that differs
+                           only in them is the same kernel (one compile) */
   int nvars;
   int nexprs;
   kstmt *body;
@@ -97,7 +101,9 @@ kexpr *kx_op(kernel *k, ir_op op, kiln_dtype t, kexpr *a, kexpr *b, kexpr *c);
 kexpr *kx_cast(kernel *k, kexpr *a, kiln_dtype t);
 kexpr *kx_idiv(kernel *k, kexpr *a, kexpr *b);
 kexpr *kx_imod(kernel *k, kexpr *a, kexpr *b);
-kexpr *kx_philox(kernel *k, uint64_t seed, kexpr *counter, int word);
+kexpr *kx_philox(kernel *k, kexpr *key, kexpr *counter, int word);
+/* An i64 launch argument with value v: a load from the args parameter. */
+kexpr *k_arg(kernel *k, int64_t v);
 /* i64 index helpers: a + b, a * b */
 kexpr *kx_iadd(kernel *k, kexpr *a, kexpr *b);
 kexpr *kx_imul(kernel *k, kexpr *a, kexpr *b);

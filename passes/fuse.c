@@ -5,7 +5,9 @@
  *   a computing node is broadcast to more elements (recomputing it per output
  *   element would repeat its work), or when kernels of different shapes need
  *   it (it is computed once and loaded by each).
- * - Everything else is inlined into the one kernel that consumes it.
+ * - Everything else is inlined into the one kernel that consumes it. Views
+ *   (movement nodes) are index rewrites, so a view that is not a target is
+ *   never stored: only EXPAND reads a computing source more than once.
  *   Sources (constants, arange, eye, random) are cheap and always inlined,
  *   into every kernel that reads them: no buffer exists for them.
  * - Kernels of the same shape that share an inlined node merge into one

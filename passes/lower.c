@@ -23,7 +23,8 @@ typedef struct {
   pass_graph *g;
   int gi;
   kernel *k;
-  ir_node **inputs;     /* nodes bound to params nout.. */
+  ir_node **inputs;     /* nodes bound to the input params, in param order */
+  int *input_param;     /* their param numbers */
   int ninputs;
   memo_entry *memo;     /* (node, index) -> value: shared subgraphs lowered once */
   int memo_cap, memo_used;
@@ -85,9 +86,11 @@ static int64_t view_span(const ir_node *n) {
 
 static int input_param(lower_ctx *c, ir_node *n) {
   for (int i = 0; i < c->ninputs; i++)
-    if (c->inputs[i] == n) return c->g->groups[c->gi].nout + i;
-  c->inputs[c->ninputs++] = n;
-  return k_param(c->k, n->dtype, false, n->op == IR_BUFFER ? view_span(n) : ir_numel(n->ndim, n->shape));
+    if (c->inputs[i] == n) return c->input_param[i];
+  c->inputs[c->ninputs] = n;
+  int p = k_param(c->k, n->dtype, false, n->op == IR_BUFFER ? view_span(n) : ir_numel(n->ndim, n->shape));
+  c->input_param[c->ninputs++] = p;
+  return p;
 }
 
 static kexpr *emit_load(lower_ctx *c, ir_node *n, kexpr *const *idx) {
@@ -170,9 +173,11 @@ static kexpr *normal(kernel *k, kiln_dtype dt, kexpr *const *w) {
 }
 
 static kexpr *emit_random(kernel *k, const ir_node *n, kexpr *flat) {
-  kexpr *ctr = kx_iadd(k, kx_int(k, KILN_I64, (int64_t)n->attr.offset), flat);
+  /* seed and offset are launch arguments: drawing again reuses the kernel */
+  kexpr *ctr = kx_iadd(k, k_arg(k, (int64_t)n->attr.offset), flat);
+  kexpr *key = k_arg(k, (int64_t)n->attr.seed);
   kexpr *w[4];
-  for (int i = 0; i < 4; i++) w[i] = kx_philox(k, n->attr.seed, ctr, i);
+  for (int i = 0; i < 4; i++) w[i] = kx_philox(k, key, ctr, i);
   kiln_dtype t = ct(n->dtype);
   if (n->op == IR_RAND) return kx_cast(k, uniform(k, n->dtype, w[0], w[1]), t);
   if (n->op == IR_RANDN) return kx_cast(k, normal(k, n->dtype, w), t);
@@ -416,7 +421,9 @@ static kstmt **loop_nest(kernel *k, const pass_group *pg, kexpr **idx) {
 kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs) {
   pass_group *pg = &g->groups[gi];
   kernel *k = k_new();
-  lower_ctx c = {.g = g, .gi = gi, .k = k, .inputs = inputs};
+  lower_ctx c = {.g = g, .gi = gi, .k = k, .inputs = inputs,
+                 .input_param = malloc(sizeof(int) * ((size_t)g->n + 1))};
+  IR_ASSERT(c.input_param);
   int64_t numel = ir_numel(pg->ndim, pg->shape);
   for (int o = 0; o < pg->nout; o++) k_param(k, pg->outs[o]->dtype, true, numel);
   kexpr *idx[KILN_MAX_DIMS];
@@ -432,6 +439,7 @@ kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs) {
   }
   k->work = numel;
   free(c.memo);
+  free(c.input_param);
   *ninputs = c.ninputs;
   return k;
 }

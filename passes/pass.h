@@ -40,7 +40,8 @@ kiln_status pass_verify(pass_graph *g);
 void pass_fuse(pass_graph *g, bool merge);
 void pass_schedule(pass_graph *g);
 /* Lowers group gi to a fresh kernel; *inputs receives the nodes bound to the
- * kernel's input parameters in order (outputs come first: params 0..nout-1). */
+ * kernel's input parameters in param order (outputs come first: params
+ * 0..nout-1; a param marked args is bound to k->args instead). */
 kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs);
 
 /* ---- pipeline ------------------------------------------------------------ */

@@ -88,8 +88,8 @@ static kiln_status run_group(pass_graph *g, int gi, const pass_config *cfg, ir_n
     k_free(k);
     return st;
   }
-  for (int o = 0; o < pg->nout; o++) bufs[o] = out[o]->data;
-  for (int i = 0; i < ninputs; i++) bufs[pg->nout + i] = inputs[i]->buf->data;
+  for (int p = 0, o = 0, i = 0; p < k->nparams; p++)
+    bufs[p] = k->params[p].output ? out[o++]->data : k->params[p].args ? (void *)k->args : inputs[i++]->buf->data;
   double t0 = now_ms();
   if (k->work > 0) execute(pg, fn, bufs);
   kiln_stats_t *s = rt_stats_mut();

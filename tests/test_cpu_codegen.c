@@ -476,7 +476,7 @@ START_TEST(test_philox_exact) {
   kexpr *ctr = kx_iadd(k, kx_var(k, v), kx_int(k, KILN_I64, (int64_t)base));
   kstmt **tail = &loop->body;
   for (int w = 0; w < 4; w++) {
-    *tail = ks_store(k, outs[w], kx_var(k, v), kx_philox(k, seed, ctr, w));
+    *tail = ks_store(k, outs[w], kx_var(k, v), kx_philox(k, kx_int(k, KILN_I64, (int64_t)seed), ctr, w));
     tail = &(*tail)->next;
   }
   k->body = loop;
