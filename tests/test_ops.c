@@ -364,34 +364,27 @@ START_TEST(chain_narrow_floats) {
 }
 END_TEST
 
-static TCase *tcase(Suite *s, const char *name) {
-  TCase *tc = tcase_create(name);
-  tcase_set_timeout(tc, 120);
-  suite_add_tcase(s, tc);
-  return tc;
-}
-
 static Suite *ops_suite(void) {
   Suite *s = suite_create("ops");
-  tcase_add_test(tcase(s, "coverage"), every_elementwise_op_is_tested);
-  tcase_add_loop_test(tcase(s, "unary"), unary_every_dtype, 0, NUNARY);
-  tcase_add_loop_test(tcase(s, "binary"), binary_every_dtype, 0, NBINARY);
-  TCase *tc = tcase(s, "scalar");
+  tcase_add_test(tu_tcase(s, "coverage"), every_elementwise_op_is_tested);
+  tcase_add_loop_test(tu_tcase(s, "unary"), unary_every_dtype, 0, NUNARY);
+  tcase_add_loop_test(tu_tcase(s, "binary"), binary_every_dtype, 0, NBINARY);
+  TCase *tc = tu_tcase(s, "scalar");
   tcase_add_loop_test(tc, scalar_forms_every_dtype, 0, NBINARY);
   tcase_add_test(tc, int64_tensor_with_scalars);
-  tc = tcase(s, "ternary");
+  tc = tu_tcase(s, "ternary");
   tcase_add_test(tc, where_every_dtype);
   tcase_add_test(tc, where_promotes_values);
   tcase_add_test(tc, clamp_every_dtype);
-  tcase_add_loop_test(tcase(s, "cast"), cast_every_pair, 0, KILN_NUM_DTYPES);
-  tc = tcase(s, "promotion");
+  tcase_add_loop_test(tu_tcase(s, "cast"), cast_every_pair, 0, KILN_NUM_DTYPES);
+  tc = tu_tcase(s, "promotion");
   tcase_add_test(tc, promotion_pairs);
   tcase_add_test(tc, promotion_zero_dim);
-  tc = tcase(s, "broadcast");
+  tc = tu_tcase(s, "broadcast");
   tcase_add_loop_test(tc, broadcast_binary, 0, NBCAST);
   tcase_add_loop_test(tc, broadcast_where, 0, NBCAST);
-  tcase_add_loop_test(tcase(s, "sizes"), odd_sizes, 0, 4);
-  tc = tcase(s, "chains");
+  tcase_add_loop_test(tu_tcase(s, "sizes"), odd_sizes, 0, 4);
+  tc = tu_tcase(s, "chains");
   tcase_add_loop_test(tc, chain_w1, 0, 3);
   tcase_add_loop_test(tc, chain_narrow_floats, 0, 2);
   return s;

@@ -276,26 +276,19 @@ START_TEST(unseeded_draws_differ) {
 }
 END_TEST
 
-static TCase *tcase(Suite *s, const char *name) {
-  TCase *tc = tcase_create(name);
-  tcase_set_timeout(tc, 120);
-  suite_add_tcase(s, tc);
-  return tc;
-}
-
 static Suite *runtime_behaviour_suite(void) {
   Suite *s = suite_create("runtime_behaviour");
-  TCase *tc = tcase(s, "cache");
+  TCase *tc = tu_tcase(s, "cache");
   tcase_add_test(tc, same_expression_compiles_once);
   tcase_add_test(tc, other_shape_compiles_again);
   tcase_add_test(tc, rand_drawn_again_compiles_once);
-  tc = tcase(s, "kernel_counts");
+  tc = tu_tcase(s, "kernel_counts");
   tcase_add_test(tc, eager_launches_one_kernel_per_op);
   tcase_add_test(tc, fused_launches_one_kernel);
-  tc = tcase(s, "lifetime");
+  tc = tu_tcase(s, "lifetime");
   tcase_add_test(tc, realized_node_drops_inputs);
   tcase_add_test(tc, scope_releases_all_but_kept);
-  tc = tcase(s, "random");
+  tc = tu_tcase(s, "random");
   tcase_add_loop_test(tc, rand_matches_oracle_any_thread_count, 0, 4);
   tcase_add_loop_test(tc, same_seed_same_bits, 0, NRAND);
   tcase_add_loop_test(tc, unseeded_draws_differ, 0, NRAND);

@@ -202,3 +202,10 @@ bool tu_check_fused_eager(tu_build_fn build, const void *ctx, kiln_dtype want_dt
   ref_free(expect);
   return ok;
 }
+
+TCase *tu_tcase(Suite *s, const char *name) {
+  TCase *tc = tcase_create(name);
+  tcase_set_timeout(tc, 120);
+  suite_add_tcase(s, tc);
+  return tc;
+}

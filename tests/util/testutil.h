@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <check.h>
+
 #include "ref.h"
 
 /* Input ranges: FULL has every special value (NaN, infinities, signed zeros,
@@ -57,5 +59,9 @@ typedef kiln_tensor *(*tu_build_fn)(const void *ctx);
  * first difference. */
 bool tu_check_fused_eager(tu_build_fn build, const void *ctx, kiln_dtype want_dt, ref_tol tol,
                           char *why, size_t n);
+
+/* A test case added to s with a timeout that fits JIT compiles under
+ * sanitizers (Check's default is 4 s). */
+TCase *tu_tcase(Suite *s, const char *name);
 
 #endif
