@@ -24,6 +24,8 @@ ir_node *fe_finish(ir_node *n);
  * registered error node to return: a copy of t's error (errors are sticky)
  * or "op: argument N is NULL". */
 ir_node *fe_check_arg(const char *f, int l, const char *op, ir_node *t, int argno);
+/* fe_check_arg on each of t[0..nt), then all on one device; NULL when fine. */
+ir_node *fe_check_args(const char *f, int l, const char *op, int nt, ir_node *const *t);
 /* "float32 (2,3)": how messages name an operand. */
 void fe_describe(ir_str *b, const ir_node *n);
 /* "cpu", "cuda:0" (PyTorch's spelling); buf needs 24 bytes. */

@@ -400,17 +400,7 @@ static bool legacy_empty(const ir_node *t) { return t->ndim == 1 && t->shape[0] 
 /* NULL/error/device checks of a list of tensors. */
 static ir_node *check_list(const char *f, int l, const char *op, int n, kiln_tensor *const *ts) {
   if (n < 1 || !ts) return fe_error(KILN_ERR_ARG, f, l, "%s: expected a non-empty list of tensors", op);
-  ir_node *e;
-  for (int i = 0; i < n; i++)
-    if ((e = fe_check_arg(f, l, op, ts[i], i + 1))) return e;
-  for (int i = 1; i < n; i++) {
-    kiln_device a = ts[0]->device, b = ts[i]->device;
-    if (a.type == b.type && a.index == b.index) continue;
-    char x[24], y[24];
-    return fe_error(KILN_ERR_DEVICE, f, l, "%s: expected all tensors on one device, found %s and %s", op,
-                    fe_device_name(a, x), fe_device_name(b, y));
-  }
-  return NULL;
+  return fe_check_args(f, l, op, n, ts);
 }
 
 /* Tensor i matches ref in every dim but d. */

@@ -51,7 +51,7 @@ static void list_operands(ir_str *b, int nt, ir_node *const *t, bool dtypes) {
 }
 
 /* NULL arguments and error operands (sticky), in argument order, then devices. */
-static ir_node *check_args(const char *f, int l, const char *name, int nt, ir_node *const *t) {
+ir_node *fe_check_args(const char *f, int l, const char *name, int nt, ir_node *const *t) {
   for (int i = 0; i < nt; i++) {
     ir_node *e = fe_check_arg(f, l, name, t[i], i + 1);
     if (e) return e;
@@ -154,7 +154,7 @@ static ir_node *elementwise(const char *f, int l, ir_op op, int nt, ir_node *con
   IR_ASSERT(nt >= 1 && nt + nw == ir_ops[op].arity);
   const char *name = ir_ops[op].name;
   ir_typing typing = ir_ops[op].typing;
-  ir_node *e = check_args(f, l, name, nt, t);
+  ir_node *e = fe_check_args(f, l, name, nt, t);
   if (e) return e;
   int skip = typing == TR_WHERE;   /* where's condition takes no part in promotion */
   if (skip && t[0]->dtype != KILN_BOOL) {

@@ -31,42 +31,12 @@ typedef struct {
 } printer;
 
 /* ---- element access ----------------------------------------------------- */
-static float f16_to_f32(uint16_t h) {
-  int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  float v = exp == 0 ? ldexpf((float)man, -24)                        /* subnormal */
-          : exp == 31 ? (man ? NAN : INFINITY)
-          : ldexpf((float)(man | 0x400), exp - 25);
-  return (h & 0x8000) ? -v : v;
-}
-
-static float bf16_to_f32(uint16_t b) {
-  uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* Element i as a double; f16/bf16 go through float as PyTorch's .float(). */
 static double elem_f64(const printer *p, int64_t i) {
-  const char *d = p->data;
-  switch (p->dt) {
-  case KILN_F16: { uint16_t h; memcpy(&h, d + 2 * i, 2); return f16_to_f32(h); }
-  case KILN_BF16: { uint16_t h; memcpy(&h, d + 2 * i, 2); return bf16_to_f32(h); }
-  case KILN_F32: { float f; memcpy(&f, d + 4 * i, 4); return f; }
-  default: { double f; memcpy(&f, d + 8 * i, 8); return f; }
-  }
+  return ir_load_f64((const char *)p->data + (size_t)i * ir_dtypes[p->dt].size, p->dt);
 }
 
 static int64_t elem_i64(const printer *p, int64_t i) {
-  const char *d = p->data;
-  switch (p->dt) {
-  case KILN_BOOL: return d[i] != 0;
-  case KILN_U8: return ((const uint8_t *)d)[i];
-  case KILN_I8: return ((const int8_t *)d)[i];
-  case KILN_I16: { int16_t v; memcpy(&v, d + 2 * i, 2); return v; }
-  case KILN_I32: { int32_t v; memcpy(&v, d + 4 * i, 4); return v; }
-  default: { int64_t v; memcpy(&v, d + 8 * i, 8); return v; }
-  }
+  return ir_load_i64((const char *)p->data + (size_t)i * ir_dtypes[p->dt].size, p->dt);
 }
 
 /* ---- one element, unpadded (Python's format of the item) ---------------- */

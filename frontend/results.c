@@ -98,36 +98,6 @@ kiln_status kiln_copy_to_host_at(const char *f, int l, kiln_tensor *t, void *dst
 }
 
 /* ---- item --------------------------------------------------------------- */
-static double half_to_double(uint16_t h) {
-  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m | 0x400, e - 25);
-  return h & 0x8000 ? -v : v;
-}
-
-static double bf16_to_double(uint16_t h) {
-  uint32_t bits = (uint32_t)h << 16;
-  float v;
-  memcpy(&v, &bits, sizeof v);
-  return v;
-}
-
-/* One element of dtype dt at p, as a double. */
-static double load_double(const void *p, kiln_dtype dt) {
-  switch (dt) {
-  case KILN_BOOL: return *(const uint8_t *)p != 0;
-  case KILN_U8: return *(const uint8_t *)p;
-  case KILN_I8: return *(const int8_t *)p;
-  case KILN_I16: return *(const int16_t *)p;
-  case KILN_I32: return *(const int32_t *)p;
-  case KILN_I64: return (double)*(const int64_t *)p;
-  case KILN_F16: return half_to_double(*(const uint16_t *)p);
-  case KILN_BF16: return bf16_to_double(*(const uint16_t *)p);
-  case KILN_F32: return *(const float *)p;
-  case KILN_F64: return *(const double *)p;
-  default: IR_ASSERT(!"a dtype without a loader");
-  }
-}
-
 double kiln_item_at(const char *f, int l, kiln_tensor *t) {
   if (surface(f, l, "item", t) != KILN_OK) return NAN;
   int64_t numel = ir_numel(t->ndim, t->shape);
@@ -137,7 +107,7 @@ double kiln_item_at(const char *f, int l, kiln_tensor *t) {
     return NAN;
   }
   if (realize_on_host(f, l, "item", t) != KILN_OK) return NAN;
-  return load_double(buffer_base(t), t->dtype);   /* one element: strides do not matter */
+  return ir_load_f64(buffer_base(t), t->dtype);   /* one element: strides do not matter */
 }
 
 /* ---- data --------------------------------------------------------------- */

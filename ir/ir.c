@@ -2,6 +2,7 @@
  * small utilities every layer uses (arena, growable string, hash, assert). */
 #include "ir.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,45 @@ bool ir_dtype_valid(kiln_dtype d) { return (unsigned)d < KILN_NUM_DTYPES; }
 bool ir_is_float(kiln_dtype d) { return ir_dtypes[d].kind == DK_FLOAT; }
 kiln_dtype ir_compute_dtype(kiln_dtype d) {
   return d == KILN_F16 || d == KILN_BF16 ? KILN_F32 : d;
+}
+
+static double f16_bits_to_double(uint16_t h) {
+  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m | 0x400, e - 25);
+  return h & 0x8000 ? -v : v;
+}
+
+double ir_load_f64(const void *p, kiln_dtype d) {
+  uint16_t h;
+  float f;
+  double x;
+  switch (d) {
+  case KILN_F16: memcpy(&h, p, 2); return f16_bits_to_double(h);
+  case KILN_BF16: {
+    memcpy(&h, p, 2);
+    uint32_t u = (uint32_t)h << 16;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  case KILN_F32: memcpy(&f, p, 4); return f;
+  case KILN_F64: memcpy(&x, p, 8); return x;
+  default: return (double)ir_load_i64(p, d);
+  }
+}
+
+int64_t ir_load_i64(const void *p, kiln_dtype d) {
+  int16_t i16;
+  int32_t i32;
+  int64_t i64;
+  switch (d) {
+  case KILN_BOOL: return *(const uint8_t *)p != 0;
+  case KILN_U8: return *(const uint8_t *)p;
+  case KILN_I8: return *(const int8_t *)p;
+  case KILN_I16: memcpy(&i16, p, 2); return i16;
+  case KILN_I32: memcpy(&i32, p, 4); return i32;
+  case KILN_I64: memcpy(&i64, p, 8); return i64;
+  default: return (int64_t)ir_load_f64(p, d);
+  }
 }
 
 /* PyTorch's promotion: the higher category wins; within a category the wider

@@ -28,6 +28,10 @@ kiln_dtype ir_promote(kiln_dtype a, kiln_dtype b);  /* PyTorch's table */
 /* f16 and bf16 are stored narrow and computed in f32. */
 kiln_dtype ir_compute_dtype(kiln_dtype d);
 bool ir_is_float(kiln_dtype d);
+/* One stored element of dtype d at p (any alignment), widened: floats (f16
+ * and bf16 exactly) as double, bool/integers as int64. */
+double ir_load_f64(const void *p, kiln_dtype d);
+int64_t ir_load_i64(const void *p, kiln_dtype d);
 
 /* ---- the op table ------------------------------------------------------- */
 enum { IR_SRC = 1, IR_MOVE = 2, IR_EW = 4, IR_COMM = 8, IR_NOBOOL = 16 };
