@@ -15,7 +15,11 @@ demo: build
 	./$(BUILD)/examples/demo
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+# The JSON becomes a small table (bench/speedups.awk) that gnuplot draws as a
+# bar chart of kiln-fused's speed-ups: build/bench.png.
 bench: build
 	./$(BUILD)/bench/kiln_bench --json $(BUILD)/bench.json
+	awk -f bench/speedups.awk $(BUILD)/bench.json > $(BUILD)/bench.dat
+	gnuplot -e "dat='$(BUILD)/bench.dat'; out='$(BUILD)/bench.png'" bench/plot.gp
 clean:
 	rm -rf $(BUILD)

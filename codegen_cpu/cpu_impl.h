@@ -17,7 +17,35 @@ typedef struct {
   LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, vd;
 } cpu_cg;
 
+/* The state of emitting one kernel's loop-nest function. */
+typedef struct {
+  cpu_cg g;
+  kernel *k;
+  LLVMValueRef fn;                    /* the loop-nest function */
+  LLVMValueRef *bufs;                 /* its noalias buffer pointers */
+  LLVMValueRef lo, hi;                /* the parallel loop's range */
+  LLVMValueRef *vars;                 /* induction variable of each loop var */
+  LLVMValueRef *accs;                 /* alloca of each accumulator (entry block) */
+  LLVMValueRef *memo;                 /* by kexpr id: its value where it dominates, else NULL */
+  int *defined, ndefined;             /* memoised ids in order, so a loop forgets its own on exit */
+} emitter;
+
 /* ---- emit.c ---- */
+/* Emits a statement list / an expression at the builder's position. Values
+ * memoised inside a loop body must be dropped when it ends: take
+ * cpu_emit_mark before the body and call cpu_emit_forget after. */
+void cpu_emit_block(emitter *em, const kstmt *s);
+LLVMValueRef cpu_emit_expr(emitter *em, const kexpr *e);
+int cpu_emit_mark(emitter *em);
+void cpu_emit_forget(emitter *em, int mark);
+/* The accumulator's alloca (created in the entry block on first use). */
+LLVMValueRef cpu_acc_slot(emitter *em, int acc, kiln_dtype t);
+/* ---- gemm.c ---- */
+/* KS_GEMM (ir/kernel.h): the blocked matrix product and its epilogue. When
+ * the gemm is not inside a loop, rows lo..hi of 0..m are computed (the
+ * runtime splits them across threads). */
+void cpu_emit_gemm(emitter *em, const kstmt *s);
+
 /* One module holding k as `void k->name(void *const *bufs, i64 lo, i64 hi)`. */
 LLVMModuleRef cpu_emit_module(LLVMContextRef ctx, kernel *k, const char *triple,
                               const char *datalayout, const char *cpu, const char *features);

@@ -11,16 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-  cpu_cg g;
-  kernel *k;
-  LLVMValueRef fn;                    /* the loop-nest function */
-  LLVMValueRef *bufs;                 /* its noalias buffer pointers */
-  LLVMValueRef lo, hi;                /* the parallel loop's range */
-  LLVMValueRef *vars;                 /* induction variable of each loop var */
-  LLVMValueRef *memo;                 /* by kexpr id: its value where it dominates, else NULL */
-  int *defined, ndefined;             /* memoised ids in order, so a loop forgets its own on exit */
-} emitter;
 
 /* ---- small helpers ------------------------------------------------------ */
 LLVMTypeRef cpu_type(cpu_cg *g, kiln_dtype t) {
@@ -302,11 +292,15 @@ static LLVMValueRef emit_expr_new(emitter *em, const kexpr *e) {
   case KX_IDIV: return LLVMBuildSDiv(g->b, emit_expr(em, e->a), emit_expr(em, e->b), "");
   case KX_IMOD: return LLVMBuildSRem(g->b, emit_expr(em, e->a), emit_expr(em, e->b), "");
   case KX_PHILOX: return emit_philox(em, emit_expr(em, e->a), emit_expr(em, e->b), (int)e->i);
+  case KX_ACC: return LLVMBuildLoad2(g->b, t, cpu_acc_slot(em, e->var, e->type), "");
   }
   IR_ASSERT(!"bad expression kind");
 }
 
+/* An accumulator read is not memoised: the accumulator changes between
+ * reads in different places. */
 static LLVMValueRef emit_expr(emitter *em, const kexpr *e) {
+  if (e->kind == KX_ACC) return emit_expr_new(em, e);
   if (em->memo[e->id]) return em->memo[e->id];
   LLVMValueRef v = emit_expr_new(em, e);
   em->memo[e->id] = v;
@@ -316,6 +310,59 @@ static LLVMValueRef emit_expr(emitter *em, const kexpr *e) {
 
 /* ---- statements --------------------------------------------------------- */
 static void emit_block(emitter *em, const kstmt *s);
+
+LLVMValueRef cpu_acc_slot(emitter *em, int acc, kiln_dtype t) {
+  if (em->accs[acc]) return em->accs[acc];
+  cpu_cg *g = &em->g;
+  LLVMBuilderRef eb = LLVMCreateBuilderInContext(g->ctx);
+  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(em->fn);
+  LLVMValueRef first = LLVMGetFirstInstruction(entry);
+  if (first) LLVMPositionBuilderBefore(eb, first);
+  else LLVMPositionBuilderAtEnd(eb, entry);
+  em->accs[acc] = LLVMBuildAlloca(eb, cpu_type(g, t), "acc");
+  LLVMDisposeBuilder(eb);
+  return em->accs[acc];
+}
+
+static void emit_acc(emitter *em, const kstmt *s) {
+  LLVMValueRef v = emit_expr(em, s->value);
+  LLVMBuildStore(em->g.b, v, cpu_acc_slot(em, s->acc, s->type));
+}
+
+/* acc = op(acc, value); float sums and products may be reassociated so the
+ * loop vectorizer can keep partial results per lane. */
+static void emit_fold(emitter *em, const kstmt *s) {
+  cpu_cg *g = &em->g;
+  LLVMValueRef slot = cpu_acc_slot(em, s->acc, s->type);
+  LLVMValueRef cur = LLVMBuildLoad2(g->b, cpu_type(g, s->type), slot, "");
+  kexpr opnd = {.type = s->type};  /* emit_op reads the operands' type from them */
+  const kexpr op = {.kind = KX_OP, .op = s->op, .type = s->type, .a = &opnd, .b = &opnd};
+  LLVMValueRef r = emit_op(em, &op, cur, emit_expr(em, s->value), NULL);
+  if (ir_is_float(s->type) && (s->op == IR_ADD || s->op == IR_MUL) && LLVMIsAInstruction(r))
+    LLVMSetFastMathFlags(r, LLVMFastMathAllowReassoc | LLVMFastMathNoSignedZeros);
+  LLVMBuildStore(g->b, r, slot);
+}
+
+/* arg-reduction: value beats acc when op says so, or when it is NaN and acc
+ * is not (NaN is the largest and the smallest, as PyTorch); ties keep the
+ * first index. */
+static void emit_argfold(emitter *em, const kstmt *s) {
+  cpu_cg *g = &em->g;
+  LLVMValueRef slot = cpu_acc_slot(em, s->acc, s->type), islot = cpu_acc_slot(em, s->acc2, KILN_I64);
+  LLVMValueRef cur = LLVMBuildLoad2(g->b, cpu_type(g, s->type), slot, "");
+  LLVMValueRef idx = LLVMBuildLoad2(g->b, g->i64, islot, "");
+  LLVMValueRef v = emit_expr(em, s->value);
+  kexpr opnd = {.type = s->type};
+  const kexpr cmp = {.kind = KX_OP, .op = s->op, .type = KILN_BOOL, .a = &opnd, .b = &opnd};
+  LLVMValueRef better = emit_op(em, &cmp, v, cur, NULL);
+  if (ir_is_float(s->type)) {
+    LLVMValueRef vnan = LLVMBuildFCmp(g->b, LLVMRealUNO, v, v, "");
+    LLVMValueRef cnan = LLVMBuildFCmp(g->b, LLVMRealUNO, cur, cur, "");
+    better = LLVMBuildOr(g->b, better, LLVMBuildAnd(g->b, vnan, LLVMBuildNot(g->b, cnan, ""), ""), "");
+  }
+  LLVMBuildStore(g->b, LLVMBuildSelect(g->b, better, v, cur, ""), slot);
+  LLVMBuildStore(g->b, LLVMBuildSelect(g->b, better, emit_expr(em, s->index), idx, ""), islot);
+}
 
 static void emit_store(emitter *em, const kstmt *s) {
   kiln_dtype st = em->k->params[s->buf].dtype;
@@ -358,10 +405,20 @@ static void emit_loop(emitter *em, const kstmt *s) {
 
 static void emit_block(emitter *em, const kstmt *s) {
   for (; s; s = s->next) {
-    if (s->kind == KS_LOOP) emit_loop(em, s);
-    else emit_store(em, s);
+    switch (s->kind) {
+    case KS_LOOP: emit_loop(em, s); break;
+    case KS_STORE: emit_store(em, s); break;
+    case KS_ACC: emit_acc(em, s); break;
+    case KS_UPDATE: (s->acc2 < 0 ? emit_fold : emit_argfold)(em, s); break;
+    case KS_GEMM: cpu_emit_gemm(em, s); break;
+    }
   }
 }
+
+void cpu_emit_block(emitter *em, const kstmt *s) { emit_block(em, s); }
+LLVMValueRef cpu_emit_expr(emitter *em, const kexpr *e) { return emit_expr(em, e); }
+int cpu_emit_mark(emitter *em) { return em->ndefined; }
+void cpu_emit_forget(emitter *em, int mark) { forget_since(em, mark); }
 
 /* ---- functions ---------------------------------------------------------- */
 /* internal void name.body(ptr noalias b0, ..., i64 lo, i64 hi) */
@@ -443,13 +500,15 @@ LLVMModuleRef cpu_emit_module(LLVMContextRef ctx, kernel *k, const char *triple,
   em.memo = calloc((size_t)k->nexprs + 1, sizeof *em.memo);
   em.defined = calloc((size_t)k->nexprs + 1, sizeof *em.defined);
   em.bufs = calloc((size_t)k->nparams + 1, sizeof *em.bufs);
-  IR_ASSERT(em.vars && em.memo && em.defined && em.bufs);
+  em.accs = calloc((size_t)k->naccs + 1, sizeof *em.accs);
+  IR_ASSERT(em.vars && em.memo && em.defined && em.bufs && em.accs);
   emit_body_fn(&em);
   emit_wrapper(&em);
   free(em.vars);
   free(em.memo);
   free(em.defined);
   free(em.bufs);
+  free(em.accs);
   LLVMDisposeBuilder(g->b);
   return g->mod;
 }

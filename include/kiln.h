@@ -246,6 +246,74 @@ kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *ind
 #define kiln_stack(n, ts, dim) kiln_stack_at(__FILE__, __LINE__, n, ts, dim)
 #define kiln_index(t, index) kiln_index_at(__FILE__, __LINE__, t, index)
 
+/* ---- reductions (PyTorch semantics) -------------------------------------
+ * kiln_sum(t) reduces every element to a 0-dim tensor; kiln_sum_dims(t,
+ * KILN_DIMS(0, -1), keepdim) reduces the listed dims. bool and integer sums
+ * and products are int64; mean/var/std of an integer tensor is an error (as
+ * in PyTorch). argmax/argmin give int64 indices of the first extreme (NaN
+ * counts as the extreme); over all elements the index is into the flattened
+ * tensor. var/std: unbiased divides by n - 1. */
+#define KILN_REDUCE_(name) \
+  kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *t); \
+  kiln_tensor *kiln_##name##_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int keepdim);
+KILN_REDUCE_(sum) KILN_REDUCE_(mean) KILN_REDUCE_(prod) KILN_REDUCE_(max) KILN_REDUCE_(min)
+KILN_REDUCE_(any) KILN_REDUCE_(all)
+#undef KILN_REDUCE_
+kiln_tensor *kiln_argmax_at(const char *f, int l, kiln_tensor *t);
+kiln_tensor *kiln_argmin_at(const char *f, int l, kiln_tensor *t);
+kiln_tensor *kiln_argmax_dim_at(const char *f, int l, kiln_tensor *t, int64_t dim, int keepdim);
+kiln_tensor *kiln_argmin_dim_at(const char *f, int l, kiln_tensor *t, int64_t dim, int keepdim);
+kiln_tensor *kiln_var_at(const char *f, int l, kiln_tensor *t, int unbiased);
+kiln_tensor *kiln_std_at(const char *f, int l, kiln_tensor *t, int unbiased);
+kiln_tensor *kiln_var_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased, int keepdim);
+kiln_tensor *kiln_std_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased, int keepdim);
+/* Compositions the fuser turns into row-wise kernels. weight and bias of
+ * layer_norm may be NULL; it normalizes the last nlast dims. */
+kiln_tensor *kiln_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim);
+kiln_tensor *kiln_log_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim);
+kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast, kiln_tensor *weight,
+                                kiln_tensor *bias, double eps);
+
+#define kiln_sum(t) kiln_sum_at(__FILE__, __LINE__, t)
+#define kiln_mean(t) kiln_mean_at(__FILE__, __LINE__, t)
+#define kiln_prod(t) kiln_prod_at(__FILE__, __LINE__, t)
+#define kiln_max(t) kiln_max_at(__FILE__, __LINE__, t)
+#define kiln_min(t) kiln_min_at(__FILE__, __LINE__, t)
+#define kiln_any(t) kiln_any_at(__FILE__, __LINE__, t)
+#define kiln_all(t) kiln_all_at(__FILE__, __LINE__, t)
+#define kiln_sum_dims(t, ...) kiln_sum_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_mean_dims(t, ...) kiln_mean_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_prod_dims(t, ...) kiln_prod_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_max_dims(t, ...) kiln_max_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_min_dims(t, ...) kiln_min_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_any_dims(t, ...) kiln_any_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_all_dims(t, ...) kiln_all_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_argmax(t) kiln_argmax_at(__FILE__, __LINE__, t)
+#define kiln_argmin(t) kiln_argmin_at(__FILE__, __LINE__, t)
+#define kiln_argmax_dim(t, dim, keepdim) kiln_argmax_dim_at(__FILE__, __LINE__, t, dim, keepdim)
+#define kiln_argmin_dim(t, dim, keepdim) kiln_argmin_dim_at(__FILE__, __LINE__, t, dim, keepdim)
+#define kiln_var(t, unbiased) kiln_var_at(__FILE__, __LINE__, t, unbiased)
+#define kiln_std(t, unbiased) kiln_std_at(__FILE__, __LINE__, t, unbiased)
+#define kiln_var_dims(t, ...) kiln_var_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_std_dims(t, ...) kiln_std_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_softmax(t, dim) kiln_softmax_at(__FILE__, __LINE__, t, dim)
+#define kiln_log_softmax(t, dim) kiln_log_softmax_at(__FILE__, __LINE__, t, dim)
+#define kiln_layer_norm(x, nlast, w, b, eps) kiln_layer_norm_at(__FILE__, __LINE__, x, nlast, w, b, eps)
+
+/* ---- matrix products (PyTorch's matmul rules) ----------------------------
+ * matmul: 1-D x 1-D is a dot product, a 1-D operand is promoted to a matrix
+ * and the added dim removed afterwards, batch dims broadcast. Both operands
+ * must have the same floating dtype. mm: 2-D only; dot: 1-D only;
+ * linear(x, W, b) = x @ W^T + b (b may be NULL). */
+kiln_tensor *kiln_matmul_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
+kiln_tensor *kiln_mm_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
+kiln_tensor *kiln_dot_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
+kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b);
+#define kiln_matmul(a, b) kiln_matmul_at(__FILE__, __LINE__, a, b)
+#define kiln_mm(a, b) kiln_mm_at(__FILE__, __LINE__, a, b)
+#define kiln_dot(a, b) kiln_dot_at(__FILE__, __LINE__, a, b)
+#define kiln_linear(x, w, b) kiln_linear_at(__FILE__, __LINE__, x, w, b)
+
 /* ---- results and info ---------------------------------------------------- */
 kiln_status kiln_realize_at(const char *f, int l, kiln_tensor *t);
 kiln_status kiln_realize_n_at(const char *f, int l, int n, kiln_tensor *const *ts);

@@ -27,6 +27,7 @@ typedef struct {
   int64_t stride;                     /* SLICE: source step per output step (> 0) */
   int64_t pad[KILN_MAX_DIMS][2];      /* PAD: elements before and after, per dim; PAD's fill is value */
   unsigned flip_mask;                 /* FLIP: bit d set reverses dim d */
+  unsigned axes;                      /* reductions: bit d set = dim d is reduced */
 } ir_attr;
 
 struct kiln_tensor {

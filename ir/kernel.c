@@ -35,6 +35,7 @@ int k_param(kernel *k, kiln_dtype dt, bool output, int64_t numel) {
 }
 
 int k_var(kernel *k) { return k->nvars++; }
+int k_acc(kernel *k) { return k->naccs++; }
 
 /* ---- hash-consing ------------------------------------------------------- */
 static uint64_t kx_hash(const kexpr *e) {
@@ -174,7 +175,39 @@ kstmt *ks_loop(kernel *k, int var, int64_t extent, kl_kind kind) {
 
 kstmt *ks_store(kernel *k, int buf, kexpr *index, kexpr *value) {
   kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
-  *s = (kstmt){.kind = KS_STORE, .buf = buf, .index = index, .value = value};
+  *s = (kstmt){.kind = KS_STORE, .buf = buf, .index = index, .value = value, .acc2 = -1};
+  return s;
+}
+
+kexpr *kx_acc(kernel *k, int acc, kiln_dtype t) {
+  return kx_intern(k, &(kexpr){.kind = KX_ACC, .type = t, .var = acc});
+}
+
+kstmt *ks_acc(kernel *k, int acc, kiln_dtype t, kexpr *init) {
+  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
+  *s = (kstmt){.kind = KS_ACC, .acc = acc, .acc2 = -1, .type = t, .value = init};
+  return s;
+}
+
+kstmt *ks_update(kernel *k, int acc, ir_op op, kexpr *value) {
+  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
+  *s = (kstmt){.kind = KS_UPDATE, .acc = acc, .acc2 = -1, .op = op, .type = value->type, .value = value};
+  return s;
+}
+
+kstmt *ks_argupdate(kernel *k, int acc, int acc_index, ir_op better, kexpr *value, kexpr *index) {
+  kstmt *s = ks_update(k, acc, better, value);
+  s->acc2 = acc_index;
+  s->index = index;
+  return s;
+}
+
+kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t kdim) {
+  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
+  *s = (kstmt){.kind = KS_GEMM, .acc = acc, .acc2 = -1, .type = t, .var = k_var(k), .extent = m};
+  s->gemm.var_j = k_var(k);
+  s->gemm.n = n;
+  s->gemm.kdim = kdim;
   return s;
 }
 
@@ -198,14 +231,20 @@ static void walk_expr(kwalk *w, const kexpr *e, int depth) {
   w->on_expr(w->ctx, e, depth);
 }
 
+/* A statement's expressions are walked before it; loops and gemms print
+ * their header (enter) before their body. */
 static void walk_block(kwalk *w, const kstmt *s, int depth) {
   for (; s; s = s->next) {
-    if (s->kind == KS_LOOP) {
+    if (s->kind == KS_GEMM) {
+      walk_expr(w, s->gemm.a_off, depth);
+      walk_expr(w, s->gemm.b_off, depth);
+    }
+    if (s->kind == KS_LOOP || s->kind == KS_GEMM) {
       w->on_stmt(w->ctx, s, depth, true);
       walk_block(w, s->body, depth + 1);
       continue;
     }
-    walk_expr(w, s->index, depth);
+    if (s->index) walk_expr(w, s->index, depth);
     walk_expr(w, s->value, depth);
     w->on_stmt(w->ctx, s, depth, false);
   }
@@ -231,8 +270,15 @@ static void key_expr(void *ctx, const kexpr *e, int depth) {
 
 static void key_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
   (void)enter;
-  int64_t f[6] = {s->kind, depth, s->var, s->extent, s->loop, 0};
-  if (s->kind == KS_STORE) f[2] = s->buf, f[3] = s->index->id, f[5] = s->value->id;
+  int64_t f[20] = {s->kind, depth, s->var, s->extent, s->loop, s->buf, s->index ? s->index->id : -1,
+                   s->value ? s->value->id : -1, s->acc, s->acc2, s->op, s->type};
+  if (s->kind == KS_GEMM) {
+    int64_t g[8] = {s->gemm.var_j, s->gemm.n, s->gemm.kdim, s->gemm.a_buf, s->gemm.b_buf,
+                    s->gemm.a_off->id, s->gemm.b_off->id, s->gemm.a_si};
+    int64_t h[3] = {s->gemm.a_sk, s->gemm.b_sk, s->gemm.b_sn};
+    memcpy(f + 12, g, sizeof g);
+    ir_str_append(ctx, h, sizeof h);
+  }
   ir_str_append(ctx, f, sizeof f);
 }
 
@@ -274,6 +320,7 @@ static void kp_expr(void *ctx, const kexpr *e, int depth) {
   case KX_PHILOX:
     ir_str_printf(b, "philox.w%lld key %%%d, ctr %%%d", (long long)e->i, e->b->id, e->a->id);
     break;
+  case KX_ACC: ir_str_printf(b, "acc.%s a%d", t, e->var); break;
   }
   ir_str_printf(b, "\n");
 }
@@ -282,8 +329,28 @@ static void kp_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
   static const char *kinds[] = {"for", "parallel for", "vector for"};
   ir_str *b = ctx;
   kp_indent(b, depth);
-  if (enter) ir_str_printf(b, "%s v%d in 0..%lld\n", kinds[s->loop], s->var, (long long)s->extent);
-  else ir_str_printf(b, "store p%d[%%%d] = %%%d\n", s->buf, s->index->id, s->value->id);
+  (void)enter;
+  switch (s->kind) {
+  case KS_LOOP: ir_str_printf(b, "%s v%d in 0..%lld\n", kinds[s->loop], s->var, (long long)s->extent); break;
+  case KS_STORE: ir_str_printf(b, "store p%d[%%%d] = %%%d\n", s->buf, s->index->id, s->value->id); break;
+  case KS_ACC:
+    ir_str_printf(b, "acc a%d.%s = %%%d\n", s->acc, ir_dtypes[s->type].short_name, s->value->id);
+    break;
+  case KS_UPDATE:
+    if (s->acc2 < 0) ir_str_printf(b, "a%d = %s(a%d, %%%d)\n", s->acc, ir_ops[s->op].name, s->acc, s->value->id);
+    else
+      ir_str_printf(b, "a%d, a%d = arg%s(a%d, %%%d at %%%d)\n", s->acc, s->acc2, ir_ops[s->op].name, s->acc,
+                    s->value->id, s->index->id);
+    break;
+  case KS_GEMM:
+    ir_str_printf(b, "gemm a%d.%s v%d in 0..%lld, v%d in 0..%lld, k in 0..%lld: p%d[%%%d + v%d*%lld + k*%lld] * "
+                  "p%d[%%%d + k*%lld + v%d*%lld]\n",
+                  s->acc, ir_dtypes[s->type].short_name, s->var, (long long)s->extent, s->gemm.var_j,
+                  (long long)s->gemm.n, (long long)s->gemm.kdim, s->gemm.a_buf, s->gemm.a_off->id, s->var,
+                  (long long)s->gemm.a_si, (long long)s->gemm.a_sk, s->gemm.b_buf, s->gemm.b_off->id,
+                  (long long)s->gemm.b_sk, s->gemm.var_j, (long long)s->gemm.b_sn);
+    break;
+  }
 }
 
 void k_print(ir_str *b, kernel *k) {

@@ -26,6 +26,7 @@ typedef enum {
   KX_IMOD,    /* a % b on i64, both >= 0 (index arithmetic) */
   KX_PHILOX,  /* 32-bit word .i (0..3) of Philox4x32-10 with 64-bit key b and
                  64-bit counter a (both i64), zero-extended to i64 (ir/philox.h) */
+  KX_ACC,     /* current value of accumulator number .var (of `type`) */
 } kx_kind;
 
 typedef struct kexpr kexpr;
@@ -44,7 +45,7 @@ struct kexpr {
   int id;               /* dense number within the kernel, for printers and memo tables */
 };
 
-typedef enum { KS_LOOP, KS_STORE } ks_kind;
+typedef enum { KS_LOOP, KS_STORE, KS_ACC, KS_UPDATE, KS_GEMM } ks_kind;
 typedef enum { KL_SERIAL, KL_PARALLEL, KL_VECTOR } kl_kind;
 
 typedef struct kstmt kstmt;
@@ -60,6 +61,28 @@ struct kstmt {
   int buf;
   kexpr *index;
   kexpr *value;
+  /* KS_ACC: accumulator acc of type `type` starts at value. It is read by
+   *   KX_ACC and lives until the end of the block holding this statement.
+   * KS_UPDATE: acc = op(acc, value) with op IR_ADD, IR_MUL, IR_MAXIMUM or
+   *   IR_MINIMUM (a reduction: the back end may reassociate it to vectorize).
+   *   With acc2 >= 0 it is an arg-reduction: op IR_GT (argmax) or IR_LT
+   *   (argmin) says when value beats acc (a NaN value beats a non-NaN acc;
+   *   ties keep the first); then acc = value and acc2 (i64) = index. */
+  int acc, acc2;
+  ir_op op;
+  kiln_dtype type;
+  /* KS_GEMM: for i in 0..m, j in 0..n (loop vars var and gemm.var_j):
+   *   acc = sum over k in 0..kdim of A[a_off + i*a_si + k*a_sk] *
+   *         B[b_off + k*b_sk + j*b_sn]   (params a_buf, b_buf; type f32/f64)
+   *   then body (the epilogue: stores reading KX_ACC acc, vars i and j).
+   * a_off and b_off are i64 expressions of enclosing loop vars (batches). */
+  struct {
+    int var_j;
+    int64_t n, kdim;
+    int a_buf, b_buf;
+    kexpr *a_off, *b_off;
+    int64_t a_si, a_sk, b_sk, b_sn;
+  } gemm;
 };
 
 typedef struct {
@@ -79,6 +102,7 @@ typedef struct {
                            through one params entry, so a kernel that differs
                            only in them is the same kernel (one compile) */
   int nvars;
+  int naccs;
   int nexprs;
   kstmt *body;
   int64_t work;         /* elements the kernel produces (for KILN_DEBUG lines) */
@@ -90,6 +114,7 @@ kernel *k_new(void);
 void k_free(kernel *k);
 int k_param(kernel *k, kiln_dtype dt, bool output, int64_t numel);
 int k_var(kernel *k);
+int k_acc(kernel *k);
 
 /* Builders: hash-consed (equal expressions are one pointer) and folding
  * constant index arithmetic (x*1, x+0, c1*c2, ...). */
@@ -110,6 +135,13 @@ kexpr *kx_imul(kernel *k, kexpr *a, kexpr *b);
 
 kstmt *ks_loop(kernel *k, int var, int64_t extent, kl_kind kind);
 kstmt *ks_store(kernel *k, int buf, kexpr *index, kexpr *value);
+kexpr *kx_acc(kernel *k, int acc, kiln_dtype t);
+kstmt *ks_acc(kernel *k, int acc, kiln_dtype t, kexpr *init);
+kstmt *ks_update(kernel *k, int acc, ir_op op, kexpr *value);
+kstmt *ks_argupdate(kernel *k, int acc, int acc_index, ir_op better, kexpr *value, kexpr *index);
+/* A KS_GEMM with loop vars i (returned in s->var) and j (s->gemm.var_j);
+ * the caller fills the A/B fields and the epilogue body. */
+kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t kdim);
 
 /* The kernel's identity: a compact binary serialization of its normalized
  * IR (params, loops, every expression once in post-order by id) appended to

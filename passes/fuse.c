@@ -2,14 +2,21 @@
  *
  * Policy (documented in docs/passes.md):
  * - A node is materialized (stored by some kernel) when it is a target, when
- *   a computing node is broadcast to more elements (recomputing it per output
- *   element would repeat its work), or when kernels of different shapes need
- *   it (it is computed once and loaded by each).
+ *   a computing node is broadcast along a dim that comes before one it keeps
+ *   (recomputing it per output element would repeat its work; broadcasting
+ *   only along trailing dims keeps it inlined, computed once per outer index:
+ *   that is how softmax and layer_norm become one row-wise kernel), or when
+ *   kernels of different shapes need it (computed once, loaded by each).
  * - Everything else is inlined into the one kernel that consumes it. Views
- *   (movement nodes) are index rewrites, so a view that is not a target is
- *   never stored: only EXPAND reads a computing source more than once.
+ *   (movement nodes) are index rewrites, never stored unless a target.
  *   Sources (constants, arange, eye, random) are cheap and always inlined,
  *   into every kernel that reads them: no buffer exists for them.
+ * - Reductions are inlined like other computing nodes: the kernel runs their
+ *   loop where their index is known (see lower.c).
+ * - A matmul's operands are buffers read in place through a strided view
+ *   (transposes, slices, broadcasts fold into the GEMM's strides); any other
+ *   operand is materialized. A kernel holds at most one matmul, whose shape is
+ *   the kernel's, plus an elementwise epilogue, and no reduction.
  * - Kernels of the same shape that share an inlined node merge into one
  *   multi-output kernel, so the shared node is computed once.
  * With merge off (KILN_PASSES=-fuse) every computing node is its own kernel.
@@ -21,8 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { HAS_REDUCE = 1, HAS_CONTRACT = 2 };
+
 typedef struct {
   int *parent;          /* union-find over group ids */
+  unsigned char *kinds; /* per group root: HAS_REDUCE | HAS_CONTRACT */
   int *first_user;      /* consumer lists: topo index of the first user */
   int *next_user;       /* per (node, source slot) link: index 3*i + slot */
 } fuse_ctx;
@@ -44,24 +54,92 @@ static bool same_shape(const ir_node *a, const ir_node *b) {
   return a->ndim == b->ndim && memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) == 0;
 }
 
-/* First-pass materialization: targets, broadcast computing nodes, and with
- * merging off every computing node. */
+static unsigned node_kind(const ir_node *n) {
+  return ir_op_has(n->op, IR_REDUCE) ? HAS_REDUCE : ir_op_has(n->op, IR_CONTRACT) ? HAS_CONTRACT : 0;
+}
+
+/* An EXPAND whose broadcast dims (added or size 1 -> n) all come after the
+ * dims it keeps: its source's value depends on outer loop indices only. */
+static bool trailing_broadcast(const ir_node *n) {
+  const ir_node *s = n->src[0];
+  int off = n->ndim - s->ndim;
+  bool seen = false;
+  for (int d = 0; d < n->ndim; d++) {
+    bool b = d < off || (s->shape[d - off] == 1 && n->shape[d] != 1);
+    if (b) seen = true;
+    else if (seen && n->shape[d] != 1) return false;
+  }
+  return true;
+}
+
+/* Views a GEMM reads in place (ir/ops.def affine movement ops): the first
+ * node under them, or NULL when a view in the chain is not affine. */
+static ir_node *strided_leaf(ir_node *n) {
+  for (;;) {
+    switch (n->op) {
+    case IR_PERMUTE: case IR_EXPAND: case IR_SLICE: case IR_SELECT: case IR_FLIP: n = n->src[0]; break;
+    case IR_RESHAPE: {
+      const ir_node *s = n->src[0];
+      if (ir_numel(n->ndim, n->shape) != ir_numel(s->ndim, s->shape)) return NULL;
+      int a = 0, b = 0;  /* only size-1 dims may come or go */
+      for (; a < n->ndim || b < s->ndim; a++, b++) {
+        while (a < n->ndim && n->shape[a] == 1) a++;
+        while (b < s->ndim && s->shape[b] == 1) b++;
+        if ((a < n->ndim) != (b < s->ndim) || (a < n->ndim && n->shape[a] != s->shape[b])) return NULL;
+      }
+      n = n->src[0];
+      break;
+    }
+    default: return ir_op_has(n->op, IR_MOVE) ? NULL : n;
+    }
+  }
+}
+
+/* First-pass materialization: targets, computing nodes broadcast along a
+ * leading dim, matmul operands that are not strided views of a buffer, and
+ * with merging off every computing node. */
 static void mark_forced(pass_graph *g, bool merge, bool *mat) {
   for (int i = 0; i < g->n; i++) {
     ir_node *n = g->topo[i];
     if (n->op == IR_BUFFER) continue;
     if (is_target(g, n)) mat[i] = true;
-    if (!merge && ir_op_has(n->op, IR_EW)) mat[i] = true;
+    if (!merge && (ir_op_has(n->op, IR_EW) || node_kind(n))) mat[i] = true;
     if (n->op == IR_EXPAND) {
       ir_node *s = n->src[0];
-      if (s->op != IR_BUFFER && !inlined_source(s) && ir_numel(s->ndim, s->shape) < ir_numel(n->ndim, n->shape))
-        mat[s->scratch] = true;
+      if (s->op != IR_BUFFER && !inlined_source(s) && !trailing_broadcast(n)) mat[s->scratch] = true;
+    }
+    for (int k = 0; n->op == IR_MATMUL && k < 2; k++) {
+      ir_node *leaf = strided_leaf(n->src[k]);
+      ir_node *m = leaf ? leaf : n->src[k];
+      if (m->op != IR_BUFFER) mat[m->scratch] = true;
     }
   }
 }
 
+/* Whether a node of kind `kind` and shape `n` may join group r. */
+static bool fits(pass_graph *g, fuse_ctx *c, int r, unsigned kind, const ir_node *n) {
+  unsigned k = c->kinds[r];
+  if (kind == HAS_CONTRACT) return !k && same_shape(g->groups[r].outs[0], n);
+  if (kind == HAS_REDUCE) return !(k & HAS_CONTRACT);
+  return true;
+}
+
+static bool mergeable(pass_graph *g, fuse_ctx *c, int r, int s) {
+  unsigned a = c->kinds[r], b = c->kinds[s];
+  bool kinds_ok = !((a & HAS_CONTRACT) && b) && !((b & HAS_CONTRACT) && a);
+  return kinds_ok && same_shape(g->groups[r].outs[0], g->groups[s].outs[0]);
+}
+
+static int new_group(pass_graph *g, fuse_ctx *c, int i, int *ngroups) {
+  g->groups[*ngroups].outs = &g->topo[i];  /* representative until regrouping */
+  c->parent[*ngroups] = *ngroups;
+  c->kinds[*ngroups] = (unsigned char)node_kind(g->topo[i]);
+  return (*ngroups)++;
+}
+
 /* Group of a non-materialized node: the groups of its users, merged when
- * they have its users' common shape; materialized when they differ. */
+ * they can share a kernel; materialized when they cannot or when the node
+ * does not fit its users' kernel. */
 static int place(pass_graph *g, fuse_ctx *c, int i, int *group, int *ngroups, bool *mat) {
   int root = -1;
   bool conflict = false;
@@ -69,15 +147,21 @@ static int place(pass_graph *g, fuse_ctx *c, int i, int *group, int *ngroups, bo
     int r = uf_find(c->parent, group[u / 3]);
     if (root < 0) root = r;
     else if (r != root) {
-      if (same_shape(g->groups[r].outs[0], g->groups[root].outs[0])) c->parent[r] = root;
-      else conflict = true;
+      if (mergeable(g, c, r, root)) {
+        c->parent[r] = root;
+        c->kinds[root] |= c->kinds[r];
+      } else {
+        conflict = true;
+      }
     }
   }
-  if (root >= 0 && !conflict) return root;
+  unsigned kind = node_kind(g->topo[i]);
+  if (root >= 0 && !conflict && fits(g, c, root, kind, g->topo[i])) {
+    c->kinds[root] |= (unsigned char)kind;
+    return root;
+  }
   mat[i] = true;
-  g->groups[*ngroups].outs = &g->topo[i];  /* representative until regrouping */
-  c->parent[*ngroups] = *ngroups;
-  return (*ngroups)++;
+  return new_group(g, c, i, ngroups);
 }
 
 static void build_users(pass_graph *g, fuse_ctx *c) {
@@ -126,10 +210,10 @@ void pass_fuse(pass_graph *g, bool merge) {
   for (int i = 0; i < n; i++) g->topo[i]->scratch = i;
   bool *mat = calloc((size_t)n + 1, sizeof *mat);
   int *group = calloc((size_t)n + 1, sizeof *group);
-  fuse_ctx c = {calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, sizeof(int)),
+  fuse_ctx c = {calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, 1), calloc((size_t)n + 1, sizeof(int)),
                 calloc(3 * (size_t)n + 3, sizeof(int))};
   g->groups = ir_arena_alloc(g->arena, sizeof(pass_group) * (size_t)(n + 1));
-  IR_ASSERT(mat && group && c.parent && c.first_user && c.next_user);
+  IR_ASSERT(mat && group && c.parent && c.kinds && c.first_user && c.next_user);
   build_users(g, &c);
   mark_forced(g, merge, mat);
   int ngroups = 0;
@@ -138,9 +222,7 @@ void pass_fuse(pass_graph *g, bool merge) {
     group[i] = -1;
     if (nd->op == IR_BUFFER || (inlined_source(nd) && !mat[i])) continue;
     if (mat[i]) {
-      g->groups[ngroups].outs = &g->topo[i];
-      c.parent[ngroups] = ngroups;
-      group[i] = ngroups++;
+      group[i] = new_group(g, &c, i, &ngroups);
     } else {
       group[i] = place(g, &c, i, group, &ngroups, mat);
     }
@@ -149,6 +231,7 @@ void pass_fuse(pass_graph *g, bool merge) {
   free(mat);
   free(group);
   free(c.parent);
+  free(c.kinds);
   free(c.first_user);
   free(c.next_user);
 }

@@ -4,14 +4,28 @@
  * index vector down the graph: movement ops rewrite the index, elementwise ops
  * combine their sources' values at the same index, sources compute their
  * value from the index, and nodes stored by other kernels are loaded.
+ * A reduction becomes an accumulator and a loop over its reduced dims, placed
+ * in the innermost enclosing loop whose variable its index uses (a "frame"),
+ * before that loop's inner content: so a row max feeding a row-wise softmax
+ * runs once per row. A group holding a matmul becomes batch loops around one
+ * KS_GEMM whose body is the epilogue.
  * Needs fuse's group_of/materialized; the kernel's params are the group's
  * outputs (in order) then the loaded nodes. */
 #include "pass.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MEMO_CAP 64
+#define MAX_FRAMES 64
+
+/* A place statements can be inserted: before *tail, inside the loop of var
+ * (-1: the kernel's top level). */
+typedef struct {
+  int var;
+  kstmt **tail;
+} frame;
 
 typedef struct {
   const ir_node *node;
@@ -28,6 +42,8 @@ typedef struct {
   int ninputs;
   memo_entry *memo;     /* (node, index) -> value: shared subgraphs lowered once */
   int memo_cap, memo_used;
+  frame frames[MAX_FRAMES];  /* enclosing loops, outermost first */
+  int nframes;
 } lower_ctx;
 
 static kexpr *emit(lower_ctx *c, const ir_node *n, kexpr *const *idx);
@@ -380,6 +396,110 @@ static kexpr *emit_elementwise(lower_ctx *c, const ir_node *n, kexpr *const *idx
   return kx_cast(c->k, kx_op(c->k, n->op, rt, v[0], v[1], v[2]), ct(n->dtype));
 }
 
+/* ---- frames ------------------------------------------------------------- */
+static void frame_insert(frame *f, kstmt *s) {
+  s->next = *f->tail;
+  *f->tail = s;
+  f->tail = &s->next;
+}
+
+/* Links a frame's inner content (a nested loop or gemm): later inserts into
+ * the frame go before it. */
+static void frame_set_inner(frame *f, kstmt *s) {
+  s->next = *f->tail;
+  *f->tail = s;
+}
+
+static void push_frame(lower_ctx *c, int var, kstmt **tail) {
+  IR_ASSERT(c->nframes < MAX_FRAMES);
+  c->frames[c->nframes++] = (frame){var, tail};
+}
+
+static bool uses_var(const kexpr *e, int var) {
+  if (e->kind == KX_VAR) return e->var == var;
+  return (e->a && uses_var(e->a, var)) || (e->b && uses_var(e->b, var)) || (e->c && uses_var(e->c, var));
+}
+
+/* The innermost frame whose loop variable the index uses (0: top level). */
+static frame *frame_for(lower_ctx *c, kexpr *const *idx, int ndim) {
+  for (int f = c->nframes - 1; f > 0; f--)
+    for (int d = 0; d < ndim; d++)
+      if (uses_var(idx[d], c->frames[f].var)) return &c->frames[f];
+  return &c->frames[0];
+}
+
+/* ---- reductions --------------------------------------------------------- */
+/* The smallest (lowest) or largest value of t: the identity of max / min. */
+static kexpr *extreme(kernel *k, kiln_dtype t, bool lowest) {
+  if (ir_is_float(t)) return kx_float(k, t, lowest ? -INFINITY : INFINITY);
+  if (t == KILN_BOOL || !ir_dtypes[t].is_signed)
+    return kx_int(k, t, lowest ? 0 : t == KILN_BOOL ? 1 : (int64_t)((1ull << (8 * ir_dtypes[t].size)) - 1));
+  int bits = 8 * (int)ir_dtypes[t].size;
+  int64_t max = bits == 64 ? INT64_MAX : (int64_t)((1ull << (bits - 1)) - 1);
+  return kx_int(k, t, lowest ? -max - 1 : max);
+}
+
+typedef struct {
+  ir_op update;         /* KS_UPDATE op (arg-reductions: when a value wins) */
+  bool arg;
+  bool lowest_init;     /* starts from the lowest value (max-like) */
+} reduce_rule;
+
+static reduce_rule rule_of(ir_op op) {
+  switch (op) {
+  case IR_SUM: return (reduce_rule){IR_ADD, false, false};
+  case IR_PROD: return (reduce_rule){IR_MUL, false, false};
+  case IR_MAX: case IR_ANY: return (reduce_rule){IR_MAXIMUM, false, true};
+  case IR_MIN: case IR_ALL: return (reduce_rule){IR_MINIMUM, false, false};
+  case IR_ARGMAX: return (reduce_rule){IR_GT, true, true};
+  case IR_ARGMIN: return (reduce_rule){IR_LT, true, false};
+  default: IR_ASSERT(!"not a reduction");
+  }
+}
+
+static kexpr *reduce_init(kernel *k, ir_op op, kiln_dtype t) {
+  if (op == IR_SUM) return ir_is_float(t) ? kx_float(k, t, 0) : kx_int(k, t, 0);
+  if (op == IR_PROD) return ir_is_float(t) ? kx_float(k, t, 1) : kx_int(k, t, 1);
+  return extreme(k, t, rule_of(op).lowest_init);
+}
+
+/* acc = init; for r...: acc = update(acc, src[idx with reduced dims = r]),
+ * placed in the frame the output index needs; returns the accumulator. */
+static kexpr *emit_reduce(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  kernel *k = c->k;
+  const ir_node *s = n->src[0];
+  reduce_rule r = rule_of(n->op);
+  kiln_dtype at = n->op == IR_ANY || n->op == IR_ALL ? KILN_BOOL : ct(n->attr.compute);
+  frame *home = frame_for(c, idx, n->ndim);
+  int base = c->nframes;
+  kstmt *outer = NULL, **link = &outer;
+  kexpr *sidx[KILN_MAX_DIMS], *flat = kx_int(k, KILN_I64, 0);
+  for (int d = 0; d < s->ndim; d++) {
+    if (!(n->attr.axes >> d & 1)) {
+      sidx[d] = idx[d];
+      continue;
+    }
+    int v = k_var(k);
+    kstmt *loop = ks_loop(k, v, s->shape[d], KL_SERIAL);
+    *link = loop;
+    link = &loop->body;
+    push_frame(c, v, link);
+    sidx[d] = kx_var(k, v);
+    flat = kx_iadd(k, kx_imul(k, flat, kx_int(k, KILN_I64, s->shape[d])), sidx[d]);
+  }
+  kexpr *v = kx_cast(k, emit(c, s, sidx), at);
+  int acc = k_acc(k), acc2 = r.arg ? k_acc(k) : -1;
+  kstmt *upd = r.arg ? ks_argupdate(k, acc, acc2, r.update, v, flat) : ks_update(k, acc, r.update, v);
+  if (c->nframes > base) frame_insert(&c->frames[c->nframes - 1], upd);
+  else outer = upd;  /* nothing reduced: one update */
+  c->nframes = base;
+  frame_insert(home, ks_acc(k, acc, at, reduce_init(k, n->op, at)));
+  if (r.arg) frame_insert(home, ks_acc(k, acc2, KILN_I64, kx_int(k, KILN_I64, 0)));
+  frame_insert(home, outer);
+  kexpr *res = r.arg ? kx_acc(k, acc2, KILN_I64) : kx_acc(k, acc, at);
+  return kx_cast(k, res, ct(n->dtype));
+}
+
 static kexpr *emit_node(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   int i = n->scratch;
   bool loaded = n->op == IR_BUFFER || (c->g->materialized[i] && c->g->group_of[i] != c->gi);
@@ -387,6 +507,7 @@ static kexpr *emit_node(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   if (ir_op_has(n->op, IR_SRC)) return emit_source(c, n, idx);
   if (ir_op_has(n->op, IR_MOVE)) return emit_move(c, n, idx);
   if (n->op == IR_CAST) return emit_cast(c, n, idx);
+  if (ir_op_has(n->op, IR_REDUCE)) return emit_reduce(c, n, idx);
   IR_ASSERT(ir_op_has(n->op, IR_EW));
   return emit_elementwise(c, n, idx);
 }
@@ -404,18 +525,89 @@ static kexpr *emit(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
 }
 
 /* ---- the loop nest ------------------------------------------------------ */
-/* for v0 (parallel) { for v1 { ... for vN-1 (vector) { stores } } } */
-static kstmt **loop_nest(kernel *k, const pass_group *pg, kexpr **idx) {
-  kstmt **block = &k->body;
-  for (int d = 0; d < pg->ndim; d++) {
+/* for v0 (parallel) { for v1 { ... for v[n-1] (vector) { ... } } } over the
+ * first n dims of the group, one frame per loop; idx[d] = v[d]. */
+static void loop_nest(lower_ctx *c, const pass_group *pg, int n, kexpr **idx) {
+  kernel *k = c->k;
+  push_frame(c, -1, &k->body);
+  for (int d = 0; d < n; d++) {
     int v = k_var(k);
     kl_kind kind = d == 0 ? KL_PARALLEL : d == pg->ndim - 1 ? KL_VECTOR : KL_SERIAL;
     kstmt *loop = ks_loop(k, v, pg->shape[d], kind);
-    *block = loop;
-    block = &loop->body;
+    frame_set_inner(&c->frames[c->nframes - 1], loop);
+    push_frame(c, v, &loop->body);
     idx[d] = kx_var(k, v);
   }
-  return block;
+}
+
+/* The strided view a GEMM reads for operand n (fuse.c's strided_leaf chain):
+ * strides and offset in elements of the loaded node it returns. */
+static ir_node *gemm_view(lower_ctx *c, ir_node *n, int64_t *st, int64_t *off) {
+  int i = n->scratch;
+  if (n->op == IR_BUFFER || (c->g->materialized[i] && c->g->group_of[i] != c->gi)) {
+    if (n->op == IR_BUFFER) memcpy(st, n->strides, sizeof(int64_t) * (size_t)n->ndim), *off = n->offset;
+    else ir_contiguous_strides(n->ndim, n->shape, st), *off = 0;
+    return n;
+  }
+  int64_t s[KILN_MAX_DIMS];
+  const ir_node *src = n->src[0];
+  ir_node *leaf = gemm_view(c, n->src[0], s, off);
+  int o = n->ndim - src->ndim;
+  for (int d = 0, j = 0; d < n->ndim; d++) {
+    switch (n->op) {
+    case IR_PERMUTE: st[d] = s[n->attr.perm[d]]; break;
+    case IR_EXPAND: st[d] = d < o || (src->shape[d - o] == 1 && n->shape[d] != 1) ? 0 : s[d - o]; break;
+    case IR_FLIP:
+      st[d] = n->attr.flip_mask >> d & 1 ? -s[d] : s[d];
+      if (n->attr.flip_mask >> d & 1) *off += (n->shape[d] - 1) * s[d];
+      break;
+    case IR_SLICE: st[d] = d == n->attr.dim ? s[d] * n->attr.stride : s[d]; break;
+    case IR_SELECT: st[d] = s[d < n->attr.dim ? d : d + 1]; break;
+    default:  /* RESHAPE that only adds or drops size-1 dims */
+      while (j < src->ndim && src->shape[j] == 1) j++;
+      st[d] = n->shape[d] == 1 ? 0 : s[j++];
+    }
+  }
+  if (n->op == IR_SLICE) *off += n->attr.index * s[n->attr.dim];
+  if (n->op == IR_SELECT) *off += n->attr.index * s[n->attr.dim];
+  return leaf;
+}
+
+static void gemm_operand(lower_ctx *c, ir_node *n, kexpr *const *idx, int *buf, kexpr **off, int64_t *s0,
+                         int64_t *s1) {
+  int64_t st[KILN_MAX_DIMS], o = 0;
+  ir_node *leaf = gemm_view(c, n, st, &o);
+  *buf = input_param(c, leaf);
+  *off = linear(c->k, n->ndim - 2, st, o, idx);
+  *s0 = st[n->ndim - 2];
+  *s1 = st[n->ndim - 1];
+}
+
+/* Batch loops around one KS_GEMM; the epilogue stores go in its body, where
+ * the matmul's value at (i, j) is the GEMM's accumulator. */
+static void gemm_nest(lower_ctx *c, const pass_group *pg, ir_node *mm, kexpr **idx) {
+  kernel *k = c->k;
+  int nd = pg->ndim;
+  loop_nest(c, pg, nd - 2, idx);
+  kiln_dtype at = ct(mm->dtype);
+  int acc = k_acc(k);
+  kstmt *gs = ks_gemm(k, acc, at, pg->shape[nd - 2], pg->shape[nd - 1], mm->src[0]->shape[nd - 1]);
+  frame_set_inner(&c->frames[c->nframes - 1], gs);
+  idx[nd - 2] = kx_var(k, gs->var);
+  idx[nd - 1] = kx_var(k, gs->gemm.var_j);
+  gemm_operand(c, mm->src[0], idx, &gs->gemm.a_buf, &gs->gemm.a_off, &gs->gemm.a_si, &gs->gemm.a_sk);
+  gemm_operand(c, mm->src[1], idx, &gs->gemm.b_buf, &gs->gemm.b_off, &gs->gemm.b_sk, &gs->gemm.b_sn);
+  memo_entry *m = memo_slot(c, mm, idx);
+  *m = (memo_entry){.node = mm, .value = kx_acc(k, acc, at)};
+  memcpy(m->idx, idx, sizeof(kexpr *) * (size_t)nd);
+  c->memo_used++;
+  push_frame(c, gs->gemm.var_j, &gs->body);
+}
+
+static ir_node *group_matmul(const pass_graph *g, int gi) {
+  for (int i = 0; i < g->n; i++)
+    if (g->topo[i]->op == IR_MATMUL && g->group_of[i] == gi) return g->topo[i];
+  return NULL;
 }
 
 kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs) {
@@ -427,15 +619,15 @@ kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs) {
   int64_t numel = ir_numel(pg->ndim, pg->shape);
   for (int o = 0; o < pg->nout; o++) k_param(k, pg->outs[o]->dtype, true, numel);
   kexpr *idx[KILN_MAX_DIMS];
-  kstmt **block = loop_nest(k, pg, idx);
+  ir_node *mm = group_matmul(g, gi);
+  if (mm) gemm_nest(&c, pg, mm, idx);
+  else loop_nest(&c, pg, pg->ndim, idx);
   int64_t st[KILN_MAX_DIMS];
   ir_contiguous_strides(pg->ndim, pg->shape, st);
   kexpr *at = linear(k, pg->ndim, st, 0, idx);
   for (int o = 0; o < pg->nout; o++) {
-    const ir_node *n = pg->outs[o];
-    kexpr *v = emit(&c, n, idx);
-    *block = ks_store(k, o, at, v);
-    block = &(*block)->next;
+    kexpr *v = emit(&c, pg->outs[o], idx);
+    frame_insert(&c.frames[c.nframes - 1], ks_store(k, o, at, v));
   }
   k->work = numel;
   free(c.memo);

@@ -297,11 +297,61 @@ static rv movement_value(const ir_node *n, ref_tensor *const *src, int64_t k) {
   return ref_rv(s, flatten(s->ndim, s->shape, sidx));
 }
 
+/* MATMUL ([...,M,K] x [...,K,N], equal batch dims): the row-column dot
+ * product of output element k, accumulated in f64. */
+static rv matmul_value(const ir_node *n, ref_tensor *const *src, int64_t k) {
+  int nd = n->ndim;
+  int64_t m = n->shape[nd - 2], nn = n->shape[nd - 1], kd = src[0]->shape[nd - 1];
+  int64_t j = k % nn, i = k / nn % m, batch = k / nn / m;
+  double acc = 0;
+  for (int64_t t = 0; t < kd; t++)
+    acc += src[0]->f[(batch * m + i) * kd + t] * src[1]->f[(batch * kd + t) * nn + j];
+  return rv_f(acc);
+}
+
+/* A reduction (ops.def: reduced dims kept as size 1): folds the source
+ * elements of output element k in order, in f64 for floats and exact int64
+ * for integers; arg-reductions keep the first extreme, NaN counting as one. */
+static rv reduce_value(const ir_node *n, ref_tensor *const *src, int64_t k) {
+  const ref_tensor *s = src[0];
+  int64_t idx[KILN_MAX_DIMS], cnt = 1;
+  unflatten(n->ndim, n->shape, k, idx);
+  for (int d = 0; d < s->ndim; d++)
+    if (n->attr.axes >> d & 1) cnt *= s->shape[d];
+  bool fl = s->f != NULL, found = false;
+  double best = 0, acc = n->op == IR_PROD ? 1 : n->op == IR_ALL ? 1 : 0;
+  int64_t iacc = n->op == IR_PROD ? 1 : 0, at = 0;
+  for (int64_t r = 0; r < cnt; r++) {
+    int64_t rem = r;  /* r spread over the reduced dims, last dim fastest */
+    for (int d = s->ndim - 1; d >= 0; d--)
+      if (n->attr.axes >> d & 1) idx[d] = rem % s->shape[d], rem /= s->shape[d];
+    rv v = ref_rv(s, flatten(s->ndim, s->shape, idx));
+    double x = rv_as_double(v);
+    switch (n->op) {
+    case IR_SUM: if (fl) acc += x; else iacc = (int64_t)((uint64_t)iacc + (uint64_t)v.i); break;
+    case IR_PROD: if (fl) acc *= x; else iacc = (int64_t)((uint64_t)iacc * (uint64_t)v.i); break;
+    case IR_ANY: acc = acc || rv_truth(v); break;
+    case IR_ALL: acc = acc && rv_truth(v); break;
+    default: {  /* MAX MIN ARGMAX ARGMIN */
+      bool mx = n->op == IR_MAX || n->op == IR_ARGMAX;
+      bool wins = !found || (isnan(x) && !isnan(best)) || (!isnan(best) && (mx ? x > best : x < best));
+      if (wins) best = x, at = r, found = true;
+    }
+    }
+  }
+  switch (n->op) {
+  case IR_SUM: case IR_PROD: return fl ? rv_f(acc) : rv_i(iacc);
+  case IR_ANY: case IR_ALL: return rv_i(acc != 0);
+  case IR_ARGMAX: case IR_ARGMIN: return rv_i(at);
+  default: return fl ? rv_f(best) : rv_i((int64_t)best);
+  }
+}
+
 static bool op_supported(const ir_node *n) {
   if (n->status != KILN_OK) return false;
   if (n->op == IR_BUFFER)  /* an empty buffer may have no storage */
     return (n->buf || ir_numel(n->ndim, n->shape) == 0) && n->device.type == KILN_CPU;
-  return ir_op_has(n->op, IR_SRC | IR_EW | IR_MOVE);
+  return ir_op_has(n->op, IR_SRC | IR_EW | IR_MOVE | IR_CONTRACT | IR_REDUCE);
 }
 
 /* The value of n given the values of its sources. */
@@ -318,6 +368,10 @@ static ref_tensor *eval_node(const ir_node *n, ref_tensor *const *src) {
       ref_put(r, k, movement_value(n, src, k));
     } else if (ir_op_has(n->op, IR_SRC)) {
       ref_put(r, k, source_value(n, k, r->numel));
+    } else if (n->op == IR_MATMUL) {
+      ref_put(r, k, matmul_value(n, src, k));
+    } else if (ir_op_has(n->op, IR_REDUCE)) {
+      ref_put(r, k, reduce_value(n, src, k));
     } else {
       ref_put(r, k, elementwise_value(n, src, k));
     }

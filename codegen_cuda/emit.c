@@ -1,0 +1,404 @@
+/* emit.c: kernel IR -> CUDA C. The parallel loop becomes a grid-stride loop
+ * (one iteration per thread at a time), inner loops plain for loops,
+ * accumulators locals of the thread, expressions `const` temporaries named by
+ * their id (hash-consing makes them shared). Elementwise ops come from one
+ * template table with the CPU back end's exact semantics (codegen_cpu/emit.c);
+ * the math and Philox live in the prelude (prelude.cuh). */
+#include "codegen_cuda/cuda.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CUDA_BLOCK 256
+
+typedef struct {
+  kernel *k;
+  ir_str *out;
+  int depth;            /* indentation */
+  bool *done;           /* by expr id: its temporary is declared and in scope */
+  int *defined, ndefined;  /* declared ids in order, so a loop forgets its own */
+  signed char *reads_acc;  /* by expr id: -1 unknown, else whether it reads an accumulator */
+  int fresh;            /* numbers the recomputed (accumulator-reading) temporaries */
+} cuda_em;
+
+/* ---- types -------------------------------------------------------------- */
+static const char *ctype(kiln_dtype t) {  /* compute type */
+  static const char *const names[KILN_NUM_DTYPES] = {
+    [KILN_BOOL] = "bool", [KILN_U8] = "unsigned char", [KILN_I8] = "signed char",
+    [KILN_I16] = "short", [KILN_I32] = "int", [KILN_I64] = "long long",
+    [KILN_F16] = "float", [KILN_BF16] = "float", [KILN_F32] = "float", [KILN_F64] = "double"};
+  return names[t];
+}
+
+static const char *stype(kiln_dtype t) {  /* storage type */
+  if (t == KILN_BOOL) return "unsigned char";
+  if (t == KILN_F16 || t == KILN_BF16) return "unsigned short";
+  return ctype(t);
+}
+
+/* The unsigned type integer arithmetic wraps in (C's signed overflow is UB). */
+static const char *wtype(kiln_dtype t) { return t == KILN_I64 ? "unsigned long long" : "unsigned"; }
+
+/* Saturation bounds of float -> integer casts, as literals of the type. */
+static const char *const int_lo[KILN_NUM_DTYPES] = {
+  [KILN_U8] = "0", [KILN_I8] = "-128", [KILN_I16] = "-32768",
+  [KILN_I32] = "-2147483647 - 1", [KILN_I64] = "-9223372036854775807LL - 1"};
+static const char *const int_hi[KILN_NUM_DTYPES] = {
+  [KILN_U8] = "255", [KILN_I8] = "127", [KILN_I16] = "32767",
+  [KILN_I32] = "2147483647", [KILN_I64] = "9223372036854775807LL"};
+
+/* ---- templates ---------------------------------------------------------- */
+/* Expands tmpl: $T the operands' C type, $W its wrapping unsigned type, $f
+ * the libm suffix ("f" for f32), $a $b $c the operands. */
+static void expand(ir_str *o, const char *tmpl, kiln_dtype t, const char *a, const char *b, const char *c) {
+  for (const char *p = tmpl; *p; p++) {
+    if (*p != '$') {
+      ir_str_append(o, p, 1);
+      continue;
+    }
+    switch (*++p) {
+    case 'T': ir_str_printf(o, "%s", ctype(t)); break;
+    case 'W': ir_str_printf(o, "%s", wtype(t)); break;
+    case 'f': ir_str_printf(o, "%s", t == KILN_F64 ? "" : "f"); break;
+    case 'a': ir_str_printf(o, "%s", a); break;
+    case 'b': ir_str_printf(o, "%s", b); break;
+    case 'c': ir_str_printf(o, "%s", c); break;
+    default: IR_ASSERT(!"bad template");
+    }
+  }
+}
+
+/* One row per elementwise op: its C by operand kind (float, signed and
+ * unsigned integer, bool); NULL where ops.def rules the kind out. */
+typedef struct { const char *fl, *si, *ui, *bo; } op_tmpl;
+
+#define WRAP(op) "(($T)(($W)$a " op " ($W)$b))"
+#define SAME4(s) {s, s, s, s}
+static const op_tmpl op_tmpls[IR_NUM_OPS] = {
+  [IR_NEG] = {"(-$a)", "(($T)-($W)$a)", "(($T)-($W)$a)", NULL},
+  [IR_ABS] = {"fabs$f($a)", "(($T)($a < 0 ? -($W)$a : ($W)$a))", "$a", NULL},
+  [IR_EXP] = {"kiln_exp$f($a)"}, [IR_LOG] = {"kiln_log$f($a)"},
+  [IR_SQRT] = {"sqrt$f($a)"}, [IR_RSQRT] = {"(($T)1 / sqrt$f($a))"},
+  [IR_SIN] = {"kiln_sin$f($a)"}, [IR_COS] = {"kiln_cos$f($a)"}, [IR_TANH] = {"kiln_tanh$f($a)"},
+  [IR_SIGMOID] = {"kiln_sigmoid$f($a)"}, [IR_GELU] = {"kiln_gelu$f($a)"}, [IR_SILU] = {"kiln_silu$f($a)"},
+  [IR_RELU] = {"($a < 0 ? ($T)0 : $a)", "($a < 0 ? ($T)0 : $a)", "$a", NULL},
+  [IR_FLOOR] = {"floor$f($a)", "$a", "$a", NULL},
+  [IR_CEIL] = {"ceil$f($a)", "$a", "$a", NULL},
+  [IR_ROUND] = {"rint$f($a)", "$a", "$a", NULL},  /* half to even in the default rounding mode */
+  [IR_SIGN] = {"(($T)($a > 0) - ($T)($a < 0))", "(($T)(($a > 0) - ($a < 0)))", "(($T)($a != 0))", NULL},
+  [IR_RECIPROCAL] = {"(($T)1 / $a)"},
+  [IR_LOGICAL_NOT] = SAME4("(!($a != 0))"),
+  [IR_ADD] = {"($a + $b)", WRAP("+"), WRAP("+"), "($a || $b)"},
+  [IR_SUB] = {"($a - $b)", WRAP("-"), WRAP("-"), NULL},
+  [IR_MUL] = {"($a * $b)", WRAP("*"), WRAP("*"), "($a && $b)"},
+  [IR_DIV] = {"($a / $b)"},
+  [IR_POW] = {"kiln_pow$f($a, $b)", "kiln_spow<$T, $W>($a, $b)", "kiln_upow<$T, $W>($a, $b)", NULL},
+  [IR_MAXIMUM] = {"kiln_max$f($a, $b)", "kiln_imax($a, $b)", "kiln_imax($a, $b)", "($a || $b)"},
+  [IR_MINIMUM] = {"kiln_min$f($a, $b)", "kiln_imin($a, $b)", "kiln_imin($a, $b)", "($a && $b)"},
+  [IR_EQ] = SAME4("($a == $b)"), [IR_NE] = SAME4("($a != $b)"),  /* float != is unordered: nan != nan */
+  [IR_LT] = SAME4("($a < $b)"), [IR_LE] = SAME4("($a <= $b)"),
+  [IR_GT] = SAME4("($a > $b)"), [IR_GE] = SAME4("($a >= $b)"),
+  [IR_LOGICAL_AND] = SAME4("(($a != 0) && ($b != 0))"),
+  [IR_LOGICAL_OR] = SAME4("(($a != 0) || ($b != 0))"),
+  [IR_WHERE] = SAME4("(($a != 0) ? $b : $c)"),
+  [IR_CLAMP] = {"kiln_min$f(kiln_max$f($a, $b), $c)", "kiln_imin(kiln_imax($a, $b), $c)",
+                "kiln_imin(kiln_imax($a, $b), $c)", NULL},
+};
+#undef WRAP
+#undef SAME4
+
+static const char *op_template(ir_op op, kiln_dtype t) {
+  const op_tmpl *r = &op_tmpls[op];
+  const ir_dtype_info *d = &ir_dtypes[t];
+  const char *s = d->kind == DK_FLOAT ? r->fl : d->kind == DK_BOOL ? r->bo : d->is_signed ? r->si : r->ui;
+  IR_ASSERT(s);
+  return s;
+}
+
+/* ---- casts and memory (semantics of codegen_cpu/emit.c's emit_cast) ------ */
+static void emit_cast(ir_str *o, const char *v, kiln_dtype from, kiln_dtype to) {
+  if ((to == KILN_F16 || to == KILN_BF16) && from != to) {  /* an f32 rounded to that precision */
+    ir_str inner = {0};
+    emit_cast(&inner, v, from, KILN_F32);
+    const char *fmt = to == KILN_F16 ? "kiln_h2f(kiln_f2h(%s))" : "kiln_bf2f(kiln_f2bf(%s))";
+    ir_str_printf(o, fmt, inner.s);
+    ir_str_free(&inner);
+    return;
+  }
+  from = ir_compute_dtype(from);
+  to = ir_compute_dtype(to);
+  const ir_dtype_info *fi = &ir_dtypes[from], *ti = &ir_dtypes[to];
+  if (from == to) ir_str_printf(o, "%s", v);
+  else if (to == KILN_BOOL) ir_str_printf(o, "(%s != 0)", v);
+  else if (fi->kind == DK_FLOAT && ti->kind == DK_INT)
+    ir_str_printf(o, "kiln_sat<%s>((double)%s, (%s)(%s), (%s)(%s))", ctype(to), v, ctype(to), int_lo[to],
+                  ctype(to), int_hi[to]);
+  else ir_str_printf(o, "((%s)%s)", ctype(to), v);
+}
+
+/* A loaded storage element as its compute value (bool normalised to 0/1). */
+static void emit_widen(ir_str *o, const char *v, kiln_dtype st) {
+  const char *fmt = st == KILN_BOOL ? "(%s != 0)" : st == KILN_F16 ? "kiln_h2f(%s)"
+                  : st == KILN_BF16 ? "kiln_bf2f(%s)" : "%s";
+  ir_str_printf(o, fmt, v);
+}
+
+static void emit_narrow(ir_str *o, const char *v, kiln_dtype st) {
+  const char *fmt = st == KILN_BOOL ? "(unsigned char)%s" : st == KILN_F16 ? "kiln_f2h(%s)"
+                  : st == KILN_BF16 ? "kiln_f2bf(%s)" : "%s";
+  ir_str_printf(o, fmt, v);
+}
+
+/* ---- expressions -------------------------------------------------------- */
+static void indent(cuda_em *em) {
+  for (int i = 0; i < em->depth; i++) ir_str_printf(em->out, "  ");
+}
+
+/* A float literal exactly as LLVMConstReal rounds it: the double, cast. */
+static void float_literal(char *buf, size_t n, kiln_dtype t, double f) {
+  bool f32 = t != KILN_F64;
+  if (f != f) snprintf(buf, n, "%s", f32 ? "KILN_NAN_F" : "KILN_NAN_D");
+  else if (f == 1.0 / 0.0 || f == -1.0 / 0.0)
+    snprintf(buf, n, "(%s%s)", f < 0 ? "-" : "", f32 ? "KILN_INF_F" : "KILN_INF_D");
+  else snprintf(buf, n, "((%s)%a)", f32 ? "float" : "double", f);
+}
+
+static void int_literal(char *buf, size_t n, kiln_dtype t, int64_t v) {
+  if (t == KILN_BOOL) snprintf(buf, n, "%s", v ? "true" : "false");
+  else if (v == INT64_MIN) snprintf(buf, n, "((long long)(-9223372036854775807LL - 1))");
+  else snprintf(buf, n, "((%s)%" PRId64 "LL)", ctype(t), v);
+}
+
+static bool reads_acc(cuda_em *em, const kexpr *e) {
+  if (!e) return false;
+  if (em->reads_acc[e->id] < 0)
+    em->reads_acc[e->id] = e->kind == KX_ACC || reads_acc(em, e->a) || reads_acc(em, e->b) || reads_acc(em, e->c);
+  return em->reads_acc[e->id];
+}
+
+typedef struct { char s[64]; } operand;
+static operand use(cuda_em *em, const kexpr *e);
+
+/* The C of e from its operands' names. */
+static void expr_text(cuda_em *em, const kexpr *e, ir_str *o) {
+  switch (e->kind) {
+  case KX_LOAD: {
+    const kparam *p = &em->k->params[e->buf];
+    char ref[96];
+    snprintf(ref, sizeof ref, p->args ? "p%d.v[%s]" : "p%d[%s]", e->buf, use(em, e->a).s);
+    ir_str w = {0};
+    emit_widen(&w, ref, p->dtype);
+    emit_cast(o, w.s, p->dtype, e->type);
+    ir_str_free(&w);
+    return;
+  }
+  case KX_OP: {
+    operand a = use(em, e->a), b = {""}, c = {""};
+    if (e->b) b = use(em, e->b);
+    if (e->c) c = use(em, e->c);
+    if (e->op == IR_CAST) emit_cast(o, a.s, e->a->type, e->type);
+    else expand(o, op_template(e->op, e->a->type), e->a->type, a.s, b.s, c.s);
+    return;
+  }
+  case KX_CAST: emit_cast(o, use(em, e->a).s, e->a->type, e->type); return;
+  case KX_IDIV: ir_str_printf(o, "(%s / %s)", use(em, e->a).s, use(em, e->b).s); return;
+  case KX_IMOD: ir_str_printf(o, "(%s %% %s)", use(em, e->a).s, use(em, e->b).s); return;
+  case KX_PHILOX:
+    ir_str_printf(o, "(long long)kiln_philox(%s, %s, %d)", use(em, e->a).s, use(em, e->b).s, (int)e->i);
+    return;
+  default: IR_ASSERT(!"not a computed expression");
+  }
+}
+
+/* Declares e's temporary where it is first needed. Expressions reading an
+ * accumulator are recomputed at each use: the accumulator changes. */
+static void define(cuda_em *em, const kexpr *e, operand *r) {
+  bool memo = !reads_acc(em, e);
+  if (memo && em->done[e->id]) return;
+  ir_str text = {0};
+  expr_text(em, e, &text);
+  if (memo) {
+    indent(em);
+    ir_str_printf(em->out, "const %s t%d = %s;\n", ctype(e->type), e->id, text.s);
+    em->done[e->id] = true;
+    em->defined[em->ndefined++] = e->id;
+  } else {
+    snprintf(r->s, sizeof r->s, "t%d_%d", e->id, em->fresh++);
+    indent(em);
+    ir_str_printf(em->out, "const %s %s = %s;\n", ctype(e->type), r->s, text.s);
+  }
+  ir_str_free(&text);
+}
+
+/* The name or literal that stands for e, emitting its definition first. */
+static operand use(cuda_em *em, const kexpr *e) {
+  operand r;
+  switch (e->kind) {
+  case KX_CONST:
+    if (ir_is_float(e->type)) float_literal(r.s, sizeof r.s, e->type, e->f);
+    else int_literal(r.s, sizeof r.s, e->type, e->i);
+    return r;
+  case KX_VAR: snprintf(r.s, sizeof r.s, "v%d", e->var); return r;
+  case KX_ACC: snprintf(r.s, sizeof r.s, "a%d", e->var); return r;
+  default:
+    snprintf(r.s, sizeof r.s, "t%d", e->id);
+    define(em, e, &r);
+    return r;
+  }
+}
+
+/* ---- statements --------------------------------------------------------- */
+static void emit_block(cuda_em *em, const kstmt *s);
+
+static void forget_since(cuda_em *em, int mark) {
+  while (em->ndefined > mark) em->done[em->defined[--em->ndefined]] = false;
+}
+
+/* A nested block whose temporaries go out of scope at its end. */
+static void emit_scoped(cuda_em *em, const kstmt *body) {
+  int mark = em->ndefined;
+  em->depth++;
+  emit_block(em, body);
+  em->depth--;
+  forget_since(em, mark);
+  indent(em);
+  ir_str_printf(em->out, "}\n");
+}
+
+static void emit_loop(cuda_em *em, const kstmt *s) {
+  indent(em);
+  ir_str_printf(em->out, "for (long long v%d = 0; v%d < %" PRId64 "LL; v%d++) {\n", s->var, s->var, s->extent,
+                s->var);
+  emit_scoped(em, s->body);
+}
+
+static void emit_store(cuda_em *em, const kstmt *s) {
+  kiln_dtype st = em->k->params[s->buf].dtype;
+  operand idx = use(em, s->index), v = use(em, s->value);
+  ir_str c = {0}, n = {0};
+  emit_cast(&c, v.s, s->value->type, ir_compute_dtype(st));
+  emit_narrow(&n, c.s, st);
+  indent(em);
+  ir_str_printf(em->out, "p%d[%s] = %s;\n", s->buf, idx.s, n.s);
+  ir_str_free(&c);
+  ir_str_free(&n);
+}
+
+static void emit_acc(cuda_em *em, const kstmt *s) {
+  operand v = use(em, s->value);
+  indent(em);
+  ir_str_printf(em->out, "%s a%d = %s;\n", ctype(s->type), s->acc, v.s);
+}
+
+/* acc = op(acc, value), through the op table. */
+static void emit_fold(cuda_em *em, const kstmt *s) {
+  char acc[16];
+  snprintf(acc, sizeof acc, "a%d", s->acc);
+  operand v = use(em, s->value);
+  indent(em);
+  ir_str_printf(em->out, "%s = ", acc);
+  expand(em->out, op_template(s->op, s->type), s->type, acc, v.s, "");
+  ir_str_printf(em->out, ";\n");
+}
+
+/* arg-reduction: value beats acc when op says so, or when it is nan and acc
+ * is not; ties keep the first index. */
+static void emit_argfold(cuda_em *em, const kstmt *s) {
+  char acc[16];
+  snprintf(acc, sizeof acc, "a%d", s->acc);
+  operand v = use(em, s->value), idx = use(em, s->index);
+  ir_str cmp = {0};
+  expand(&cmp, op_template(s->op, s->type), s->type, v.s, acc, "");
+  indent(em);
+  if (ir_is_float(s->type))
+    ir_str_printf(em->out, "if (%s || (%s != %s && %s == %s)) {\n", cmp.s, v.s, v.s, acc, acc);
+  else ir_str_printf(em->out, "if (%s) {\n", cmp.s);
+  indent(em);
+  ir_str_printf(em->out, "  %s = %s;\n", acc, v.s);
+  indent(em);
+  ir_str_printf(em->out, "  a%d = %s;\n", s->acc2, idx.s);
+  indent(em);
+  ir_str_printf(em->out, "}\n");
+  ir_str_free(&cmp);
+}
+
+static void emit_block(cuda_em *em, const kstmt *s) {
+  for (; s; s = s->next) {
+    switch (s->kind) {
+    case KS_LOOP: emit_loop(em, s); break;
+    case KS_STORE: emit_store(em, s); break;
+    case KS_ACC: emit_acc(em, s); break;
+    case KS_UPDATE: (s->acc2 < 0 ? emit_fold : emit_argfold)(em, s); break;
+    case KS_GEMM: IR_ASSERT(!"KS_GEMM reaches the CUDA emitter"); break;
+    }
+  }
+}
+
+static bool has_gemm(const kstmt *s) {
+  for (; s; s = s->next)
+    if (s->kind == KS_GEMM || (s->kind == KS_LOOP && has_gemm(s->body))) return true;
+  return false;
+}
+
+/* ---- the kernel function ------------------------------------------------ */
+static void emit_signature(cuda_em *em) {
+  kernel *k = em->k;
+  for (int p = 0; p < k->nparams; p++)
+    if (k->params[p].args)
+      ir_str_printf(em->out, "struct %s_args { long long v[%" PRId64 "]; };\n", k->name,
+                    k->params[p].numel > 0 ? k->params[p].numel : 1);
+  ir_str_printf(em->out, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", CUDA_BLOCK, k->name);
+  for (int p = 0; p < k->nparams; p++) {
+    const kparam *pp = &k->params[p];
+    if (pp->args) ir_str_printf(em->out, "const %s_args p%d, ", k->name, p);
+    else ir_str_printf(em->out, "%s%s *__restrict__ p%d, ", pp->output ? "" : "const ", stype(pp->dtype), p);
+  }
+  ir_str_printf(em->out, "long long lo, long long hi) {\n");
+}
+
+/* The parallel loop (the only top-level statement when there is one) runs
+ * grid-stride; any other body runs once, as iteration 0 of a range of 1. */
+static void emit_kernel(cuda_em *em, cuda_launch *launch) {
+  const kstmt *b = em->k->body;
+  bool par = b && !b->next && b->kind == KS_LOOP && b->loop == KL_PARALLEL;
+  launch->range = par ? b->extent : 1;
+  launch->block = CUDA_BLOCK;
+  emit_signature(em);
+  const char *v = "it";
+  char name[16];
+  if (par) {
+    snprintf(name, sizeof name, "v%d", b->var);
+    v = name;
+  }
+  ir_str_printf(em->out,
+                "  for (long long %s = lo + (long long)blockIdx.x * blockDim.x + threadIdx.x; %s < hi;\n"
+                "       %s += (long long)gridDim.x * blockDim.x) {\n",
+                v, v, v);
+  em->depth = 1;
+  emit_scoped(em, par ? b->body : b);
+  ir_str_printf(em->out, "}\n\n");
+}
+
+bool cuda_emit(kernel *k, ir_str *src, cuda_launch *launch, char **err) {
+  if (has_gemm(k->body)) {
+    if (err && asprintf(err, "%s: matrix products are not emitted as CUDA C (cuBLAS)", k->name) < 0) *err = NULL;
+    return false;
+  }
+  if (!k->name[0]) {
+    ir_str key = {0};
+    k_key(k, &key);
+    ir_str_free(&key);
+  }
+  size_t n = (size_t)k->nexprs + 1;
+  cuda_em em = {.k = k, .out = src, .done = calloc(n, sizeof(bool)), .defined = calloc(n, sizeof(int)),
+                .reads_acc = malloc(n)};
+  IR_ASSERT(em.done && em.defined && em.reads_acc);
+  memset(em.reads_acc, -1, n);
+  emit_kernel(&em, launch);
+  free(em.done);
+  free(em.defined);
+  free(em.reads_acc);
+  return true;
+}

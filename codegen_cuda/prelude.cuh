@@ -1,0 +1,268 @@
+/* prelude.cuh: the device functions every generated kiln kernel uses, put in
+ * front of the kernels of each NVRTC translation unit (CMake embeds this file
+ * as a string, codegen_cuda/prelude.c). The f32 transcendentals are ports of
+ * codegen_cpu/math.c: same constants (double literals rounded to float, as
+ * LLVMConstReal rounds them), same operation order, fmaf where the CPU uses
+ * llvm.fmuladd (fused on FMA hardware); kernels are compiled with
+ * --fmad=false so nothing else is contracted and CPU and GPU agree. f64 uses
+ * CUDA's libdevice. The same text compiles as host C++ under
+ * tests/cuda_emu/shim.h (the emulation harness). */
+#include <cuda_fp16.h>
+
+#define KD __device__ __forceinline__
+#define KILN_INF_F __int_as_float(0x7f800000)
+#define KILN_NAN_F __int_as_float(0x7fc00000)
+#define KILN_INF_D __longlong_as_double(0x7ff0000000000000LL)
+#define KILN_NAN_D __longlong_as_double(0x7ff8000000000000LL)
+#define KILN_LOG2E 0x1.71547652b82fep+0
+#define KILN_SQRT1_2 0x1.6a09e667f3bcdp-1
+#define KILN_SQRT2 0x1.6a09e667f3bcdp+0
+#define KILN_LN2 0x1.62e42fefa39efp-1
+#define KILN_PI_2 0x1.921fb54442d18p+0
+
+/* ---- storage of the narrow floats: f16 by the hardware conversion (round
+ * to nearest even), bf16 by the CPU back end's integer rounding (a nan
+ * keeps its sign and top payload and is made quiet) ---------------------- */
+KD float kiln_h2f(unsigned short h) { return __half2float(__ushort_as_half(h)); }
+KD unsigned short kiln_f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
+KD float kiln_bf2f(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
+KD unsigned short kiln_f2bf(float f) {
+  unsigned bits = __float_as_uint(f), hi = bits >> 16;
+  unsigned r = (bits + ((hi & 1u) + 0x7fffu)) >> 16;
+  return (unsigned short)(f != f ? (hi | 0x40u) : r);
+}
+
+/* ---- casts and integer ops ---------------------------------------------- */
+/* float -> integer saturates, nan -> 0 (llvm.fptosi.sat / fptoui.sat) */
+template <class T> KD T kiln_sat(double x, T lo, T hi) {
+  return x != x ? (T)0 : x <= (double)lo ? lo : x >= (double)hi ? hi : (T)x;
+}
+template <class T> KD T kiln_imax(T a, T b) { return a > b ? a : b; }
+template <class T> KD T kiln_imin(T a, T b) { return a < b ? a : b; }
+/* Square and multiply over every bit of b, wrapping in the unsigned W. */
+template <class T, class W> KD T kiln_upow(T a, T b) {
+  T r = 1, base = a;
+  for (int i = 0; i < (int)sizeof(T) * 8; i++) {
+    if (((W)b >> i) & 1u) r = (T)((W)r * (W)base);
+    base = (T)((W)base * (W)base);
+  }
+  return r;
+}
+/* b < 0 gives 0 except a = 1 (1) and a = -1 (+-1). */
+template <class T, class W> KD T kiln_spow(T a, T b) {
+  if (b >= 0) return kiln_upow<T, W>(a, b);
+  return a == 1 ? (T)1 : a == -1 ? ((b & 1) ? (T)-1 : (T)1) : (T)0;
+}
+
+/* llvm.maximum / llvm.minimum: nan if either is nan, -0 < +0. */
+KD float kiln_maxf(float a, float b) {
+  return a != a ? a : b != b ? b : a == b ? (__float_as_int(a) < 0 ? b : a) : a > b ? a : b;
+}
+KD float kiln_minf(float a, float b) {
+  return a != a ? a : b != b ? b : a == b ? (__float_as_int(a) < 0 ? a : b) : a < b ? a : b;
+}
+KD double kiln_max(double a, double b) {
+  return a != a ? a : b != b ? b : a == b ? (__double_as_longlong(a) < 0 ? b : a) : a > b ? a : b;
+}
+KD double kiln_min(double a, double b) {
+  return a != a ? a : b != b ? b : a == b ? (__double_as_longlong(a) < 0 ? a : b) : a < b ? a : b;
+}
+
+/* ---- Philox4x32-10 (ir/philox.h), word w of the block at (key, ctr) ------ */
+KD unsigned kiln_philox(unsigned long long ctr, unsigned long long key, int w) {
+  unsigned c0 = (unsigned)ctr, c1 = (unsigned)(ctr >> 32), c2 = 0, c3 = 0;
+  unsigned k0 = (unsigned)key, k1 = (unsigned)(key >> 32);
+  for (int r = 0; r < 10; r++) {
+    unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
+    unsigned n0 = (unsigned)(p1 >> 32) ^ c1 ^ k0, n2 = (unsigned)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (unsigned)p1;
+    c3 = (unsigned)p0;
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return w == 0 ? c0 : w == 1 ? c1 : w == 2 ? c2 : c3;
+}
+
+/* ---- helpers of the ports ------------------------------------------------ */
+KD float kiln_fma(float a, float b, float c) { return fmaf(a, b, c); }
+KD double kiln_fma(double a, double b, double c) { return fma(a, b, c); }
+/* Horner: c[0] x^(N-1) + ... + c[N-1], each coefficient rounded to T. */
+template <class T, int N> KD T kiln_poly(T x, const double (&c)[N]) {
+  T r = (T)c[0];
+  for (int i = 1; i < N; i++) r = kiln_fma(r, x, (T)c[i]);
+  return r;
+}
+KD float kiln_clampf(float x, float lo, float hi) { return fminf(fmaxf(x, lo), hi); }  /* nan -> lo */
+/* y 2^n in two steps so that 2^n itself never overflows or goes subnormal. */
+KD float kiln_scale2f(float y, int n) {
+  int n1 = n >> 1, n2 = n - n1;
+  y = y * __int_as_float((n1 + 127) << 23);
+  return y * __int_as_float((n2 + 127) << 23);
+}
+KD double kiln_scale2(double y, long long n) {
+  long long n1 = n >> 1, n2 = n - n1;
+  y = y * __longlong_as_double((n1 + 1023) << 52);
+  return y * __longlong_as_double((n2 + 1023) << 52);
+}
+
+/* ---- f32 exp: Cody-Waite reduction, Cephes' degree-6 polynomial --------- */
+KD float kiln_exp_parts(float x, int *n) {
+  const double P[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+                      4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
+  float xc = kiln_clampf(x, -120.0f, 89.0f);
+  float nf = rintf(xc * (float)KILN_LOG2E);
+  float r = fmaf(nf, (float)-0.693359375, xc);
+  r = fmaf(nf, (float)2.12194440e-4, r);
+  *n = (int)nf;
+  return fmaf(kiln_poly(r, P), r * r, r) + 1.0f;
+}
+KD float kiln_expf(float x) {
+  int n;
+  float y = kiln_exp_parts(x, &n);
+  return x != x ? x : kiln_scale2f(y, n);
+}
+
+/* ---- f32 log: Cephes' polynomial on m in [sqrt(1/2), sqrt 2) ------------ */
+KD float kiln_logf(float x) {
+  const double P[] = {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1,
+                      -1.2420140846E-1, 1.4249322787E-1, -1.6668057665E-1,
+                      2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1};
+  bool tiny = x < 0x1p-126f;
+  unsigned bits = __float_as_uint(tiny ? x * 0x1p23f : x);
+  int e = (int)(bits >> 23) - (tiny ? 126 + 23 : 126);
+  float f = __uint_as_float((bits & 0x007fffffu) | 0x3f000000u);  /* [0.5, 1) */
+  bool low = f < (float)KILN_SQRT1_2;
+  e -= low;
+  f = (low ? f + f : f) - 1.0f;
+  float ef = (float)e, z = f * f;
+  float y = (f * z) * kiln_poly(f, P);
+  y = fmaf(ef, (float)-2.12194440e-4, y);
+  y = fmaf(z, -0.5f, y);
+  float r = fmaf(ef, (float)0.693359375, f + y);
+  r = x == KILN_INF_F ? x : r;
+  r = x == 0.0f ? -KILN_INF_F : r;
+  return (x < 0.0f || x != x) ? KILN_NAN_F : r;
+}
+
+/* ---- f64 helpers of the f32 functions ----------------------------------- */
+KD double kiln_exp2d(double y) {  /* 2^y by Taylor to degree 13 */
+  double c[14], t = 1;
+  for (int k = 0; k < 14; k++) {
+    c[13 - k] = t;
+    t *= KILN_LN2 / (k + 1);
+  }
+  double yc = fmin(fmax(y, -1100.0), 1100.0);
+  double n = rint(yc);
+  double p = kiln_scale2(kiln_poly(yc - n, c), (long long)n);
+  return y != y ? y : p;
+}
+KD double kiln_log2d(double x) {  /* x >= 0 a widened f32: 2 atanh series */
+  double c[9];
+  for (int k = 0; k < 9; k++) c[8 - k] = 1.0 / (2 * k + 1);
+  unsigned long long bits = (unsigned long long)__double_as_longlong(x);
+  long long e = (long long)(bits >> 52) - 1023;
+  double f = __longlong_as_double((long long)((bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull));
+  bool big = f > KILN_SQRT2;
+  f = big ? f * 0.5 : f;
+  e += big;
+  double s = (f - 1.0) / (f + 1.0);
+  double lnm = (s * 2.0) * kiln_poly(s * s, c);
+  double r = fma(lnm, KILN_LOG2E, (double)e);
+  r = x == KILN_INF_D ? x : r;
+  r = x == 0.0 ? -KILN_INF_D : r;
+  return (x < 0.0 || x != x) ? KILN_NAN_D : r;
+}
+
+/* ---- f32 sin/cos: exact Payne-Hanek reduction in f64 -------------------- */
+KD double kiln_mod4(double t) { return fma(rint(t * 0.25), -4.0, t); }
+KD float kiln_sincosf_core(float x, int quarter) {
+  const double S[] = {-1.9515295891E-4, 8.3321608736E-3, -1.6666654611E-1};
+  const double C[] = {2.443315711809948E-5, -1.388731625493765E-3, 4.166664568298827E-2};
+  const double piece[9] = {0x1.45f306p-1, 0x1.b9391p-26, 0x1.529fcp-52, 0x1.3abe88p-75,
+                           0x1.ea69bap-97, 0x1.81b6c4p-121, 0x1.2b3278p-145,
+                           0x1.0e4104p-170, 0x1.fca2c6p-193};  /* 2/pi in 24-bit pieces */
+  double xd = x, s = 0, comp = 0;
+  for (int i = 8; i >= 0; i--) {
+    double t = kiln_mod4(xd * piece[i]);
+    double sum = s + t, bb = sum - s;
+    comp = comp + ((s - (sum - bb)) + (t - bb));
+    s = sum;
+  }
+  double q = rint(s);
+  double r = ((s - q) + comp) * KILN_PI_2;
+  int qi = kiln_sat<int>(q, -2147483647 - 1, 2147483647) + quarter;
+  double z = r * r;
+  double sp = fma(r * z, kiln_poly(z, S), r);
+  double cp = fma(z * z, kiln_poly(z, C), z * -0.5) + 1.0;
+  double v = (qi & 1) ? cp : sp;
+  return (float)(((qi >> 1) & 1) ? -v : v);
+}
+KD float kiln_sinf(float x) { return fabsf(x) < 0x1p-12f ? x : kiln_sincosf_core(x, 0); }
+KD float kiln_cosf(float x) { return kiln_sincosf_core(x, 1); }
+
+/* ---- f32 tanh ------------------------------------------------------------ */
+KD float kiln_tanhf(float x) {
+  const double P[] = {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2,
+                      1.33314422036E-1, -3.33332819422E-1};
+  float ax = fabsf(x), z = x * x;
+  float small = fmaf(x * z, kiln_poly(z, P), x);
+  float big = copysignf(1.0f - 2.0f / (kiln_expf(ax + ax) + 1.0f), x);
+  return ax < 0.625f ? small : big;
+}
+
+/* ---- sigmoid and silu: e^-|x| = y 2^n, the power of two applied last ---- */
+KD float kiln_logisticf(float x, bool times_x) {
+  int n;
+  float y = kiln_exp_parts(-fabsf(x), &n);
+  bool neg = x < 0.0f;
+  float num = neg ? y : 1.0f;
+  if (times_x) num = x * num;
+  float r = num / (1.0f + kiln_scale2f(y, n));
+  r = x != x ? x : (neg ? kiln_scale2f(r, n) : r);
+  if (!times_x) return r;
+  r = x < -120.0f ? -0.0f : r;
+  return x == -KILN_INF_F ? KILN_NAN_F : r;
+}
+KD float kiln_sigmoidf(float x) { return kiln_logisticf(x, false); }
+KD float kiln_siluf(float x) { return kiln_logisticf(x, true); }
+KD double kiln_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+KD double kiln_silu(double x) { return x / (1.0 + exp(-x)); }
+
+/* ---- gelu = x/2 erfc(-x/sqrt 2), f32 through a Chebyshev erfc in f64 ----- */
+KD double kiln_gelu_erfc(double u) {
+  const double P[] = {0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
+                      -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223};
+  double t = 2.0 / (2.0 + u);
+  double arg = kiln_poly(t, P) - u * u;
+  return t * kiln_exp2d(arg * KILN_LOG2E);
+}
+KD double kiln_gelu_from(double xd, double ec) {
+  return (xd * 0.5) * (xd >= 0.0 ? 2.0 - ec : ec);
+}
+KD float kiln_geluf(float x) {
+  double xd = x;
+  return (float)kiln_gelu_from(xd, kiln_gelu_erfc(fabs(xd) * KILN_SQRT1_2));
+}
+KD double kiln_gelu(double x) { return kiln_gelu_from(x, erfc(fabs(x) * KILN_SQRT1_2)); }
+
+/* ---- f32 pow = 2^(b log2|a|) in f64, then C's special cases -------------- */
+KD float kiln_powf(float a, float b) {
+  float mag = (float)kiln_exp2d((double)b * kiln_log2d(fabs((double)a)));
+  bool isint = rintf(b) == b;
+  float hb = b * 0.5f;
+  bool odd = isint && rintf(hb) != hb;
+  float r = (__float_as_int(a) < 0 && odd) ? -mag : mag;
+  r = (a < 0.0f && a != -KILN_INF_F && !isint) ? KILN_NAN_F : r;
+  bool unit = (fabsf(a) == 1.0f && fabsf(b) == KILN_INF_F) || a == 1.0f || b == 0.0f;
+  return unit ? 1.0f : r;
+}
+
+/* ---- f64: libdevice ------------------------------------------------------ */
+KD double kiln_exp(double x) { return exp(x); }
+KD double kiln_log(double x) { return log(x); }
+KD double kiln_sin(double x) { return sin(x); }
+KD double kiln_cos(double x) { return cos(x); }
+KD double kiln_tanh(double x) { return tanh(x); }
+KD double kiln_pow(double a, double b) { return pow(a, b); }

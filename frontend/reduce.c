@@ -1,0 +1,211 @@
+/* reduce.c: reductions (sum mean prod max min argmax argmin any all var std)
+ * and the compositions built from them (softmax, log_softmax, layer_norm).
+ * A reduction node keeps reduced dims as size 1; keepdim=false is a reshape
+ * view on top, so the fuser sees one node kind whatever the caller asked. */
+#include "frontend/frontend.h"
+#include "runtime/rt.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- dims --------------------------------------------------------------- */
+/* The reduced-dims mask of dims[0..ndims) (ndims 0: every dim). NULL, or the
+ * error node to return. */
+static ir_node *dims_mask(const char *f, int l, const char *op, ir_node *t, int ndims, const int64_t *dims,
+                          unsigned *mask) {
+  *mask = ndims == 0 ? (1u << t->ndim) - 1 : 0;
+  int n = t->ndim > 0 ? t->ndim : 1;
+  for (int i = 0; i < ndims; i++) {
+    int64_t d = dims ? dims[i] : 0;
+    if (d < -n || d >= n)
+      return fe_error(KILN_ERR_ARG, f, l, "%s: Dimension out of range (expected to be in range of [%d, %d], but got %lld)",
+                      op, -n, n - 1, (long long)d);
+    int w = (int)(d < 0 ? d + n : d);
+    if (t->ndim == 0) continue;  /* a 0-dim tensor takes dim 0 / -1 and reduces nothing */
+    if (*mask & (1u << w)) return fe_error(KILN_ERR_ARG, f, l, "%s: dim %d appears multiple times in the list of dims", op, w);
+    *mask |= 1u << w;
+  }
+  return NULL;
+}
+
+static int64_t reduced_count(const ir_node *t, unsigned mask) {
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++)
+    if (mask & (1u << d)) n *= t->shape[d];
+  return n;
+}
+
+/* ---- the one builder ---------------------------------------------------- */
+static kiln_dtype reduce_dtype(ir_op op, kiln_dtype in) {
+  switch (op) {
+  case IR_SUM: case IR_PROD: return ir_is_float(in) ? in : KILN_I64;
+  case IR_ARGMAX: case IR_ARGMIN: return KILN_I64;
+  case IR_ANY: case IR_ALL: return KILN_BOOL;
+  default: return in;
+  }
+}
+
+/* Errors PyTorch gives before reducing: bool argmax, empty max/min/arg*. */
+static ir_node *reduce_check(const char *f, int l, ir_op op, ir_node *t, unsigned mask) {
+  const char *name = ir_ops[op].name;
+  bool extreme = op == IR_MAX || op == IR_MIN || op == IR_ARGMAX || op == IR_ARGMIN;
+  ir_node *e = NULL;
+  ir_str b = {0};
+  fe_describe(&b, t);
+  if ((op == IR_ARGMAX || op == IR_ARGMIN) && t->dtype == KILN_BOOL)
+    e = fe_error(KILN_ERR_DTYPE, f, l, "%s: not implemented for bool (input: %s)", name, b.s);
+  else if (extreme && reduced_count(t, mask) == 0 && ir_numel(t->ndim, t->shape) == 0)
+    e = fe_error(KILN_ERR_SHAPE, f, l, "%s: cannot reduce over an empty dimension (input: %s); it has no identity", name, b.s);
+  ir_str_free(&b);
+  return e;
+}
+
+/* Keeps the reduced dims as size 1 (keepdim) or drops them with a view. */
+static ir_node *reduce(const char *f, int l, ir_op op, ir_node *t, int ndims, const int64_t *dims, bool keepdim) {
+  const char *name = ir_ops[op].name;
+  unsigned mask;
+  ir_node *e = fe_check_arg(f, l, name, t, 1);
+  if (e || (e = dims_mask(f, l, name, t, ndims, dims, &mask)) || (e = reduce_check(f, l, op, t, mask))) return e;
+  int64_t shape[KILN_MAX_DIMS], kept[KILN_MAX_DIMS];
+  int nkept = 0;
+  for (int d = 0; d < t->ndim; d++) {
+    shape[d] = mask & (1u << d) ? 1 : t->shape[d];
+    if (!(mask & (1u << d))) kept[nkept++] = t->shape[d];
+  }
+  ir_node *n = ir_node_new(op, reduce_dtype(op, t->dtype), t->ndim, shape, 1, &t, f, l);
+  n->attr.axes = mask;
+  n->attr.compute = op == IR_SUM || op == IR_PROD ? n->dtype : t->dtype;  /* the accumulated values' dtype */
+  n = fe_finish(n);
+  if (keepdim || nkept == t->ndim) return n;
+  ir_node *r = kiln_reshape_at(f, l, n, nkept, kept);
+  kiln_release(n);
+  return r;
+}
+
+#define REDUCE(E, name) \
+  kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *t) { return reduce(f, l, IR_##E, t, 0, NULL, false); } \
+  kiln_tensor *kiln_##name##_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int keepdim) { \
+    return reduce(f, l, IR_##E, t, ndims, dims, keepdim); \
+  }
+REDUCE(SUM, sum) REDUCE(PROD, prod) REDUCE(MAX, max) REDUCE(MIN, min) REDUCE(ANY, any) REDUCE(ALL, all)
+#undef REDUCE
+
+kiln_tensor *kiln_argmax_at(const char *f, int l, kiln_tensor *t) { return reduce(f, l, IR_ARGMAX, t, 0, NULL, false); }
+kiln_tensor *kiln_argmin_at(const char *f, int l, kiln_tensor *t) { return reduce(f, l, IR_ARGMIN, t, 0, NULL, false); }
+kiln_tensor *kiln_argmax_dim_at(const char *f, int l, kiln_tensor *t, int64_t dim, int keepdim) {
+  return reduce(f, l, IR_ARGMAX, t, 1, &dim, keepdim);
+}
+kiln_tensor *kiln_argmin_dim_at(const char *f, int l, kiln_tensor *t, int64_t dim, int keepdim) {
+  return reduce(f, l, IR_ARGMIN, t, 1, &dim, keepdim);
+}
+
+/* ---- compositions ------------------------------------------------------- */
+/* Releases the intermediates a composition built and returns its result. */
+static ir_node *done(ir_node *result, int n, ir_node **tmp) {
+  for (int i = 0; i < n; i++) kiln_release(tmp[i]);
+  return result;
+}
+
+/* PyTorch's message for mean/var/std of an integer or bool tensor. */
+static ir_node *float_only(const char *f, int l, const char *op, ir_node *t) {
+  ir_node *e = fe_check_arg(f, l, op, t, 1);
+  if (e || ir_is_float(t->dtype)) return e;
+  return fe_error(KILN_ERR_DTYPE, f, l,
+                  "%s(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
+                  "Got: %s",
+                  op, ir_dtypes[t->dtype].name);
+}
+
+static ir_node *mean(const char *f, int l, ir_node *t, int ndims, const int64_t *dims, bool keepdim) {
+  unsigned mask;
+  ir_node *e = float_only(f, l, "mean", t);
+  if (e || (e = dims_mask(f, l, "mean", t, ndims, dims, &mask))) return e;
+  ir_node *s = reduce(f, l, IR_SUM, t, ndims, dims, keepdim);
+  return done(kiln_muls_at(f, l, s, 1.0 / (double)reduced_count(t, mask)), 1, &s);
+}
+
+kiln_tensor *kiln_mean_at(const char *f, int l, kiln_tensor *t) { return mean(f, l, t, 0, NULL, false); }
+kiln_tensor *kiln_mean_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int keepdim) {
+  return mean(f, l, t, ndims, dims, keepdim);
+}
+
+/* sum((x - mean)^2) / (n - unbiased), the two-pass form (no cancellation). */
+static ir_node *var(const char *f, int l, const char *op, ir_node *t, int ndims, const int64_t *dims, bool unbiased,
+                    bool keepdim) {
+  unsigned mask;
+  ir_node *e = float_only(f, l, op, t);
+  if (e || (e = dims_mask(f, l, op, t, ndims, dims, &mask))) return e;
+  ir_node *tmp[4];
+  tmp[0] = mean(f, l, t, ndims, dims, true);
+  tmp[1] = kiln_sub_at(f, l, t, tmp[0]);
+  tmp[2] = kiln_mul_at(f, l, tmp[1], tmp[1]);
+  tmp[3] = reduce(f, l, IR_SUM, tmp[2], ndims, dims, keepdim);
+  double n = (double)reduced_count(t, mask) - (unbiased ? 1 : 0);
+  return done(kiln_divs_at(f, l, tmp[3], n), 4, tmp);
+}
+
+kiln_tensor *kiln_var_at(const char *f, int l, kiln_tensor *t, int unbiased) {
+  return var(f, l, "var", t, 0, NULL, unbiased, false);
+}
+kiln_tensor *kiln_var_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased,
+                              int keepdim) {
+  return var(f, l, "var", t, ndims, dims, unbiased, keepdim);
+}
+kiln_tensor *kiln_std_at(const char *f, int l, kiln_tensor *t, int unbiased) {
+  ir_node *v = var(f, l, "std", t, 0, NULL, unbiased, false);
+  return done(kiln_sqrt_at(f, l, v), 1, &v);
+}
+kiln_tensor *kiln_std_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased,
+                              int keepdim) {
+  ir_node *v = var(f, l, "std", t, ndims, dims, unbiased, keepdim);
+  return done(kiln_sqrt_at(f, l, v), 1, &v);
+}
+
+/* x - max(x): the shifted input both softmaxes start from (no overflow). */
+static ir_node *shifted(const char *f, int l, const char *op, ir_node *t, int64_t dim) {
+  ir_node *e = float_only(f, l, op, t);
+  if (e) return e;
+  ir_node *m = reduce(f, l, IR_MAX, t, 1, &dim, true);
+  return done(kiln_sub_at(f, l, t, m), 1, &m);
+}
+
+kiln_tensor *kiln_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim) {
+  ir_node *tmp[3];
+  tmp[0] = shifted(f, l, "softmax", t, dim);
+  tmp[1] = kiln_exp_at(f, l, tmp[0]);
+  tmp[2] = reduce(f, l, IR_SUM, tmp[1], 1, &dim, true);
+  return done(kiln_div_at(f, l, tmp[1], tmp[2]), 3, tmp);
+}
+
+kiln_tensor *kiln_log_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim) {
+  ir_node *tmp[4];
+  tmp[0] = shifted(f, l, "log_softmax", t, dim);
+  tmp[1] = kiln_exp_at(f, l, tmp[0]);
+  tmp[2] = reduce(f, l, IR_SUM, tmp[1], 1, &dim, true);
+  tmp[3] = kiln_log_at(f, l, tmp[2]);
+  return done(kiln_sub_at(f, l, tmp[0], tmp[3]), 4, tmp);
+}
+
+/* (x - mean) / sqrt(var + eps) over the last nlast dims (biased var), then
+ * * weight + bias when given. */
+kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast, kiln_tensor *weight,
+                                kiln_tensor *bias, double eps) {
+  ir_node *e = float_only(f, l, "layer_norm", x);
+  if (e) return e;
+  if (nlast < 1 || nlast > x->ndim)
+    return fe_error(KILN_ERR_ARG, f, l, "layer_norm: cannot normalize the last %d dims of a %d-dim tensor", nlast, x->ndim);
+  int64_t dims[KILN_MAX_DIMS];
+  for (int i = 0; i < nlast; i++) dims[i] = x->ndim - nlast + i;
+  ir_node *tmp[8];
+  int n = 0;
+  tmp[n++] = mean(f, l, x, nlast, dims, true);
+  tmp[n++] = kiln_sub_at(f, l, x, tmp[0]);
+  tmp[n++] = kiln_mul_at(f, l, tmp[1], tmp[1]);
+  tmp[n++] = mean(f, l, tmp[2], nlast, dims, true);
+  tmp[n++] = kiln_adds_at(f, l, tmp[3], eps);
+  tmp[n++] = kiln_rsqrt_at(f, l, tmp[4]);
+  ir_node *y = kiln_mul_at(f, l, tmp[1], tmp[5]);
+  if (weight) tmp[n++] = y, y = kiln_mul_at(f, l, y, weight);
+  if (bias) tmp[n++] = y, y = kiln_add_at(f, l, y, bias);
+  return done(y, n, tmp);
+}

@@ -1,0 +1,24 @@
+/* cases.h: the graphs the CUDA tests compile: every elementwise op on every
+ * dtype it accepts, casts between all dtypes, broadcasting, movement views,
+ * random and other sources, reductions. test_cuda_codegen.c compiles the
+ * kernels of all of them with NVRTC; the emulation generator (gen.c) runs a
+ * share of them through the emulated GPU. Built through the public API only. */
+#ifndef KILN_CUDA_CASES_H
+#define KILN_CUDA_CASES_H
+
+#include "kiln.h"
+#include "util/ref.h"
+
+typedef struct {
+  char name[64];
+  kiln_tensor *t;       /* the pending expression (the caller releases it) */
+  ref_tol tol;          /* against the reference evaluator */
+  bool reduces;         /* has a reduction: CPU and GPU may sum in other orders */
+} cuda_case;
+
+int cuda_case_count(void);
+/* Builds case i; false when the combination does not exist (an op the dtype
+ * rules out): nothing to release then. Random sources are reseeded per case. */
+bool cuda_case_build(int i, cuda_case *c);
+
+#endif

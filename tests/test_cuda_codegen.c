@@ -1,0 +1,268 @@
+/* test_cuda_codegen.c: the CUDA back end without a GPU. Every graph of
+ * tests/cuda_emu/cases.c is lowered to kernel IR (rt_plan: nothing runs),
+ * emitted as CUDA C and compiled by NVRTC for sm_80 and sm_90 as CUBIN (so
+ * ptxas checks it) and as PTX; a failure prints NVRTC's log and the source
+ * around the error. Then the disk cache: hit, corrupt and truncated entries
+ * recompiled, an unusable directory only warns; and the cases the emitter
+ * refuses (KS_GEMM). */
+#include "check_main.h"
+#include "codegen_cuda/cuda.h"
+#include "cuda_emu/cases.h"
+#include "runtime/inspect.h"
+#include "util/testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Emits the kernels of every case into one translation unit (one NVRTC run
+ * instead of hundreds); equal kernels (equal names) appear once. */
+static int emit_all(ir_str *src) {
+  ir_str_printf(src, "%s", cuda_prelude());
+  int nk = 0, ncases = 0;
+  ir_str seen = {0};
+  for (int i = 0; i < cuda_case_count(); i++) {
+    cuda_case c;
+    if (!cuda_case_build(i, &c)) continue;
+    ncases++;
+    rt_planned *plan;
+    int n = rt_plan(1, &c.t, &plan);
+    ck_assert_msg(n >= 0, "%s: rt_plan: %s", c.name, kiln_last_error());  /* 0: a no-op */
+    for (int j = 0; j < n; j++) {
+      ir_str key = {0};
+      k_key(plan[j].k, &key);  /* names the kernel */
+      ir_str_free(&key);
+      if (seen.s && strstr(seen.s, plan[j].k->name)) continue;
+      cuda_launch l;
+      char *err = NULL;
+      ck_assert_msg(cuda_emit(plan[j].k, src, &l, &err), "%s: %s", c.name, err);
+      ck_assert_int_ge(l.range, 1);
+      ir_str_printf(&seen, "%s ", plan[j].k->name);
+      nk++;
+    }
+    rt_plan_free(plan, n);
+    kiln_release(c.t);
+  }
+  ir_str_free(&seen);
+  ck_assert_int_ge(ncases, 300);
+  return nk;
+}
+
+/* The source lines before NVRTC's first "kiln.cu(N)". */
+static void print_context(const char *src, const char *log) {
+  const char *p = strstr(log, "kiln.cu(");
+  int line = p ? atoi(p + 8) : 0, at = 1;
+  for (const char *s = src; *s && line; at++) {
+    const char *e = strchr(s, '\n');
+    int len = e ? (int)(e - s) : (int)strlen(s);
+    if (at > line - 40 && at <= line + 3) fprintf(stderr, "%6d  %.*s\n", at, len, s);
+    s = e ? e + 1 : s + len;
+  }
+}
+
+static void compile_or_fail(const char *src, const char *arch) {
+  ir_str bin = {0};
+  char *err = NULL, *log = NULL;
+  bool ok = cuda_compile(src, arch, &bin, &log, &err);
+  if (!ok) {
+    print_context(src, log);
+    fprintf(stderr, "%s\n", err);
+  }
+  ck_assert_msg(ok, "NVRTC failed for %s (source and log above)", arch);
+  ck_assert_uint_gt(bin.len, 100);
+  free(log);
+  ir_str_free(&bin);
+}
+
+static const char *const archs[] = {"sm_80", "sm_90", "compute_80", "compute_90"};
+
+START_TEST(test_compile_all_cases) {
+  ir_str src = {0};
+  int nk = emit_all(&src);
+  ck_assert_int_ge(nk, 300);
+  compile_or_fail(src.s, archs[_i]);
+  ir_str_free(&src);
+}
+END_TEST
+
+/* ---- small kernels for the cache and the refusals ------------------------ */
+static void one_kernel_source(ir_str *src, double v) {
+  kiln_tensor *a = kiln_full(KILN_SHAPE(3), v, KILN_F32);
+  kiln_tensor *y = kiln_exp(a);
+  rt_planned *plan;
+  ck_assert_int_eq(rt_plan(1, &y, &plan), 1);
+  cuda_launch l;
+  ir_str_printf(src, "%s", cuda_prelude());
+  ck_assert(cuda_emit(plan[0].k, src, &l, NULL));
+  rt_plan_free(plan, 1);
+  kiln_release(y);
+  kiln_release(a);
+}
+
+static char cache_dir[64];
+
+static void cache_setup(void) {
+  snprintf(cache_dir, sizeof cache_dir, "/tmp/kiln-cuda-cache-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(cache_dir));
+  setenv("KILN_CACHE_DIR", cache_dir, 1);
+}
+
+static void cache_teardown(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+
+static cuda_cache_info cached(const char *src, ir_str *bin) {
+  cuda_cache_info info;
+  char *err = NULL;
+  bin->len = 0;
+  ck_assert_msg(cuda_compile_cached(src, "sm_90", bin, &info, &err), "%s", err);
+  ck_assert_uint_gt(bin->len, 100);
+  return info;
+}
+
+/* The one entry file in the cache directory. */
+static void entry_path(char *path, size_t n) {
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "ls '%s'/cuda-*.bin", cache_dir);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  ck_assert_ptr_nonnull(fgets(path, (int)n, p));
+  path[strcspn(path, "\n")] = '\0';
+  pclose(p);
+}
+
+START_TEST(test_cache_hit) {
+  ir_str src = {0}, a = {0}, b = {0};
+  one_kernel_source(&src, 1);
+  cuda_cache_info i1 = cached(src.s, &a), i2 = cached(src.s, &b);
+  ck_assert(!i1.hit && i1.warnings == 0);
+  ck_assert(i2.hit && !i2.dropped);
+  ck_assert(a.len == b.len && !memcmp(a.s, b.s, a.len));
+  ir_str src2 = {0};
+  one_kernel_source(&src2, 2);  /* another constant: another kernel, another entry */
+  ck_assert(!cached(src2.s, &b).hit);
+  ir_str_free(&src);
+  ir_str_free(&src2);
+  ir_str_free(&a);
+  ir_str_free(&b);
+}
+END_TEST
+
+/* _i = 0: a flipped byte in the payload; 1: the file cut short; 2: empty. */
+START_TEST(test_cache_damaged_entry) {
+  ir_str src = {0}, a = {0}, b = {0};
+  one_kernel_source(&src, 3);
+  cached(src.s, &a);
+  char path[512];
+  entry_path(path, sizeof path);
+  struct stat st;
+  ck_assert_int_eq(stat(path, &st), 0);
+  if (_i == 0) {
+    FILE *f = fopen(path, "r+b");
+    fseek(f, st.st_size / 2, SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, st.st_size / 2, SEEK_SET);
+    fputc(ch ^ 0x5a, f);
+    fclose(f);
+  } else {
+    ck_assert_int_eq(truncate(path, _i == 1 ? st.st_size - 7 : 0), 0);
+  }
+  cuda_cache_info i = cached(src.s, &b);
+  ck_assert(!i.hit && i.dropped && i.warnings == 1);
+  ck_assert(a.len == b.len && !memcmp(a.s, b.s, a.len));
+  ck_assert(cached(src.s, &b).hit);  /* rewritten whole */
+  ir_str_free(&src);
+  ir_str_free(&a);
+  ir_str_free(&b);
+}
+END_TEST
+
+START_TEST(test_cache_unusable_dir) {
+  ir_str src = {0}, a = {0};
+  one_kernel_source(&src, 4);
+  setenv("KILN_CACHE_DIR", "/proc/kiln-no-such-dir/cache", 1);
+  cuda_cache_info i = cached(src.s, &a);
+  ck_assert(!i.hit && i.warnings == 1);
+  ir_str_free(&src);
+  ir_str_free(&a);
+}
+END_TEST
+
+START_TEST(test_cache_dir_default) {
+  char buf[512];
+  unsetenv("KILN_CACHE_DIR");
+  setenv("XDG_CACHE_HOME", "/x/y", 1);
+  cuda_cache_dir(buf, sizeof buf);
+  ck_assert_str_eq(buf, "/x/y/kiln");
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", "/h", 1);
+  cuda_cache_dir(buf, sizeof buf);
+  ck_assert_str_eq(buf, "/h/.cache/kiln");
+}
+END_TEST
+
+START_TEST(test_arch_choice) {
+  char buf[32];
+  unsetenv("KILN_CUDA_ARCH");
+  ck_assert_str_eq(cuda_arch(0, buf), "sm_90");
+  ck_assert_str_eq(cuda_arch(86, buf), "sm_86");
+  setenv("KILN_CUDA_ARCH", "sm_80", 1);
+  ck_assert_str_eq(cuda_arch(90, buf), "sm_80");
+  unsetenv("KILN_CUDA_ARCH");
+}
+END_TEST
+
+START_TEST(test_compile_error_has_log) {
+  ir_str bin = {0};
+  char *err = NULL;
+  ck_assert(!cuda_compile("extern \"C\" __global__ void f() { undeclared_thing(); }", "sm_90", &bin, NULL, &err));
+  ck_assert_ptr_nonnull(strstr(err, "undeclared_thing"));
+  free(err);
+}
+END_TEST
+
+START_TEST(test_gemm_refused) {
+  kernel *k = k_new();
+  int o = k_param(k, KILN_F32, true, 4);
+  int a = k_param(k, KILN_F32, false, 4), b = k_param(k, KILN_F32, false, 4);
+  int acc = k_acc(k);
+  kstmt *g = ks_gemm(k, acc, KILN_F32, 2, 2, 2);
+  g->gemm.a_buf = a;
+  g->gemm.b_buf = b;
+  g->gemm.a_off = g->gemm.b_off = kx_int(k, KILN_I64, 0);
+  g->gemm.a_si = 2, g->gemm.a_sk = 1, g->gemm.b_sk = 2, g->gemm.b_sn = 1;
+  kexpr *idx = kx_iadd(k, kx_imul(k, kx_var(k, g->var), kx_int(k, KILN_I64, 2)), kx_var(k, g->gemm.var_j));
+  g->body = ks_store(k, o, idx, kx_acc(k, acc, KILN_F32));
+  k->body = g;
+  ir_str src = {0};
+  cuda_launch l;
+  char *err = NULL;
+  ck_assert(!cuda_emit(k, &src, &l, &err));
+  ck_assert_ptr_nonnull(strstr(err, "cuBLAS"));
+  free(err);
+  ir_str_free(&src);
+  k_free(k);
+}
+END_TEST
+
+static Suite *cuda_codegen_suite(void) {
+  Suite *s = suite_create("cuda_codegen");
+  TCase *tc = tu_tcase(s, "nvrtc");
+  tcase_add_loop_test(tc, test_compile_all_cases, 0, (int)(sizeof archs / sizeof *archs));
+  tcase_add_test(tc, test_arch_choice);
+  tcase_add_test(tc, test_compile_error_has_log);
+  tcase_add_test(tc, test_gemm_refused);
+  tc = tu_tcase(s, "cache");
+  tcase_add_checked_fixture(tc, cache_setup, cache_teardown);
+  tcase_add_test(tc, test_cache_hit);
+  tcase_add_loop_test(tc, test_cache_damaged_entry, 0, 3);
+  tcase_add_test(tc, test_cache_unusable_dir);
+  tcase_add_test(tc, test_cache_dir_default);
+  return s;
+}
+
+KILN_TEST_MAIN(cuda_codegen_suite)
