@@ -13,6 +13,7 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 demo: build
 	./$(BUILD)/examples/demo
+	./$(BUILD)/examples/fundamentals
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 # The JSON becomes a small table (bench/speedups.awk) that gnuplot draws as a

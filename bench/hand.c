@@ -60,3 +60,26 @@ void hand_w1(float *out, const float *a, const float *b, const float *c, int64_t
   w1_args w = {out, a, b, c};
   hand_parallel_for(threads, n, w1_body, &w);
 }
+
+typedef struct {
+  float *c;
+  const float *b;
+  int64_t n;
+} gelu_args;
+
+static void gelu_body(void *ctx, int64_t lo, int64_t hi) {
+  const gelu_args *w = ctx;
+  const float *restrict b = w->b;
+  for (int64_t i = lo; i < hi; i++) {
+    float *restrict c = w->c + i * w->n;
+    for (int64_t j = 0; j < w->n; j++) {
+      float x = c[j] + b[j];
+      c[j] = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    }
+  }
+}
+
+void hand_bias_gelu(float *c, const float *b, int64_t m, int64_t n, int threads) {
+  gelu_args w = {c, b, n};
+  hand_parallel_for(threads, m, gelu_body, &w);
+}

@@ -14,4 +14,8 @@ void hand_parallel_for(int threads, int64_t n, void (*body)(void *ctx, int64_t l
 /* W1: out[i] = relu(a[i]*b[i] + c[i]) * sigmoid(a[i]). */
 void hand_w1(float *out, const float *a, const float *b, const float *c, int64_t n, int threads);
 
+/* W4's epilogue after an sgemm: c[i*n + j] = gelu(c[i*n + j] + b[j]), rows
+ * split across threads. */
+void hand_bias_gelu(float *c, const float *b, int64_t m, int64_t n, int threads);
+
 #endif

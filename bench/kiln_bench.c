@@ -6,6 +6,10 @@
 
 #include "hand.h"
 
+#ifdef KILN_BENCH_OPENBLAS
+#include <cblas.h>
+#endif
+
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -39,6 +43,8 @@ typedef struct {
   const float *(*expected)(void *st, int64_t *n);  /* the reference result */
   void (*teardown)(void *st);
   impl impls[MAX_IMPLS];                   /* ends at the first without a name */
+  double flops;                            /* ideal FLOPs per run; 0: no GFLOP/s */
+  double tol;                              /* largest relative difference; 0: MISMATCH_TOL */
 } workload;
 
 static int bench_threads;  /* kiln's pool and the hand loops use this many */
@@ -155,15 +161,105 @@ static void w8_teardown(void *p) {
   free(s);
 }
 
+#ifdef KILN_BENCH_OPENBLAS
+/* ---- W7: matmul n^3 f32; W4: gelu(x @ W^T + b) -------------------------- *
+ * OpenBLAS's cblas_sgemm is the comparison point and gives the expected
+ * results (kiln's differ by the order of f32 sums, hence each row's tol). */
+
+typedef struct {
+  int64_t m, n, k;
+  bool linear;                   /* W4: x @ W^T, then bias and gelu */
+  float *a, *b, *bias, *want, *out;
+  kiln_tensor *ta, *tb, *tbias;
+} mm_state;
+
+static void mm_teardown(void *p) {
+  mm_state *s = p;
+  kiln_release(s->ta);
+  kiln_release(s->tb);
+  kiln_release(s->tbias);
+  free(s->a);
+  free(s->b);
+  free(s->bias);
+  free(s->want);
+  free(s->out);
+  free(s);
+}
+
+/* out = a @ b (W7) or gelu(a @ b^T + bias) (W4: the sgemm, then the fused
+ * C epilogue). */
+static void mm_blas(mm_state *s, float *out, int threads) {
+  openblas_set_num_threads(threads);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, s->linear ? CblasTrans : CblasNoTrans, (int)s->m, (int)s->n,
+              (int)s->k, 1.0f, s->a, (int)s->k, s->b, s->linear ? (int)s->k : (int)s->n, 0.0f, out, (int)s->n);
+  if (s->linear) hand_bias_gelu(out, s->bias, s->m, s->n, threads);
+}
+
+static void mm_native(void *p, int threads) {
+  mm_state *s = p;
+  mm_blas(s, s->out, threads);
+}
+
+static void *mm_setup(int64_t m, int64_t n, int64_t k, bool linear) {
+  mm_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  *s = (mm_state){.m = m, .n = n, .k = k, .linear = linear};
+  s->a = random_floats(m * k, 5);
+  s->b = random_floats(k * n, 6);
+  s->bias = random_floats(n, 7);
+  s->want = random_floats(m * n, 8);
+  s->out = random_floats(m * n, 9);
+  if (!s->a || !s->b || !s->bias || !s->want || !s->out) {
+    mm_teardown(s);
+    return NULL;
+  }
+  s->ta = kiln_from_buffer(s->a, KILN_F32, KILN_SHAPE(m, k));
+  s->tb = linear ? kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(n, k)) : kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(k, n));
+  s->tbias = kiln_from_buffer(s->bias, KILN_F32, KILN_SHAPE(n));
+  mm_blas(s, s->want, bench_threads);
+  return s;
+}
+
+static void *w7_1024_setup(void) { return mm_setup(1024, 1024, 1024, false); }
+static void *w7_2048_setup(void) { return mm_setup(2048, 2048, 2048, false); }
+static void *w4_setup(void) { return mm_setup(4096, 1024, 1024, true); }
+
+static kiln_tensor *mm_build(void *p) {
+  mm_state *s = p;
+  if (s->linear) return kiln_gelu(kiln_linear(s->ta, s->tb, s->tbias));
+  return kiln_matmul(s->ta, s->tb);
+}
+
+static const float *mm_expected(void *p, int64_t *n) {
+  mm_state *s = p;
+  *n = s->m * s->n;
+  return s->want;
+}
+
+#define MM_ROWS(n) 2.0 * (n) * (n) * (n), 1e-3
+#define OPENBLAS_IMPL(name) {name, 0, mm_native}
+#endif
+
 /* The first workload's first kiln row is the first compile of the process:
  * keep W1 first so its kiln-compile row is a cold compile. */
 static const workload workloads[] = {
   {"W1", "relu(a*b + c) * sigmoid(a), a b c f32[16M]", 16.0 * (double)W1_N, 0,
    w1_setup, w1_build, w1_expected, w1_teardown,
-   {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w1_hand}}},
+   {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w1_hand}}, 0, 0},
   {"W8", "a + b on f32[16], kernel cached: per-realize dispatch", 0, 10000,
    w8_setup, w8_build, w8_expected, w8_teardown,
-   {KILN_FUSED}},
+   {KILN_FUSED}, 0, 0},
+#ifdef KILN_BENCH_OPENBLAS
+  {"W4", "gelu(x @ W^T + b), x f32[4096,1024], W f32[1024,1024]", 0, 0,
+   w4_setup, mm_build, mm_expected, mm_teardown,
+   {KILN_FUSED, KILN_EAGER, OPENBLAS_IMPL("c-hand")}, 2.0 * 4096 * 1024 * 1024, 1e-3},
+  {"W7-1024", "matmul f32[1024,1024] @ f32[1024,1024]", 0, 0,
+   w7_1024_setup, mm_build, mm_expected, mm_teardown,
+   {KILN_FUSED, OPENBLAS_IMPL("openblas")}, MM_ROWS(1024)},
+  {"W7-2048", "matmul f32[2048,2048] @ f32[2048,2048]", 0, 0,
+   w7_2048_setup, mm_build, mm_expected, mm_teardown,
+   {KILN_FUSED, OPENBLAS_IMPL("openblas")}, MM_ROWS(2048)},
+#endif
 };
 #define NUM_WORKLOADS ((int)(sizeof workloads / sizeof workloads[0]))
 
@@ -174,6 +270,7 @@ typedef struct {
   int threads;
   double median_ms, min_ms, max_ms;
   double gbps;        /* NAN: not meaningful */
+  double gflops;      /* NAN: not meaningful */
   int64_t kernels;    /* -1: not a kiln row */
 } result;
 
@@ -203,6 +300,7 @@ static void print_row(const result *r) {
   if (!isnan(r->gbps)) snprintf(gbps, sizeof gbps, "%.1f", r->gbps);
   if (r->kernels >= 0) snprintf(kernels, sizeof kernels, "%lld", (long long)r->kernels);
   if (r->median_ms < 1.0) snprintf(us, sizeof us, "  (%.2f us)", r->median_ms * 1e3);
+  if (!isnan(r->gflops)) snprintf(us, sizeof us, "  (%.1f GFLOP/s)", r->gflops);
   printf("%-8s %-13s %7d %11.4f %11.4f %11.4f %8s %7s%s\n", r->workload, r->impl,
          r->threads, r->median_ms, r->min_ms, r->max_ms, gbps, kernels, us);
   fflush(stdout);
@@ -236,7 +334,7 @@ static void check_result(const workload *w, const impl *im, void *st, kiln_tenso
     return;
   }
   double err = max_rel_err(got, want, n);
-  if (!(err < MISMATCH_TOL)) {
+  if (!(err < (w->tol > 0 ? w->tol : MISMATCH_TOL))) {
     printf("MISMATCH %s %s: max relative difference %g\n", w->name, im->name, err);
     failed = 1;
   }
@@ -279,7 +377,7 @@ static double native_run(const impl *im, void *st) {
  * time; it includes the runtime's start-up on the process's first kernel. */
 static void add_compile_row(const workload *w, kiln_sample warm, double median) {
   double ms = fmax(0.0, warm.ms - median);
-  add_result((result){w->name, "kiln-compile", bench_threads, ms, ms, ms, NAN, warm.compiles});
+  add_result((result){w->name, "kiln-compile", bench_threads, ms, ms, ms, NAN, NAN, warm.compiles});
 }
 
 /* Adds the row of a finished set of timed runs; returns the median. */
@@ -287,7 +385,8 @@ static double add_timed_row(const workload *w, const impl *im, double *ms, int r
                             int64_t kernels) {
   double med = median_of(ms, runs);
   double gbps = w->bytes > 0 ? w->bytes / (med * 1e-3) / 1e9 : NAN;
-  add_result((result){w->name, im->name, bench_threads, med, ms[0], ms[runs - 1], gbps, kernels});
+  double gflops = w->flops > 0 ? w->flops / (med * 1e-3) / 1e9 : NAN;
+  add_result((result){w->name, im->name, bench_threads, med, ms[0], ms[runs - 1], gbps, gflops, kernels});
   return med;
 }
 
@@ -397,6 +496,8 @@ static void json_result(FILE *f, const result *r) {
   json_number(f, r->kernels >= 0 ? (double)r->kernels : NAN);
   fputs(", \"gbps\": ", f);
   json_number(f, r->gbps);
+  fputs(", \"gflops\": ", f);
+  json_number(f, r->gflops);
   fputs("}", f);
 }
 
@@ -490,7 +591,21 @@ static void set_threads(void) {
   setenv("KILN_NUM_THREADS", buf, 1);
 }
 
+#ifdef KILN_BENCH_OPENBLAS
+/* OpenBLAS picks its kernel when it loads, before main, and its default on
+ * this CPU is an old generic one (TOOLCHAIN.md): on an AVX-512 CPU run again
+ * with OPENBLAS_CORETYPE=SkylakeX, unless the user chose a core type. */
+static void openblas_coretype(char **argv) {
+  if (getenv("OPENBLAS_CORETYPE") || !__builtin_cpu_supports("avx512f")) return;
+  setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+  execv("/proc/self/exe", argv);  /* returns only on failure: the default kernel then */
+}
+#endif
+
 int main(int argc, char **argv) {
+#ifdef KILN_BENCH_OPENBLAS
+  openblas_coretype(argv);
+#endif
   options o = {.runs = 7};
   for (int i = 0; i < NUM_WORKLOADS; i++) o.chosen[i] = true;
   if (parse_args(argc, argv, &o)) {

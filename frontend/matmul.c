@@ -8,22 +8,12 @@
 #include <string.h>
 
 /* ---- checks ------------------------------------------------------------- */
-/* The C++ type names PyTorch's dtype message uses ("float != double"). */
-static const char *torch_type_name(kiln_dtype d) {
-  static const char *names[KILN_NUM_DTYPES] = {
-      [KILN_BOOL] = "bool",       [KILN_U8] = "unsigned char", [KILN_I8] = "signed char",
-      [KILN_I16] = "short int",   [KILN_I32] = "int",          [KILN_I64] = "long int",
-      [KILN_F16] = "c10::Half",   [KILN_BF16] = "c10::BFloat16", [KILN_F32] = "float",
-      [KILN_F64] = "double"};
-  return names[d];
-}
-
 /* One floating dtype for both operands: kiln multiplies float matrices only
  * (PyTorch's CPU integer matmul is out of scope). */
 static ir_node *check_dtypes(const char *f, int l, const char *name, const ir_node *a, const ir_node *b) {
   if (a->dtype != b->dtype)
     return fe_error(KILN_ERR_DTYPE, f, l, "%s: expected m1 and m2 to have the same dtype, but got: %s != %s", name,
-                    torch_type_name(a->dtype), torch_type_name(b->dtype));
+                    ir_dtypes[a->dtype].name, ir_dtypes[b->dtype].name);
   if (ir_is_float(a->dtype)) return NULL;
   ir_str s = {0};
   fe_describe(&s, a);
@@ -134,8 +124,8 @@ static ir_node *product(const char *f, int l, const char *name, ir_node *a, ir_n
     snprintf(why, sizeof why, "cannot be multiplied (%lld != %lld)", (long long)ka, (long long)kb);
     return shape_error(f, l, name, a, b, why);
   }
-  ir_node *a2 = a->ndim == 1 ? kiln_unsqueeze_at(f, l, a, 0) : kiln_retain(a);
-  ir_node *b2 = b->ndim == 1 ? kiln_unsqueeze_at(f, l, b, 1) : kiln_retain(b);
+  ir_node *a2 = a->ndim == 1 ? kiln_unsqueeze_at(f, l, a, 0) : fe_register(kiln_retain(a));
+  ir_node *b2 = b->ndim == 1 ? kiln_unsqueeze_at(f, l, b, 1) : fe_register(kiln_retain(b));
   int nb;
   int64_t batch[KILN_MAX_DIMS];
   ir_node *r = batch_shape(a2, b2, &nb, batch)
@@ -190,7 +180,7 @@ kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w
   if (e || (b && (e = check_bias(f, l, x, w, b)))) return e;
   if (w->ndim != 1 && w->ndim != 2)
     return shape_error(f, l, "linear", x, w, "cannot be multiplied (the weight must be 1-D or 2-D)");
-  ir_node *wt = w->ndim == 2 ? kiln_transpose_at(f, l, w, 0, 1) : kiln_retain(w);
+  ir_node *wt = w->ndim == 2 ? kiln_transpose_at(f, l, w, 0, 1) : fe_register(kiln_retain(w));
   ir_node *r = product(f, l, "linear", x, wt);
   kiln_release(wt);
   if (b && r->status == KILN_OK) r = replace(r, kiln_add_at(f, l, r, b));

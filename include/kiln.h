@@ -73,6 +73,18 @@ typedef struct {
 kiln_stats_t kiln_stats(void);
 void kiln_reset_stats(void);
 
+/* Memory kiln holds on a device: bytes in live tensors, plus freed blocks
+ * kept for reuse (reserved), and the highest live figure since the last
+ * kiln_reset_peak_memory. KILN_ERR_DEVICE (with a message) for a device
+ * without kiln memory, e.g. CUDA here. */
+typedef struct {
+  uint64_t allocated_bytes;
+  uint64_t reserved_bytes;
+  uint64_t peak_bytes;
+} kiln_memory_stats_t;
+kiln_status kiln_memory_stats(kiln_device dev, kiln_memory_stats_t *out);
+void kiln_reset_peak_memory(void);
+
 /* ---- lifetimes ----------------------------------------------------------- */
 void kiln_scope_begin(void);
 void kiln_scope_end(void);

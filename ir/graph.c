@@ -134,6 +134,25 @@ void ir_node_set_buffer(ir_node *n, rt_buffer *buf) {
   }
 }
 
+void ir_node_set_src(ir_node *n, int slot, ir_node *src) {
+  ir_node_retain(src);
+  ir_node_release(n->src[slot]);
+  n->src[slot] = src;
+}
+
+void ir_node_set_const(ir_node *n, double value) {
+  ir_node_set_buffer(n, NULL);   /* drops the sources */
+  n->op = IR_CONST;
+  n->attr.value = value;
+}
+
+void ir_node_set_view(ir_node *n, const ir_node *of, const int64_t *strides, int64_t offset) {
+  rt_buffer_retain(of->buf);
+  ir_node_set_buffer(n, of->buf);
+  memcpy(n->strides, strides, sizeof(int64_t) * (size_t)n->ndim);
+  n->offset = offset;
+}
+
 /* ---- a pointer -> int map (open addressing), so walks leave scratch alone - */
 typedef struct { const ir_node **keys; int *vals; size_t cap, n; } node_map;
 

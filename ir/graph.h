@@ -70,6 +70,13 @@ void ir_node_retain(ir_node *n);
 void ir_node_release(ir_node *n);   /* iterative: long chains never recurse */
 /* Turns n into a BUFFER over buf (contiguous) and drops its sources. */
 void ir_node_set_buffer(ir_node *n, rt_buffer *buf);
+/* Rewrites: n's source slot now reads src; n becomes a constant. Both keep
+ * n's value (the passes that call them prove it). */
+void ir_node_set_src(ir_node *n, int slot, ir_node *src);
+void ir_node_set_const(ir_node *n, double value);
+/* Turns n into a BUFFER sharing of's storage through strides and offset
+ * (elements): a zero-copy view. */
+void ir_node_set_view(ir_node *n, const ir_node *of, const int64_t *strides, int64_t offset);
 bool ir_node_is_contiguous(const ir_node *n);
 void ir_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 

@@ -33,6 +33,7 @@ enum { HAS_REDUCE = 1, HAS_CONTRACT = 2 };
 typedef struct {
   int *parent;          /* union-find over group ids */
   unsigned char *kinds; /* per group root: HAS_REDUCE | HAS_CONTRACT */
+  bool merge;           /* groups may merge (off: KILN_PASSES=-fuse) */
   int *first_user;      /* consumer lists: topo index of the first user */
   int *next_user;       /* per (node, source slot) link: index 3*i + slot */
 } fuse_ctx;
@@ -43,6 +44,13 @@ static int uf_find(int *parent, int x) {
 }
 
 static bool inlined_source(const ir_node *n) { return ir_op_has(n->op, IR_SRC) && n->op != IR_BUFFER; }
+
+/* Sources and views of sources or buffers cost only index arithmetic: they
+ * belong to no kernel and are emitted wherever they are read. */
+static bool free_node(const ir_node *n) {
+  while (ir_op_has(n->op, IR_MOVE)) n = n->src[0];
+  return n->op == IR_BUFFER || inlined_source(n);
+}
 
 static bool is_target(const pass_graph *g, const ir_node *n) {
   for (int t = 0; t < g->ntargets; t++)
@@ -72,27 +80,12 @@ static bool trailing_broadcast(const ir_node *n) {
   return true;
 }
 
-/* Views a GEMM reads in place (ir/ops.def affine movement ops): the first
- * node under them, or NULL when a view in the chain is not affine. */
+/* Views a GEMM reads in place (view.c): the first node under them, or NULL
+ * when a view in the chain is not a strided view of its source. */
 static ir_node *strided_leaf(ir_node *n) {
-  for (;;) {
-    switch (n->op) {
-    case IR_PERMUTE: case IR_EXPAND: case IR_SLICE: case IR_SELECT: case IR_FLIP: n = n->src[0]; break;
-    case IR_RESHAPE: {
-      const ir_node *s = n->src[0];
-      if (ir_numel(n->ndim, n->shape) != ir_numel(s->ndim, s->shape)) return NULL;
-      int a = 0, b = 0;  /* only size-1 dims may come or go */
-      for (; a < n->ndim || b < s->ndim; a++, b++) {
-        while (a < n->ndim && n->shape[a] == 1) a++;
-        while (b < s->ndim && s->shape[b] == 1) b++;
-        if ((a < n->ndim) != (b < s->ndim) || (a < n->ndim && n->shape[a] != s->shape[b])) return NULL;
-      }
-      n = n->src[0];
-      break;
-    }
-    default: return ir_op_has(n->op, IR_MOVE) ? NULL : n;
-    }
-  }
+  for (; ir_op_has(n->op, IR_MOVE); n = n->src[0])
+    if (!pass_view_affine(n)) return NULL;
+  return n;
 }
 
 /* First-pass materialization: targets, computing nodes broadcast along a
@@ -106,7 +99,7 @@ static void mark_forced(pass_graph *g, bool merge, bool *mat) {
     if (!merge && (ir_op_has(n->op, IR_EW) || node_kind(n))) mat[i] = true;
     if (n->op == IR_EXPAND) {
       ir_node *s = n->src[0];
-      if (s->op != IR_BUFFER && !inlined_source(s) && !trailing_broadcast(n)) mat[s->scratch] = true;
+      if (!free_node(s) && !trailing_broadcast(n)) mat[s->scratch] = true;
     }
     for (int k = 0; n->op == IR_MATMUL && k < 2; k++) {
       ir_node *leaf = strided_leaf(n->src[k]);
@@ -147,7 +140,7 @@ static int place(pass_graph *g, fuse_ctx *c, int i, int *group, int *ngroups, bo
     int r = uf_find(c->parent, group[u / 3]);
     if (root < 0) root = r;
     else if (r != root) {
-      if (mergeable(g, c, r, root)) {
+      if (c->merge && mergeable(g, c, r, root)) {
         c->parent[r] = root;
         c->kinds[root] |= c->kinds[r];
       } else {
@@ -156,6 +149,10 @@ static int place(pass_graph *g, fuse_ctx *c, int i, int *group, int *ngroups, bo
     }
   }
   unsigned kind = node_kind(g->topo[i]);
+  /* a GEMM's epilogue reads its value at the GEMM's own (i, j): only
+   * elementwise users keep that index */
+  for (int u = c->first_user[i]; kind == HAS_CONTRACT && u >= 0; u = c->next_user[u])
+    if (!ir_op_has(g->topo[u / 3]->op, IR_EW)) conflict = true;
   if (root >= 0 && !conflict && fits(g, c, root, kind, g->topo[i])) {
     c->kinds[root] |= (unsigned char)kind;
     return root;
@@ -210,8 +207,8 @@ void pass_fuse(pass_graph *g, bool merge) {
   for (int i = 0; i < n; i++) g->topo[i]->scratch = i;
   bool *mat = calloc((size_t)n + 1, sizeof *mat);
   int *group = calloc((size_t)n + 1, sizeof *group);
-  fuse_ctx c = {calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, 1), calloc((size_t)n + 1, sizeof(int)),
-                calloc(3 * (size_t)n + 3, sizeof(int))};
+  fuse_ctx c = {calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, 1), merge,
+                calloc((size_t)n + 1, sizeof(int)), calloc(3 * (size_t)n + 3, sizeof(int))};
   g->groups = ir_arena_alloc(g->arena, sizeof(pass_group) * (size_t)(n + 1));
   IR_ASSERT(mat && group && c.parent && c.kinds && c.first_user && c.next_user);
   build_users(g, &c);
@@ -220,7 +217,7 @@ void pass_fuse(pass_graph *g, bool merge) {
   for (int i = n - 1; i >= 0; i--) {
     ir_node *nd = g->topo[i];
     group[i] = -1;
-    if (nd->op == IR_BUFFER || (inlined_source(nd) && !mat[i])) continue;
+    if (nd->op == IR_BUFFER || (free_node(nd) && !mat[i])) continue;
     if (mat[i]) {
       group[i] = new_group(g, &c, i, &ngroups);
     } else {

@@ -540,36 +540,24 @@ static void loop_nest(lower_ctx *c, const pass_group *pg, int n, kexpr **idx) {
   }
 }
 
-/* The strided view a GEMM reads for operand n (fuse.c's strided_leaf chain):
- * strides and offset in elements of the loaded node it returns. */
+/* The strided view a GEMM reads for operand n (fuse.c materialized every
+ * operand that is not one): strides and offset in elements of the loaded
+ * node it returns. */
 static ir_node *gemm_view(lower_ctx *c, ir_node *n, int64_t *st, int64_t *off) {
   int i = n->scratch;
-  if (n->op == IR_BUFFER || (c->g->materialized[i] && c->g->group_of[i] != c->gi)) {
-    if (n->op == IR_BUFFER) memcpy(st, n->strides, sizeof(int64_t) * (size_t)n->ndim), *off = n->offset;
-    else ir_contiguous_strides(n->ndim, n->shape, st), *off = 0;
+  if (n->op == IR_BUFFER) {
+    memcpy(st, n->strides, sizeof(int64_t) * (size_t)n->ndim);
+    *off = n->offset;
+    return n;
+  }
+  if (c->g->materialized[i] && c->g->group_of[i] != c->gi) {
+    ir_contiguous_strides(n->ndim, n->shape, st);
+    *off = 0;
     return n;
   }
   int64_t s[KILN_MAX_DIMS];
-  const ir_node *src = n->src[0];
   ir_node *leaf = gemm_view(c, n->src[0], s, off);
-  int o = n->ndim - src->ndim;
-  for (int d = 0, j = 0; d < n->ndim; d++) {
-    switch (n->op) {
-    case IR_PERMUTE: st[d] = s[n->attr.perm[d]]; break;
-    case IR_EXPAND: st[d] = d < o || (src->shape[d - o] == 1 && n->shape[d] != 1) ? 0 : s[d - o]; break;
-    case IR_FLIP:
-      st[d] = n->attr.flip_mask >> d & 1 ? -s[d] : s[d];
-      if (n->attr.flip_mask >> d & 1) *off += (n->shape[d] - 1) * s[d];
-      break;
-    case IR_SLICE: st[d] = d == n->attr.dim ? s[d] * n->attr.stride : s[d]; break;
-    case IR_SELECT: st[d] = s[d < n->attr.dim ? d : d + 1]; break;
-    default:  /* RESHAPE that only adds or drops size-1 dims */
-      while (j < src->ndim && src->shape[j] == 1) j++;
-      st[d] = n->shape[d] == 1 ? 0 : s[j++];
-    }
-  }
-  if (n->op == IR_SLICE) *off += n->attr.index * s[n->attr.dim];
-  if (n->op == IR_SELECT) *off += n->attr.index * s[n->attr.dim];
+  IR_ASSERT(pass_view_strides(n, s, st, off));
   return leaf;
 }
 

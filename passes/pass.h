@@ -32,13 +32,24 @@ typedef struct {
   int ngroups;
   pass_group *groups;
   int *order;           /* schedule: group indices in launch order */
+  int *last_use;        /* schedule: per node, the launch position of the last
+                           kernel that loads it (-1: none); after it, its
+                           buffer is dead unless a target or held by the user */
   ir_arena *arena;      /* owns groups and order */
 } pass_graph;
 
 kiln_status pass_verify(pass_graph *g);
+void pass_simplify(pass_graph *g);
+void pass_cse(pass_graph *g);
+void pass_fold_views(pass_graph *g);
+/* view.c: the strided-view algebra of movement ops. pass_view_strides gives
+ * n's strides and (in *off, updated) offset from its source's strides s;
+ * false when n is not a strided view of its source. */
+bool pass_view_affine(const ir_node *n);
+bool pass_view_strides(const ir_node *n, const int64_t *s, int64_t *strides, int64_t *off);
 /* merge=false (KILN_PASSES=-fuse) gives one kernel per computing node. */
 void pass_fuse(pass_graph *g, bool merge);
-void pass_schedule(pass_graph *g);
+bool pass_schedule(pass_graph *g);
 /* Lowers group gi to a fresh kernel; *inputs receives the nodes bound to the
  * kernel's input parameters in param order (outputs come first: params
  * 0..nout-1; a param marked args is bound to k->args instead). */

@@ -1,9 +1,11 @@
 /* pipeline.c: the one list of passes, in order, each with a dump hook and a
  * name that KILN_PASSES can switch off (QBE's func(), Halide's lower_impl).
- * Graph: verify -> fuse -> schedule. Kernel: lower. */
+ * Graph: verify -> simplify -> cse -> fold_views -> dce -> fuse -> schedule.
+ * Kernel: lower. */
 #include "pass.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -13,11 +15,36 @@ typedef struct {
 } graph_pass;
 
 static kiln_status run_verify(pass_graph *g, bool on) { return on ? pass_verify(g) : KILN_OK; }
+static kiln_status run_simplify(pass_graph *g, bool on) { if (on) pass_simplify(g); return KILN_OK; }
+static kiln_status run_cse(pass_graph *g, bool on) { if (on) pass_cse(g); return KILN_OK; }
+static kiln_status run_fold_views(pass_graph *g, bool on) { if (on) pass_fold_views(g); return KILN_OK; }
 static kiln_status run_fuse(pass_graph *g, bool on) { pass_fuse(g, on); return KILN_OK; }
-static kiln_status run_schedule(pass_graph *g, bool on) { (void)on; pass_schedule(g); return KILN_OK; }
+
+/* dce: the nodes the rewrites above left unreachable from the targets are
+ * dropped by collecting the graph again. */
+static kiln_status run_dce(pass_graph *g, bool on) {
+  if (!on) return KILN_OK;
+  free(g->topo);
+  g->n = ir_graph_collect(g->ntargets, g->targets, &g->topo);
+  return KILN_OK;
+}
+/* Merging two kernels that share a node can make each wait on the other
+ * through a third; then the graph is partitioned again without merging,
+ * which always gives an order (each kernel holds one computing node). */
+static kiln_status run_schedule(pass_graph *g, bool on) {
+  (void)on;
+  if (pass_schedule(g)) return KILN_OK;
+  pass_fuse(g, false);
+  IR_ASSERT(pass_schedule(g));
+  return KILN_OK;
+}
 
 static const graph_pass graph_passes[] = {
   {"verify", true, run_verify},
+  {"simplify", true, run_simplify},
+  {"cse", true, run_cse},
+  {"fold_views", true, run_fold_views},
+  {"dce", true, run_dce},
   {"fuse", true, run_fuse},
   {"schedule", false, run_schedule},
 };

@@ -1,6 +1,9 @@
 /* schedule.c: orders kernel groups so that each runs after the groups whose
- * outputs it loads (Kahn's algorithm over the group dependency graph).
- * Needs fuse's group_of/materialized; ensures g->order is a launch order. */
+ * outputs it loads (Kahn's algorithm over the group dependency graph), and
+ * computes when each intermediate is read for the last time, so the runtime
+ * can hand its buffer back to the allocator for the next kernels' outputs.
+ * Needs fuse's group_of/materialized; ensures g->order is a launch order and
+ * g->last_use, or returns false when merged groups wait on each other. */
 #include "pass.h"
 
 #include <stdlib.h>
@@ -14,7 +17,22 @@ static int cross_edge(pass_graph *g, int i, int s) {
   return u >= 0 && g->materialized[j] && h != u ? h : -1;
 }
 
-void pass_schedule(pass_graph *g) {
+/* Liveness of materialized intermediates: the last launch that reads each. */
+static void last_uses(pass_graph *g) {
+  int *pos = calloc((size_t)g->ngroups + 1, sizeof(int));
+  IR_ASSERT(pos);
+  for (int k = 0; k < g->ngroups; k++) pos[g->order[k]] = k;
+  g->last_use = ir_arena_alloc(g->arena, sizeof(int) * (size_t)(g->n + 1));
+  for (int i = 0; i < g->n; i++) g->last_use[i] = -1;
+  for (int i = 0; i < g->n; i++)
+    for (int s = 0; s < g->topo[i]->nsrc; s++) {
+      int h = cross_edge(g, i, s), j = g->topo[i]->src[s]->scratch;
+      if (h >= 0 && pos[g->group_of[i]] > g->last_use[j]) g->last_use[j] = pos[g->group_of[i]];
+    }
+  free(pos);
+}
+
+bool pass_schedule(pass_graph *g) {
   int ng = g->ngroups;
   int *indeg = calloc((size_t)ng + 1, sizeof(int));
   int *start = calloc((size_t)ng + 2, sizeof(int));   /* CSR: waiters of each group */
@@ -42,12 +60,16 @@ void pass_schedule(pass_graph *g) {
     for (int e = start[h]; e < start[h + 1]; e++)
       if (--indeg[waiter[e]] == 0) queue[tail++] = waiter[e];
   }
-  IR_ASSERT(tail == ng);  /* a cycle would be a fuse bug */
-  g->order = ir_arena_alloc(g->arena, sizeof(int) * (size_t)(ng + 1));
-  for (int k = 0; k < ng; k++) g->order[k] = queue[k];
+  bool acyclic = tail == ng;
+  if (acyclic) {
+    g->order = ir_arena_alloc(g->arena, sizeof(int) * (size_t)(ng + 1));
+    for (int k = 0; k < ng; k++) g->order[k] = queue[k];
+    last_uses(g);
+  }
   free(indeg);
   free(start);
   free(waiter);
   free(queue);
   free(fill);
+  return acyclic;
 }

@@ -153,6 +153,12 @@ void rt_buffer_release(rt_buffer *pub) {
   free(b);
 }
 
+void rt_buffer_reset_peak(void) {
+  pthread_mutex_lock(&cache.lock);
+  cache.stats.peak_bytes = cache.stats.live_bytes;
+  pthread_mutex_unlock(&cache.lock);
+}
+
 rt_alloc_stats rt_buffer_stats(void) {
   pthread_mutex_lock(&cache.lock);
   rt_alloc_stats s = cache.stats;

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* Graph nodes are not thread safe; one realize runs at a time. */
@@ -69,7 +70,52 @@ static void debug_line(const kernel *k, double ms, bool hit) {
           ms > 0 ? gb / (ms / 1e3) : 0.0, hit ? "cached" : "compiled");
 }
 
-static kiln_status run_group(pass_graph *g, int gi, const pass_config *cfg, ir_node **inputs) {
+/* Buffer liveness during one realize: a materialized intermediate whose last
+ * reader has run, and that nobody outside this realize holds, gives its
+ * buffer back to the allocator, where the next kernel's output picks it up:
+ * a chain's peak memory is its widest point, not its sum. */
+typedef struct {
+  int *src_refs;        /* per node: references from pending nodes of this realize */
+  int *dead_start;      /* nodes dying after launch k: dead[dead_start[k] .. dead_start[k+1]) */
+  int *dead;
+} liveness;
+
+static void liveness_init(liveness *lv, const pass_graph *g) {
+  lv->src_refs = calloc((size_t)g->n + 1, sizeof(int));
+  lv->dead_start = calloc((size_t)g->ngroups + 2, sizeof(int));
+  lv->dead = calloc((size_t)g->n + 1, sizeof(int));
+  IR_ASSERT(lv->src_refs && lv->dead_start && lv->dead);
+  for (int i = 0; i < g->n; i++) {
+    for (int s = 0; s < g->topo[i]->nsrc; s++) lv->src_refs[g->topo[i]->src[s]->scratch]++;
+    if (g->last_use[i] >= 0) lv->dead_start[g->last_use[i] + 1]++;
+  }
+  for (int k = 0; k < g->ngroups; k++) lv->dead_start[k + 1] += lv->dead_start[k];
+  int *fill = calloc((size_t)g->ngroups + 1, sizeof(int));
+  IR_ASSERT(fill);
+  for (int i = 0; i < g->n; i++)
+    if (g->last_use[i] >= 0) lv->dead[lv->dead_start[g->last_use[i]] + fill[g->last_use[i]]++] = i;
+  free(fill);
+}
+
+static void liveness_free(liveness *lv) {
+  free(lv->src_refs);
+  free(lv->dead_start);
+  free(lv->dead);
+}
+
+/* refs beyond this realize's own hold and its pending nodes' sources belong
+ * to the user (a handle): such a buffer must stay. */
+static void free_dead(const pass_graph *g, const liveness *lv, int pos) {
+  for (int e = lv->dead_start[pos]; e < lv->dead_start[pos + 1]; e++) {
+    ir_node *n = g->topo[lv->dead[e]];
+    if (n->buf && n->refs - 1 - lv->src_refs[lv->dead[e]] == 0) {
+      rt_buffer_release(n->buf);
+      n->buf = NULL;
+    }
+  }
+}
+
+static kiln_status run_group(pass_graph *g, int gi, const pass_config *cfg, ir_node **inputs, liveness *lv) {
   pass_group *pg = &g->groups[gi];
   int ninputs = 0;
   kernel *k = pass_run_kernel(g, gi, inputs, &ninputs, cfg);
@@ -98,7 +144,10 @@ static kiln_status run_group(pass_graph *g, int gi, const pass_config *cfg, ir_n
   if (hit) s->cache_hits++;
   else s->compiles++;
   if (cfg->debug >= 1) debug_line(k, now_ms() - t0, hit);
-  for (int o = 0; o < pg->nout; o++) ir_node_set_buffer(pg->outs[o], out[o]);
+  for (int o = 0; o < pg->nout; o++) {
+    for (int s = 0; s < pg->outs[o]->nsrc; s++) lv->src_refs[pg->outs[o]->src[s]->scratch]--;
+    ir_node_set_buffer(pg->outs[o], out[o]);
+  }
   free(out);
   free(bufs);
   k_free(k);
@@ -106,18 +155,30 @@ static kiln_status run_group(pass_graph *g, int gi, const pass_config *cfg, ir_n
 }
 
 static kiln_status realize_locked(int n, ir_node *const *nodes) {
-  pass_graph g = {.ntargets = n, .targets = nodes, .arena = ir_arena_new()};
-  g.n = ir_graph_collect(n, nodes, &g.topo);
-  /* Running a kernel drops its outputs' sources; hold every node until the
-   * whole realize is done so the pass arrays never point at freed nodes. */
-  for (int i = 0; i < g.n; i++) ir_node_retain(g.topo[i]);
+  /* Passes rewrite edges and running a kernel drops its outputs' sources;
+   * hold every node until the whole realize is done so the pass arrays never
+   * point at freed nodes. */
+  ir_node **held;
+  int nheld = ir_graph_collect(n, nodes, &held);
+  for (int i = 0; i < nheld; i++) ir_node_retain(held[i]);
+  pass_graph g = {.ntargets = n, .targets = nodes, .arena = ir_arena_new(), .n = nheld,
+                  .topo = malloc(sizeof(ir_node *) * ((size_t)nheld + 1))};
+  IR_ASSERT(g.topo);
+  memcpy(g.topo, held, sizeof(ir_node *) * (size_t)nheld);
   pass_config cfg = {rt_opts()->passes, rt_opts()->debug};
   kiln_status st = pass_run_graph(&g, &cfg);
   ir_node **inputs = malloc(sizeof(ir_node *) * ((size_t)g.n + 1));
   IR_ASSERT(inputs);
-  for (int i = 0; st == KILN_OK && i < g.ngroups; i++) st = run_group(&g, g.order[i], &cfg, inputs);
+  liveness lv = {0};
+  if (st == KILN_OK) liveness_init(&lv, &g);
+  for (int i = 0; st == KILN_OK && i < g.ngroups; i++) {
+    st = run_group(&g, g.order[i], &cfg, inputs, &lv);
+    if (st == KILN_OK) free_dead(&g, &lv, i);
+  }
+  liveness_free(&lv);
   free(inputs);
-  for (int i = 0; i < g.n; i++) ir_node_release(g.topo[i]);
+  for (int i = 0; i < nheld; i++) ir_node_release(held[i]);
+  free(held);
   free(g.topo);
   ir_arena_free(g.arena);
   return st;

@@ -38,6 +38,7 @@ typedef struct {
   size_t peak_bytes;    /* highest live_bytes seen */
 } rt_alloc_stats;
 rt_alloc_stats rt_buffer_stats(void);
+void rt_buffer_reset_peak(void);   /* peak = what is live now */
 
 /* ---- thread pool -------------------------------------------------------- */
 typedef void (*rt_task_fn)(void *ctx, int64_t lo, int64_t hi);

@@ -8,6 +8,8 @@
 
 #include <pthread.h>
 
+#include "ir/ir.h"
+
 #define RT_DEFAULT_SEED 0x6b696c6eull  /* "kiln" */
 
 static kiln_stats_t stats;
@@ -36,3 +38,23 @@ void rt_rng_seed(uint64_t seed) {
 }
 
 void kiln_manual_seed(uint64_t seed) { rt_rng_seed(seed); }
+
+/* CPU memory comes from the caching allocator; a CUDA device has none to
+ * report until the CUDA runtime holds memory (and none exists here). */
+static kiln_status memory_device_ok(kiln_device dev) {
+  if (dev.type == KILN_CPU) return KILN_OK;
+  char why[256];
+  if (rt_cuda_count(why, sizeof why) == 0) ir_error_setf("memory_stats: CUDA not available: %s", why);
+  else ir_error_setf("memory_stats: cuda:%d holds no kiln memory yet (no CUDA runtime in this build)", dev.index);
+  return KILN_ERR_DEVICE;
+}
+
+kiln_status kiln_memory_stats(kiln_device dev, kiln_memory_stats_t *out) {
+  kiln_status st = memory_device_ok(dev);
+  if (st != KILN_OK || !out) return st != KILN_OK ? st : KILN_ERR_ARG;
+  rt_alloc_stats s = rt_buffer_stats();
+  *out = (kiln_memory_stats_t){s.live_bytes, s.live_bytes + s.cached_bytes, s.peak_bytes};
+  return KILN_OK;
+}
+
+void kiln_reset_peak_memory(void) { rt_buffer_reset_peak(); }

@@ -1,50 +1,85 @@
-/* test_random_graphs.c: differential testing on random well-typed DAGs of
- * elementwise ops, broadcasting, scalar forms, casts, constants and random
- * sources over f32/f64/i32/i64/f16/bool and odd shapes: every graph is run
- * fused and eager and both are compared with the reference evaluator.
+/* test_random_graphs.c: differential testing on random well-typed DAGs that
+ * mix elementwise ops (broadcasting, scalar forms, casts, constants, random
+ * sources), movement (reshape, permute, transpose, slice with steps, select,
+ * flip, expand, squeeze, unsqueeze, pad, cat, index strings), reductions
+ * (sum mean prod max min any all argmax argmin over random dims, with and
+ * without keepdim; softmax, log_softmax, layer_norm) and matrix products
+ * (matmul, linear, transposed operands) over f32/f64/i32/i64/f16/bool, odd
+ * shapes (0, 1, primes) and non-contiguous views: every graph is run fused
+ * and eager and both are compared with the reference evaluator.
  *
  * Each graph is a small program (a list of instructions) so it can be built
  * again for the eager run and for the reproduction printed on failure. The
- * generator tracks, per value, a bound on its magnitude, a bound on how far
- * a correct implementation may drift from the oracle (rounding, f32
- * intermediates of fused f16 chains, FMA contraction, polynomial
- * transcendentals), and whether every implementation must give exact bits.
+ * generator tracks, per value, its shape, a bound on its magnitude, a bound
+ * on how far a correct implementation may drift from the oracle (rounding,
+ * f32 intermediates of fused f16 chains, FMA contraction, polynomial
+ * transcendentals, the summation order of reductions and products), and
+ * whether every implementation must give exact bits.
  * What it leaves out, and why:
  * - pow: amplifies drift without bound and makes NaN of negative bases.
  * - log, sqrt, rsqrt, reciprocal, div only see operands >= 1 (built as
  *   abs(x) + 1): near a pole or a branch point a rounding difference of 1e-7
  *   becomes any difference at all. exp only sees |x| <= 4.
- * - comparisons, logical ops, floor/ceil/round/sign and float->int/bool casts
- *   only see exact values: a drift of one ulp flips a discontinuous result.
+ * - comparisons, logical ops, floor/ceil/round/sign, float->int/bool casts,
+ *   any/all and argmax/argmin only see exact values: a drift of one ulp
+ *   flips a discontinuous result (or which of two near-equal values wins).
  * - values stay within |x| <= 1000 (ops that would exceed it are not chosen),
- *   so f16 never overflows and the drift bounds stay meaningful. */
+ *   so f16 never overflows and the drift bounds stay meaningful; a value
+ *   whose drift bound is a large part of its magnitude (a long f16 sum, a
+ *   layer_norm of a tiny eps) is not generated, as any answer would pass.
+ * - softmax and log_softmax never reduce an empty dim: kiln refuses it
+ *   ("max: cannot reduce over an empty dimension"), PyTorch returns an empty
+ *   tensor (a library bug to fix, then drop the check in gen_softmax).
+ * - views of matmul results (see matmul_view): kiln aborts on them. */
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_main.h"
 #include "util/testutil.h"
 
 /* One process runs all graphs so that eager kernels (one op on a shape from a
  * small set) come from the kernel cache after the first few graphs. */
-enum { GRAPHS = 500, MAX_INSTR = 64 };
+enum { GRAPHS = 500, MAX_INSTR = 64, MAX_NUMEL = 2048, MAX_RANK = 5 };
 #define MAG_LIMIT 1000.0
+#define DRIFT_LIMIT 0.25   /* largest drift bound, relative to the magnitude, worth checking */
 #define DEFAULT_SEED 0x6b696c6eu   /* "kiln"; override with KILN_TEST_SEED */
 
 typedef struct { int ndim; int64_t d[KILN_MAX_DIMS]; } shape_t;
 
-typedef enum { P_DATA, P_FULL, P_RAND, P_RANDN, P_RANDINT, P_UNARY, P_BINARY, P_SCALAR, P_WHERE, P_CLAMP, P_CAST } pkind;
+typedef enum {
+  P_DATA, P_FULL, P_RAND, P_RANDN, P_RANDINT,                                  /* leaves */
+  P_UNARY, P_BINARY, P_SCALAR, P_WHERE, P_CLAMP, P_CAST,                       /* elementwise */
+  P_RESHAPE, P_PERMUTE, P_TRANSPOSE, P_SLICE, P_SELECT, P_FLIP, P_EXPAND,      /* movement */
+  P_SQUEEZE, P_UNSQUEEZE, P_PAD, P_CAT, P_INDEX,
+  P_REDUCE, P_ARGREDUCE, P_SOFTMAX, P_LOG_SOFTMAX, P_LAYER_NORM,               /* reductions */
+  P_MATMUL, P_LINEAR,                                                          /* products */
+  P_NUM_KINDS
+} pkind;
+
+/* The reductions P_REDUCE draws from (mean is a sum times 1/n, not an op). */
+typedef enum { R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_ANY, R_ALL, R_NUM } rkind;
+typedef kiln_tensor *(*reduce_fn)(const char *, int, kiln_tensor *, int, const int64_t *, int);
+static const reduce_fn reducers[R_NUM] = {kiln_sum_dims_at, kiln_mean_dims_at, kiln_prod_dims_at, kiln_max_dims_at,
+                                          kiln_min_dims_at, kiln_any_dims_at, kiln_all_dims_at};
 
 typedef struct {
   pkind kind;
   ir_op op;             /* P_UNARY, P_BINARY, P_SCALAR */
-  int a, b, c;          /* operands: earlier instructions */
+  int a, b, c;          /* operands: earlier instructions (optional ones -1) */
   kiln_dtype dt;        /* leaves: dtype; P_CAST: target */
-  shape_t shape;        /* leaves */
-  double s, s2;         /* P_SCALAR number, P_FULL value, P_CLAMP bounds */
+  shape_t shape;        /* leaves; P_RESHAPE, P_EXPAND: the new shape */
+  int fn;               /* P_REDUCE: rkind; P_ARGREDUCE: 1 for argmin; P_SQUEEZE: 1 for one dim */
+  int dim, keep;        /* dim argument (layer_norm: dims normalized); keepdim */
+  int nv;               /* entries of v */
+  int64_t v[2 * KILN_MAX_DIMS];  /* dims, permutation, pads, slice start/stop/step, index, 2nd dim */
+  double s, s2;         /* P_SCALAR number, P_FULL and P_PAD value, P_CLAMP bounds, layer_norm eps */
   uint64_t seed;        /* P_DATA */
+  char index[64];       /* P_INDEX */
 } instr;
 
 typedef struct {
@@ -52,6 +87,8 @@ typedef struct {
   double err;           /* bound on |implementation - oracle| */
   bool exact;           /* all implementations give these exact bits */
   kiln_dtype dt;
+  shape_t shape;
+  bool product_view;    /* a 1-D matmul: a view of a 2-D one (see matmul_view) */
 } info;
 
 typedef struct {
@@ -59,33 +96,62 @@ typedef struct {
   instr ins[MAX_INSTR];
   info inf[MAX_INSTR];
   kiln_tensor *t[MAX_INSTR];   /* while generating: the lazy nodes */
-  shape_t out;                 /* every value broadcasts to this shape */
+  shape_t out;                 /* the shape the first leaves broadcast to */
   uint64_t rng;
 } program;
 
 /* ---- building ------------------------------------------------------------- */
+static kiln_tensor *optional(kiln_tensor *const *t, int k) { return k < 0 ? NULL : t[k]; }
+
 static kiln_tensor *instantiate(const instr *in, kiln_tensor *const *t) {
+  kiln_tensor *a = in->kind >= P_UNARY ? t[in->a] : NULL;
   switch (in->kind) {
   case P_DATA: return tu_data(in->dt, in->shape.ndim, in->shape.d, in->seed, TU_SMALL);
   case P_FULL: return kiln_full(in->shape.ndim, in->shape.d, in->s, in->dt);
   case P_RAND: return kiln_rand(in->shape.ndim, in->shape.d, in->dt);
   case P_RANDN: return kiln_randn(in->shape.ndim, in->shape.d, in->dt);
   case P_RANDINT: return kiln_randint(-5, 6, in->shape.ndim, in->shape.d, in->dt);
-  case P_UNARY: return tu_unary(in->op)(__FILE__, __LINE__, t[in->a]);
-  case P_BINARY: return tu_binary(in->op)(__FILE__, __LINE__, t[in->a], t[in->b]);
-  case P_SCALAR: return tu_scalar(in->op)(__FILE__, __LINE__, t[in->a], in->s);
-  case P_WHERE: return kiln_where(t[in->a], t[in->b], t[in->c]);
-  case P_CLAMP: return kiln_clamp(t[in->a], in->s, in->s2);
-  default: return kiln_cast(t[in->a], in->dt);
+  case P_UNARY: return tu_unary(in->op)(__FILE__, __LINE__, a);
+  case P_BINARY: return tu_binary(in->op)(__FILE__, __LINE__, a, t[in->b]);
+  case P_SCALAR: return tu_scalar(in->op)(__FILE__, __LINE__, a, in->s);
+  case P_WHERE: return kiln_where(a, t[in->b], t[in->c]);
+  case P_CLAMP: return kiln_clamp(a, in->s, in->s2);
+  case P_CAST: return kiln_cast(a, in->dt);
+  case P_RESHAPE: return kiln_reshape(a, in->shape.ndim, in->shape.d);
+  case P_PERMUTE: return kiln_permute(a, in->nv, in->v);
+  case P_TRANSPOSE: return kiln_transpose(a, in->dim, (int)in->v[0]);
+  case P_SLICE: return kiln_slice(a, in->dim, in->v[0], in->v[1], in->v[2]);
+  case P_SELECT: return kiln_select(a, in->dim, in->v[0]);
+  case P_FLIP: return kiln_flip(a, in->nv, in->v);
+  case P_EXPAND: return kiln_expand(a, in->shape.ndim, in->shape.d);
+  case P_SQUEEZE: return in->fn ? kiln_squeeze_dim(a, in->dim) : kiln_squeeze(a);
+  case P_UNSQUEEZE: return kiln_unsqueeze(a, in->dim);
+  case P_PAD: return kiln_pad(a, in->nv, in->v, in->s);
+  case P_CAT: return kiln_cat(2, ((kiln_tensor *[]){a, t[in->b]}), in->dim);
+  case P_INDEX: return kiln_index(a, in->index);
+  case P_REDUCE: return reducers[in->fn](__FILE__, __LINE__, a, in->nv, in->v, in->keep);
+  case P_ARGREDUCE:
+    if (in->nv == 0) return in->fn ? kiln_argmin(a) : kiln_argmax(a);
+    return in->fn ? kiln_argmin_dim(a, in->v[0], in->keep) : kiln_argmax_dim(a, in->v[0], in->keep);
+  case P_SOFTMAX: return kiln_softmax(a, in->dim);
+  case P_LOG_SOFTMAX: return kiln_log_softmax(a, in->dim);
+  case P_LAYER_NORM: return kiln_layer_norm(a, in->dim, optional(t, in->b), optional(t, in->c), in->s);
+  case P_MATMUL: return kiln_matmul(a, t[in->b]);
+  default: return kiln_linear(a, t[in->b], optional(t, in->c));
   }
 }
 
-/* tu_build_fn: the whole program again; the last instruction is the result. */
-static kiln_tensor *build_program(const void *ctx) {
-  const program *p = ctx;
+/* What a build builds: the program's instructions up to root (the last one,
+ * or an earlier value when a failure is narrowed down). */
+typedef struct { const program *p; int root; } prefix;
+
+/* tu_build_fn: the instructions again, in order, so random sources draw the
+ * same numbers; the result is the root. */
+static kiln_tensor *build_prefix(const void *ctx) {
+  const prefix *x = ctx;
   kiln_tensor *t[MAX_INSTR];
-  for (int k = 0; k < p->n; k++) t[k] = instantiate(&p->ins[k], t);
-  return t[p->n - 1];
+  for (int k = 0; k <= x->root; k++) t[k] = instantiate(&x->p->ins[k], t);
+  return t[x->root];
 }
 
 /* ---- drift bounds ----------------------------------------------------------- */
@@ -159,36 +225,87 @@ static void binary_bounds(ir_op op, const info *a, const info *b, double *mag, d
 }
 
 /* ---- generation ------------------------------------------------------------- */
+static int64_t numel(const shape_t *s) { return ir_numel(s->ndim, s->d); }
+
+/* The operands of an elementwise or movement instruction (0 for others). */
+static int operands(const instr *in, int *ops) {
+  ops[0] = in->a, ops[1] = in->b, ops[2] = in->c;
+  switch (in->kind) {
+  case P_BINARY: case P_CAT: return 2;
+  case P_WHERE: return 3;
+  default: return in->kind >= P_UNARY && in->kind < P_REDUCE;
+  }
+}
+
+/* matmul_view: kiln aborts (passes/lower.c: ir_op_has(n->op, IR_EW)) on a
+ * view of a matmul result, alone or under an elementwise op:
+ * kiln_pad(kiln_matmul(a, b), KILN_SHAPE(1, -1), -1.5) and
+ * kiln_adds(kiln_T(kiln_matmul(a, b)), 1) with a (2,3), b (3,2); a 1-D
+ * matmul is such a view (a reshape of a 2-D one). Until that is fixed,
+ * products feed elementwise ops and reductions, and 1-D ones reductions
+ * only. True when in is one the generator must not build. */
+static bool matmul_view(const program *p, const instr *in) {
+  int ops[3], n = operands(in, ops);
+  for (int i = 0; i < n; i++) {
+    pkind src = p->ins[ops[i]].kind;
+    bool movement = in->kind >= P_RESHAPE;   /* operands() lists elementwise and movement ones only */
+    if (p->inf[ops[i]].product_view || (movement && (src == P_MATMUL || src == P_LINEAR))) return true;
+  }
+  return false;
+}
+
 /* Appends in, builds it on the lazy graph, records what is known of it:
  * err is the drift inherited from the operands; the op adds its own rounding
  * (ulps half-ulps of the result dtype) plus two for converting operands.
- * exact_if_int: the result is exact when it is an integer or bool. */
+ * exact_if_int: the result is exact when it is an integer or bool. A value
+ * whose drift bound would make the comparison meaningless is dropped (-1). */
 static int emit(program *p, instr in, double mag, double err, double ulps, bool exact, bool exact_if_int) {
   IR_ASSERT(p->n < MAX_INSTR);
-  int k = p->n++;
-  p->ins[k] = in;
-  p->t[k] = instantiate(&in, p->t);
-  kiln_dtype dt = kiln_dtype_of(p->t[k]);
+  if (matmul_view(p, &in)) return -1;
+  bool view = in.kind >= P_MATMUL && (p->inf[in.a].shape.ndim == 1 || p->inf[in.b].shape.ndim == 1);
+  kiln_tensor *t = instantiate(&in, p->t);
+  /* the generator only builds well-typed ops: an error is its own bug */
+  ck_assert_msg(kiln_status_of(t) == KILN_OK, "generator built a bad op (kind %d): %s", in.kind, kiln_last_error());
+  kiln_dtype dt = kiln_dtype_of(t);
   exact = exact || (exact_if_int && !ir_is_float(dt));
   /* a fused chain may keep a narrow cast in f32: not exact */
   if (in.kind == P_CAST && (dt == KILN_F16 || dt == KILN_BF16)) exact = false;
-  p->inf[k] = (info){mag, exact ? 0 : err + (ulps + 2) * unit(dt) * mag, exact, dt};
+  err = exact ? 0 : err + (ulps + 2) * unit(dt) * mag;
+  if (err > DRIFT_LIMIT * fmax(mag, 1)) return -1;   /* t goes with the generator's scope */
+  int k = p->n++;
+  p->ins[k] = in;
+  p->t[k] = t;
+  p->inf[k] = (info){mag, err, exact, dt, {kiln_ndim(t), {0}}, view};
+  memcpy(p->inf[k].shape.d, kiln_shape(t), (size_t)kiln_ndim(t) * sizeof(int64_t));
   return k;
 }
 
 static const kiln_dtype leaf_dtypes[] = {KILN_F32, KILN_F64, KILN_I32, KILN_I64, KILN_F16, KILN_BOOL};
 static const shape_t out_shapes[] = {{1, {1}}, {2, {3, 5}}, {3, {2, 1, 7}}, {2, {0, 3}}, {1, {257}}};
 
-/* A shape that broadcasts to p->out: leading dims dropped, some dims 1. */
-static shape_t sub_shape(program *p) {
+/* A shape that broadcasts to to: leading dims dropped, some dims 1. */
+static shape_t sub_shape(program *p, const shape_t *to) {
   shape_t s = {0, {0}};
-  int drop = tu_below(&p->rng, 4) ? 0 : 1 + tu_below(&p->rng, p->out.ndim);   /* mostly full rank */
-  for (int d = drop; d < p->out.ndim; d++) s.d[s.ndim++] = tu_below(&p->rng, 6) ? p->out.d[d] : 1;
+  int drop = tu_below(&p->rng, 4) || to->ndim == 0 ? 0 : 1 + tu_below(&p->rng, to->ndim);   /* mostly full rank */
+  for (int d = drop; d < to->ndim; d++) s.d[s.ndim++] = tu_below(&p->rng, 6) ? to->d[d] : 1;
   return s;
 }
 
-static int gen_leaf(program *p) {
-  instr in = {.shape = sub_shape(p), .seed = tu_next(&p->rng)};
+/* NumPy broadcasting of a and b into out; false if they do not broadcast. */
+static bool broadcast(const shape_t *a, const shape_t *b, shape_t *out) {
+  out->ndim = a->ndim > b->ndim ? a->ndim : b->ndim;
+  for (int d = 0; d < out->ndim; d++) {
+    int da = d - (out->ndim - a->ndim), db = d - (out->ndim - b->ndim);
+    int64_t x = da >= 0 ? a->d[da] : 1, y = db >= 0 ? b->d[db] : 1;
+    if (x != y && x != 1 && y != 1) return false;
+    out->d[d] = x == 1 ? y : x;
+  }
+  return true;
+}
+
+/* A leaf that broadcasts to shape to (never dropped: leaves are exact). */
+static int gen_leaf(program *p, const shape_t *to) {
+  instr in = {.shape = sub_shape(p, to), .seed = tu_next(&p->rng)};
   int pick = tu_below(&p->rng, 10);
   if (pick < 5) {
     in.kind = P_DATA, in.dt = leaf_dtypes[tu_below(&p->rng, 6)];
@@ -217,6 +334,17 @@ static int gen_leaf(program *p) {
 static int pick(program *p) {
   if (tu_below(&p->rng, 10) < 7) return p->n - 1 - tu_below(&p->rng, p->n < 3 ? p->n : 3);
   return tu_below(&p->rng, p->n);
+}
+
+/* An operand that broadcasts with shape s: an earlier value if one of a few
+ * picks does, a new leaf otherwise. */
+static int pick_compatible(program *p, const shape_t *s) {
+  shape_t out;
+  for (int tries = 0; tries < 8; tries++) {
+    int k = pick(p);
+    if (broadcast(s, &p->inf[k].shape, &out) && numel(&out) <= MAX_NUMEL) return k;
+  }
+  return gen_leaf(p, s);
 }
 
 /* An exact operand if there is one (-1 otherwise). */
@@ -249,8 +377,8 @@ static int add_one(program *p, int a) {
 static int gen_shifted(program *p, ir_op op, int a) {
   if (p->inf[a].dt == KILN_BOOL || p->n + 3 > MAX_INSTR) return -1;
   int abs = gen_unary(p, IR_ABS, a);
-  if (abs < 0) return -1;
-  return gen_unary(p, op, add_one(p, abs));
+  int one = abs < 0 ? -1 : add_one(p, abs);
+  return one < 0 ? -1 : gen_unary(p, op, one);
 }
 
 static int gen_binary(program *p, ir_op op, int a, int b) {
@@ -269,8 +397,8 @@ static int gen_binary(program *p, ir_op op, int a, int b) {
 static int gen_div(program *p, int a, int b) {
   if (p->inf[b].dt == KILN_BOOL || p->inf[a].dt == KILN_BOOL || p->n + 3 > MAX_INSTR) return -1;
   int abs = gen_unary(p, IR_ABS, b);
-  if (abs < 0) return -1;
-  return gen_binary(p, IR_DIV, a, add_one(p, abs));
+  int one = abs < 0 ? -1 : add_one(p, abs);
+  return one < 0 ? -1 : gen_binary(p, IR_DIV, a, one);
 }
 
 static int gen_scalar(program *p, ir_op op, int a) {
@@ -279,7 +407,7 @@ static int gen_scalar(program *p, ir_op op, int a) {
   const info *x = &p->inf[a];
   if (ir_op_has(op, IR_NOBOOL) && x->dt == KILN_BOOL) return -1;
   if (needs_exact(op) && !x->exact) return -1;
-  info num = {fabs(s), 0, true, tu_number_dtype(s)};
+  info num = {.mag = fabs(s), .exact = true, .dt = tu_number_dtype(s)};
   double mag, err;
   binary_bounds(op, x, &num, &mag, &err);
   if (mag > MAG_LIMIT) return -1;
@@ -294,7 +422,10 @@ static int gen_where(program *p) {
     c = gen_scalar(p, IR_GT, c);
     if (c < 0) return -1;
   }
-  int a = pick(p), b = pick(p);
+  shape_t s;
+  int a = pick_compatible(p, &p->inf[c].shape);
+  broadcast(&p->inf[c].shape, &p->inf[a].shape, &s);
+  int b = pick_compatible(p, &s);
   const info *x = &p->inf[a], *y = &p->inf[b];
   return emit(p, (instr){.kind = P_WHERE, .a = c, .b = a, .c = b}, fmax(x->mag, y->mag),
               fmax(x->err, y->err), 0, x->exact && y->exact, false);
@@ -324,16 +455,343 @@ static const ir_op binary_pool[] = {IR_ADD, IR_SUB, IR_MUL, IR_MAXIMUM, IR_MINIM
                                     IR_LT, IR_LE, IR_GT, IR_GE, IR_LOGICAL_AND, IR_LOGICAL_OR};
 #define POOL(x) x[tu_below(&p->rng, (int)(sizeof x / sizeof *x))]
 
-/* One step: an op on earlier values (or -1 when the pick was not valid). */
+/* ---- movement ------------------------------------------------------------------ */
+/* A dim of a value of rank nd (nd >= 1), as often negative as not. */
+static int rand_dim(program *p, int nd) {
+  int d = tu_below(&p->rng, nd);
+  return tu_below(&p->rng, 2) ? d - nd : d;
+}
+
+/* Views keep their source's values: same bounds, same exactness. */
+static int emit_view(program *p, instr in) {
+  const info *x = &p->inf[in.a];
+  return emit(p, in, x->mag, x->err, 0, x->exact, false);
+}
+
+/* The same elements as a new shape: flattened, dims reversed (a real
+ * reinterpretation), two neighbours merged, or a 1 inserted; one size may
+ * be given as -1. A reshape of a permuted or sliced view must copy. */
+static int gen_reshape(program *p, int a) {
+  const shape_t *s = &p->inf[a].shape;
+  instr in = {.kind = P_RESHAPE, .a = a, .shape = {0, {0}}};
+  int how = tu_below(&p->rng, 4), at = s->ndim > 1 ? tu_below(&p->rng, s->ndim - 1) : 0;
+  if (how == 0 || s->ndim < 2) in.shape.d[in.shape.ndim++] = numel(s);
+  for (int d = 0; how > 0 && s->ndim >= 2 && d < s->ndim; d++) {
+    if (how == 1) in.shape.d[in.shape.ndim++] = s->d[s->ndim - 1 - d];
+    else if (how == 2 && d == at + 1) in.shape.d[in.shape.ndim - 1] *= s->d[d];
+    else in.shape.d[in.shape.ndim++] = s->d[d];
+    if (how == 3 && d == at && in.shape.ndim < MAX_RANK) in.shape.d[in.shape.ndim++] = 1;
+  }
+  if (numel(s) > 0 && tu_below(&p->rng, 3) == 0) in.shape.d[tu_below(&p->rng, in.shape.ndim)] = -1;
+  return emit_view(p, in);
+}
+
+static int gen_permute(program *p, int a) {
+  int nd = p->inf[a].shape.ndim;
+  if (nd < 2) return -1;
+  instr in = {.kind = P_PERMUTE, .a = a, .nv = nd};
+  for (int d = 0; d < nd; d++) in.v[d] = d;
+  for (int d = nd - 1; d > 0; d--) {   /* Fisher-Yates */
+    int j = tu_below(&p->rng, d + 1);
+    int64_t x = in.v[d];
+    in.v[d] = in.v[j], in.v[j] = x;
+  }
+  return emit_view(p, in);
+}
+
+static int gen_transpose(program *p, int a) {
+  int nd = p->inf[a].shape.ndim;
+  if (nd < 1) return -1;
+  instr in = {.kind = P_TRANSPOSE, .a = a, .dim = rand_dim(p, nd), .v = {rand_dim(p, nd)}};
+  return emit_view(p, in);
+}
+
+/* Python slice bounds that clamp, count from the end, and step. */
+static int gen_slice(program *p, int a) {
+  static const int64_t starts[] = {1, -2, -100}, stops[] = {KILN_END, -1, 100}, steps[] = {1, 2};
+  int nd = p->inf[a].shape.ndim;
+  if (nd < 1) return -1;
+  instr in = {.kind = P_SLICE, .a = a, .dim = rand_dim(p, nd), .nv = 3};
+  in.v[0] = POOL(starts), in.v[1] = POOL(stops), in.v[2] = POOL(steps);
+  return emit_view(p, in);
+}
+
+static int gen_select(program *p, int a) {
+  const shape_t *s = &p->inf[a].shape;
+  if (s->ndim < 1) return -1;
+  instr in = {.kind = P_SELECT, .a = a, .dim = rand_dim(p, s->ndim), .nv = 1};
+  int64_t size = s->d[in.dim < 0 ? in.dim + s->ndim : in.dim];
+  if (size == 0) return -1;
+  in.v[0] = (int64_t)tu_below(&p->rng, (int)(2 * size)) - size;   /* [-size, size) */
+  return emit_view(p, in);
+}
+
+static int gen_flip(program *p, int a) {
+  int nd = p->inf[a].shape.ndim;
+  instr in = {.kind = P_FLIP, .a = a};
+  for (int d = 0; d < nd; d++)
+    if (tu_below(&p->rng, 2)) in.v[in.nv++] = tu_below(&p->rng, 2) ? d - nd : d;
+  return in.nv ? emit_view(p, in) : -1;
+}
+
+/* Size-1 dims grow to 3 and a leading dim of 2 may appear; -1 keeps a size. */
+static int gen_expand(program *p, int a) {
+  const shape_t *s = &p->inf[a].shape;
+  instr in = {.kind = P_EXPAND, .a = a, .shape = {0, {0}}};
+  if (tu_below(&p->rng, 2) && s->ndim < MAX_RANK) in.shape.d[in.shape.ndim++] = 2;
+  for (int d = 0; d < s->ndim; d++)
+    in.shape.d[in.shape.ndim++] = s->d[d] == 1 && tu_below(&p->rng, 2) ? 3 : tu_below(&p->rng, 2) ? -1 : s->d[d];
+  shape_t out = in.shape;
+  for (int d = 0; d < s->ndim; d++)
+    if (out.d[out.ndim - s->ndim + d] == -1) out.d[out.ndim - s->ndim + d] = s->d[d];
+  return numel(&out) <= MAX_NUMEL ? emit_view(p, in) : -1;
+}
+
+static int gen_squeeze(program *p, int a) {
+  int nd = p->inf[a].shape.ndim;
+  instr in = {.kind = P_SQUEEZE, .a = a, .fn = nd > 0 && tu_below(&p->rng, 2)};
+  if (in.fn) in.dim = rand_dim(p, nd);
+  return emit_view(p, in);
+}
+
+static int gen_unsqueeze(program *p, int a) {
+  int nd = p->inf[a].shape.ndim;
+  if (nd >= MAX_RANK) return -1;
+  return emit_view(p, (instr){.kind = P_UNSQUEEZE, .a = a, .dim = rand_dim(p, nd + 1)});
+}
+
+/* Constant padding of the last one or two dims; negative amounts crop. The
+ * value is one the dtype holds exactly. */
+static int gen_pad(program *p, int a) {
+  static const int64_t amounts[] = {-1, 0, 2};
+  const info *x = &p->inf[a];
+  const shape_t *s = &x->shape;
+  if (s->ndim < 1) return -1;
+  instr in = {.kind = P_PAD, .a = a, .nv = s->ndim >= 2 && tu_below(&p->rng, 2) ? 4 : 2};
+  for (int i = 0; i < in.nv; i += 2) {
+    in.v[i] = POOL(amounts), in.v[i + 1] = POOL(amounts);
+    if (s->d[s->ndim - 1 - i / 2] + in.v[i] + in.v[i + 1] < 0) return -1;
+  }
+  in.s = x->dt == KILN_BOOL ? 1 : ir_is_float(x->dt) ? -1.5 : 3;
+  if (tu_below(&p->rng, 2)) in.s = 0;
+  shape_t out = *s;
+  for (int i = 0; i < in.nv; i += 2) out.d[s->ndim - 1 - i / 2] += in.v[i] + in.v[i + 1];
+  if (numel(&out) > MAX_NUMEL) return -1;
+  return emit(p, in, fmax(x->mag, fabs(in.s)), x->err, 0, x->exact, false);
+}
+
+/* a with itself or with a leaf of any dtype (cat promotes) whose size along
+ * dim is 0, 1 or 2. */
+static int gen_cat(program *p, int a) {
+  const shape_t *s = &p->inf[a].shape;
+  if (s->ndim < 1 || 2 * numel(s) > MAX_NUMEL) return -1;
+  instr in = {.kind = P_CAT, .a = a, .b = a, .dim = rand_dim(p, s->ndim)};
+  if (tu_below(&p->rng, 2)) {
+    instr leaf = {.kind = P_DATA, .dt = POOL(leaf_dtypes), .shape = *s, .seed = tu_next(&p->rng)};
+    leaf.shape.d[in.dim < 0 ? in.dim + s->ndim : in.dim] = tu_below(&p->rng, 3);
+    in.b = emit(p, leaf, leaf.dt == KILN_BOOL ? 1 : 4, 0, 0, true, true);
+  }
+  const info *x = &p->inf[a], *y = &p->inf[in.b];
+  return emit(p, in, fmax(x->mag, y->mag), fmax(x->err, y->err), 0, x->exact && y->exact, false);
+}
+
+/* NumPy basic indexing of the leading (or, after "...", trailing) dims, with
+ * a None now and then; integer items only where the dim has the element. */
+static int gen_index(program *p, int a) {
+  static const char *const slices[] = {":", "::2", "1:", "-2::2"};
+  static const struct { const char *text; int64_t need; } ints[] = {{"0", 1}, {"-1", 1}, {"1", 2}};
+  const shape_t *s = &p->inf[a].shape;
+  instr in = {.kind = P_INDEX, .a = a};
+  int items = tu_below(&p->rng, s->ndim + 1), trailing = tu_below(&p->rng, 3) == 0, len = 0;
+  if (trailing) len += snprintf(in.index + len, sizeof in.index - (size_t)len, "..., ");
+  for (int i = 0; i < items; i++) {
+    int d = trailing ? s->ndim - items + i : i;
+    const char *item = POOL(slices);
+    if (tu_below(&p->rng, 3) == 0) {
+      int k = tu_below(&p->rng, 3);
+      if (s->d[d] >= ints[k].need) item = ints[k].text;
+    }
+    if (tu_below(&p->rng, 6) == 0 && s->ndim < MAX_RANK) len += snprintf(in.index + len, sizeof in.index - (size_t)len, "None, ");
+    len += snprintf(in.index + len, sizeof in.index - (size_t)len, "%s, ", item);
+  }
+  if (len == 0) snprintf(in.index, sizeof in.index, "...");   /* every dim */
+  else in.index[len - 2] = '\0';   /* the last ", " */
+  return emit_view(p, in);
+}
+
+static int (*const movement_gens[])(program *, int) = {
+  gen_reshape, gen_permute, gen_transpose, gen_slice, gen_select, gen_flip,
+  gen_expand, gen_squeeze, gen_unsqueeze, gen_pad, gen_cat, gen_index,
+};
+
+/* ---- reductions ------------------------------------------------------------------ */
+/* Random dims of x for a reduction into in->v (none: every dim); returns how
+ * many elements each output element folds. */
+static int64_t gen_dims(program *p, const shape_t *s, instr *in) {
+  in->nv = 0;
+  if (s->ndim > 0 && tu_below(&p->rng, 4))
+    for (int d = 0; d < s->ndim; d++)
+      if (tu_below(&p->rng, 2)) in->v[in->nv++] = tu_below(&p->rng, 2) ? d - s->ndim : d;
+  int64_t n = 1;
+  for (int d = 0; d < s->ndim; d++) {
+    bool reduced = in->nv == 0;
+    for (int i = 0; i < in->nv; i++) reduced |= in->v[i] == d || in->v[i] == d - s->ndim;
+    if (reduced) n *= s->d[d];
+  }
+  return n;
+}
+
+/* sum, mean, prod, max, min, any, all over random dims. A sum of n values
+ * drifts by n times theirs plus n roundings of the result's size (in any
+ * order); prod is only drawn where it stays small. */
+static int gen_reduce(program *p, int a) {
+  const info *x = &p->inf[a];
+  instr in = {.kind = P_REDUCE, .a = a, .fn = tu_below(&p->rng, R_NUM), .keep = tu_below(&p->rng, 2)};
+  double n = (double)gen_dims(p, &x->shape, &in), m = fmax(x->mag, 1);
+  bool fl = ir_is_float(x->dt);
+  switch ((rkind)in.fn) {
+  case R_SUM: return n * x->mag > MAG_LIMIT ? -1 : emit(p, in, n * x->mag, n * x->err, n, false, true);
+  case R_MEAN: return fl ? emit(p, in, x->mag, x->err, n + 2, false, false) : -1;
+  case R_PROD:
+    if (pow(m, n) > MAG_LIMIT) return -1;
+    return emit(p, in, pow(m, n), n * x->err * pow(m, n - 1), n, false, true);
+  case R_MAX: case R_MIN: return n == 0 ? -1 : emit(p, in, x->mag, x->err, 0, x->exact, false);
+  default: return x->exact ? emit(p, in, 1, 0, 0, true, false) : -1;   /* any, all */
+  }
+}
+
+/* argmax/argmin over one dim or every element: the first extreme, so only of
+ * exact values. */
+static int gen_argreduce(program *p, int a) {
+  const info *x = &p->inf[a];
+  if (!x->exact || x->dt == KILN_BOOL || numel(&x->shape) == 0) return -1;
+  instr in = {.kind = P_ARGREDUCE, .a = a, .fn = tu_below(&p->rng, 2), .keep = tu_below(&p->rng, 2)};
+  double n = (double)numel(&x->shape);
+  if (x->shape.ndim > 0 && tu_below(&p->rng, 3)) {
+    int d = tu_below(&p->rng, x->shape.ndim);
+    in.nv = 1, in.v[0] = tu_below(&p->rng, 2) ? d - x->shape.ndim : d, n = (double)x->shape.d[d];
+  }
+  return emit(p, in, n, 0, 0, true, true);
+}
+
+/* softmax or log_softmax of a float value along a non-empty dim. Each
+ * output moves by at most twice the input's drift (softmax by a factor
+ * e^(2 err)); roundings: exp, the row sum (n), the division or log. */
+static int gen_softmax(program *p, int a) {
+  const info *x = &p->inf[a];
+  if (!ir_is_float(x->dt)) return -1;
+  int nd = x->shape.ndim;
+  instr in = {.kind = tu_below(&p->rng, 2) ? P_SOFTMAX : P_LOG_SOFTMAX, .a = a, .dim = rand_dim(p, nd > 0 ? nd : 1)};
+  double n = nd == 0 ? 1 : (double)x->shape.d[in.dim < 0 ? in.dim + nd : in.dim];
+  if (n == 0) return -1;   /* kiln refuses it: see the header */
+  double mag = in.kind == P_SOFTMAX ? 1 : 2 * x->mag + log(n);
+  return emit(p, in, mag, 2 * x->err, n + 24, false, false);
+}
+
+/* layer_norm over the last one or two dims, with weight and bias leaves of
+ * the normalized shape or without. With z = x - mean and s = sqrt(var + eps),
+ * |z / s| <= sqrt(n) and a drift e of x moves z/s by at most (2 + 2n) e / s,
+ * s >= sqrt(eps): a small eps only passes the drift limit for exact inputs
+ * of a wide dtype. */
+static int gen_layer_norm(program *p, int a) {
+  const info *x = &p->inf[a];
+  int nd = x->shape.ndim;
+  if (!ir_is_float(x->dt) || nd < 1) return -1;
+  instr in = {.kind = P_LAYER_NORM, .a = a, .b = -1, .c = -1, .dim = 1 + tu_below(&p->rng, nd < 2 ? 1 : 2)};
+  in.s = tu_below(&p->rng, 2) ? 1e-5 : 1.0;
+  shape_t norm = {in.dim, {0}};
+  memcpy(norm.d, x->shape.d + nd - in.dim, (size_t)in.dim * sizeof(int64_t));
+  double n = (double)numel(&norm);
+  if (n == 0) return -1;
+  double lip = (2 + 2 * n) / sqrt(in.s), mag = sqrt(n), err = lip * (x->err + (n + 8) * unit(x->dt) * x->mag);
+  if (tu_below(&p->rng, 2)) {
+    instr leaf = {.kind = P_DATA, .dt = x->dt, .shape = norm, .seed = tu_next(&p->rng)};
+    in.b = emit(p, leaf, 4, 0, 0, true, true);
+    in.c = tu_below(&p->rng, 2) ? emit(p, (leaf.seed = tu_next(&p->rng), leaf), 4, 0, 0, true, true) : -1;
+    err = 4 * err + (in.c >= 0 ? 4 : 2) * unit(x->dt) * 4 * mag;
+    mag = 4 * mag + (in.c >= 0 ? 4 : 0);
+  }
+  return emit(p, in, mag, err, 8, false, false);
+}
+
+/* ---- matrix products -------------------------------------------------------------- */
+/* A data leaf of x's dtype, either of shape s or of s's last two dims
+ * swapped and then transposed back (a non-contiguous operand). */
+static int gen_operand(program *p, kiln_dtype dt, shape_t s) {
+  bool swap = s.ndim >= 2 && tu_below(&p->rng, 2);
+  if (swap) {
+    int64_t t = s.d[s.ndim - 1];
+    s.d[s.ndim - 1] = s.d[s.ndim - 2], s.d[s.ndim - 2] = t;
+  }
+  int k = emit(p, (instr){.kind = P_DATA, .dt = dt, .shape = s, .seed = tu_next(&p->rng)}, 4, 0, 0, true, true);
+  return swap ? emit_view(p, (instr){.kind = P_TRANSPOSE, .a = k, .dim = -1, .v = {-2}}) : k;
+}
+
+/* x @ y with contraction length kd: each output is a dot product of kd
+ * terms, drifting like a sum of them. */
+static int emit_product(program *p, instr in, double kd, double bias_mag) {
+  const info *x = &p->inf[in.a], *y = &p->inf[in.b];
+  double mag = kd * x->mag * y->mag + bias_mag;
+  if (mag > MAG_LIMIT) return -1;
+  double err = kd * (x->err * y->mag + y->err * x->mag + x->err * y->err);
+  return emit(p, in, mag, err, kd + 2, false, false);
+}
+
+/* matmul of a float value: with a leaf on either side (batch dims
+ * broadcast, 1-D operands promoted), with its own transpose (a Gram matrix,
+ * or a dot product of a vector with itself), or linear(x, W, b). */
+static int gen_matmul(program *p, int a) {
+  static const int64_t sizes[] = {1, 3, 5};
+  const info *x = &p->inf[a];
+  int nd = x->shape.ndim;
+  if (!ir_is_float(x->dt) || nd < 1) return -1;
+  int64_t k = x->shape.d[nd - 1];
+  instr in = {.kind = P_MATMUL, .a = a, .c = -1};
+  switch (tu_below(&p->rng, 4)) {
+  case 0:   /* x @ [K, N] or x @ [K] */
+    in.b = gen_operand(p, x->dt, tu_below(&p->rng, 3) ? (shape_t){2, {k, POOL(sizes)}} : (shape_t){1, {k}});
+    break;
+  case 1:   /* x @ x^T */
+    in.b = nd == 1 ? a : emit_view(p, (instr){.kind = P_TRANSPOSE, .a = a, .dim = -1, .v = {-2}});
+    break;
+  case 2:   /* [M, K] @ x, K from x's rows (its only dim when 1-D) */
+    k = x->shape.d[nd >= 2 ? nd - 2 : 0];
+    in.b = a;
+    in.a = gen_operand(p, x->dt, (shape_t){2, {POOL(sizes), k}});
+    break;
+  default: {   /* linear(x, W [N, K], b [N]) */
+    int64_t n = POOL(sizes);
+    in.kind = P_LINEAR;
+    in.b = gen_operand(p, x->dt, (shape_t){2, {n, k}});
+    if (tu_below(&p->rng, 2)) in.c = emit(p, (instr){.kind = P_DATA, .dt = x->dt, .shape = {1, {n}}, .seed = tu_next(&p->rng)}, 4, 0, 0, true, true);
+  }
+  }
+  if (in.a < 0 || in.b < 0) return -1;
+  return emit_product(p, in, (double)k, in.c >= 0 ? 4 : 0);
+}
+
+/* One step: an op on earlier values (or -1 when the pick was not valid):
+ * about half elementwise, the rest movement, reductions and products. */
 static int gen_step(program *p) {
-  switch (tu_below(&p->rng, 9)) {
+  switch (tu_below(&p->rng, 20)) {
   case 0: case 1: return gen_unary(p, POOL(unary_pool), pick(p));
   case 2: return gen_shifted(p, POOL(shifted_pool), pick(p));
-  case 3: case 4: return gen_binary(p, POOL(binary_pool), pick(p), pick(p));
-  case 5: return tu_below(&p->rng, 2) ? gen_div(p, pick(p), pick(p)) : gen_scalar(p, POOL(binary_pool), pick(p));
+  case 3: case 4: {
+    int a = pick(p);
+    return gen_binary(p, POOL(binary_pool), a, pick_compatible(p, &p->inf[a].shape));
+  }
+  case 5: {
+    int a = pick(p);
+    return tu_below(&p->rng, 2) ? gen_div(p, a, pick_compatible(p, &p->inf[a].shape)) : gen_scalar(p, POOL(binary_pool), a);
+  }
   case 6: return gen_where(p);
   case 7: return gen_clamp(p, pick(p));
-  default: return gen_cast(p, pick(p));
+  case 8: return gen_cast(p, pick(p));
+  case 9: case 10: case 11: case 12: return POOL(movement_gens)(p, pick(p));
+  case 13: case 14: case 15: return gen_reduce(p, pick(p));
+  case 16: return gen_argreduce(p, pick(p));
+  case 17: return tu_below(&p->rng, 2) ? gen_softmax(p, pick(p)) : gen_layer_norm(p, pick(p));
+  default: return gen_matmul(p, pick(p));
   }
 }
 
@@ -342,9 +800,9 @@ static void generate(program *p, uint64_t seed) {
   memset(p, 0, sizeof *p);
   p->rng = seed;
   p->out = out_shapes[tu_below(&p->rng, (int)(sizeof out_shapes / sizeof *out_shapes))];
-  int leaves = 2 + tu_below(&p->rng, 3), steps = 3 + tu_below(&p->rng, 9);
-  for (int i = 0; i < leaves; i++) gen_leaf(p);
-  for (int i = 0, tries = 0; i < steps && tries < 60 && p->n < MAX_INSTR - 8; tries++)
+  int leaves = 2 + tu_below(&p->rng, 3), steps = 3 + tu_below(&p->rng, 10);
+  for (int i = 0; i < leaves; i++) gen_leaf(p, &p->out);
+  for (int i = 0, tries = 0; i < steps && tries < 80 && p->n < MAX_INSTR - 8; tries++)
     i += gen_step(p) >= 0;
 }
 
@@ -354,15 +812,16 @@ static uint64_t base_seed(void) {
   return s && *s ? strtoull(s, NULL, 0) : DEFAULT_SEED;
 }
 
-/* The graph's text, built again lazily (the checked one was realized). */
-static char *graph_text(const program *p) {
+/* The text of the graph of value root, built again lazily (the checked one
+ * was realized). */
+static char *graph_text(const program *p, int root) {
   kiln_scope_begin();
   int was = kiln_get_eager();
   kiln_set_eager(0);
   kiln_manual_seed(20240611);
-  kiln_tensor *root = build_program(p);
+  kiln_tensor *t = build_prefix(&(prefix){p, root});
   ir_node **topo;
-  int n = ir_graph_collect(1, &root, &topo);
+  int n = ir_graph_collect(1, &t, &topo);
   ir_str b = {0};
   ir_graph_print(&b, n, topo);
   free(topo);
@@ -371,32 +830,73 @@ static char *graph_text(const program *p) {
   return b.s;
 }
 
-/* Generates, checks fused and eager against the oracle; on failure prints
- * what reproduces it. */
-static bool check_graph(uint64_t seed, int g) {
+/* Value root of p, fused and eager, against the oracle within twice its
+ * drift bound. */
+static bool check_value(const program *p, int root, char *why, size_t n) {
+  const info *r = &p->inf[root];
+  return tu_check_fused_eager(build_prefix, &(prefix){p, root}, r->dt, (ref_tol){0, 2 * r->err}, why, n);
+}
+
+/* Generates, checks fused and eager against the oracle; on failure narrows
+ * it down to the first value that differs (whose operands all agree) and
+ * prints that value's graph. show: print the graph before checking it. */
+static bool check_graph(uint64_t seed, int g, bool show) {
   program *p = malloc(sizeof *p);
   IR_ASSERT(p);
   kiln_scope_begin();
   generate(p, seed);
   kiln_scope_end();
-  const info *r = &p->inf[p->n - 1];
   char why[1200];
-  bool ok = tu_check_fused_eager(build_program, p, r->dt, (ref_tol){0, 2 * r->err}, why, sizeof why);
+  if (show) {
+    char *text = graph_text(p, p->n - 1);
+    fprintf(stderr, "random graph %d (graph seed %#" PRIx64 "):\n%s\n", g, seed, text ? text : "");
+    free(text);
+  }
+  bool ok = check_value(p, p->n - 1, why, sizeof why);
   if (!ok) {
-    char *text = graph_text(p);
+    int first = 0;
+    while (first < p->n - 1 && check_value(p, first, why, sizeof why)) first++;
+    if (first == p->n - 1) check_value(p, first, why, sizeof why);
+    char *text = graph_text(p, first);
     fprintf(stderr, "random graph %d failed (KILN_TEST_SEED=%#" PRIx64 ", graph seed %#" PRIx64
-            "): %s\nallowed drift %g\n%s\n", g, base_seed(), seed, why, 2 * r->err, text ? text : "");
+            "): value %d of %d: %s\nallowed drift %g\n%s\n", g, base_seed(), seed, first, p->n, why,
+            2 * p->inf[first].err, text ? text : "");
     free(text);
   }
   free(p);
   return ok;
 }
 
+/* What to say when the library dies inside a graph (an internal assertion's
+ * abort, a segfault), where no comparison can print it: which graph, and how
+ * to print it. */
+static char crash_note[256];
+
+static void on_crash(int sig) {
+  ssize_t unused = write(STDERR_FILENO, crash_note, strlen(crash_note));
+  (void)unused;
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* KILN_TEST_GRAPH=g checks graph g alone and prints it first. */
 START_TEST(random_graphs) {
   uint64_t st = base_seed();
+  const char *only_env = getenv("KILN_TEST_GRAPH");
+  int only = only_env && *only_env ? atoi(only_env) : -1;
   fprintf(stderr, "random graphs: KILN_TEST_SEED=%#" PRIx64 "\n", base_seed());
+  signal(SIGABRT, on_crash);
+  signal(SIGSEGV, on_crash);
+  kiln_reset_stats();
   int failed = 0;
-  for (int g = 0; g < GRAPHS; g++) failed += !check_graph(tu_next(&st), g);
+  for (int g = 0; g < GRAPHS; g++) {
+    uint64_t seed = tu_next(&st);
+    if (only >= 0 && g != only) continue;
+    snprintf(crash_note, sizeof crash_note, "random graph %d crashed (KILN_TEST_SEED=%#" PRIx64
+             "); KILN_TEST_GRAPH=%d prints it\n", g, base_seed(), g);
+    failed += !check_graph(seed, g, g == only);
+  }
+  fprintf(stderr, "random graphs: %llu kernels compiled\n", (unsigned long long)kiln_stats().compiles);
   ck_assert_msg(failed == 0, "%d of %d random graphs differ (see stderr)", failed, GRAPHS);
 }
 END_TEST
@@ -405,28 +905,39 @@ END_TEST
  * test checks less than it claims. */
 START_TEST(generator_covers_its_pool) {
   uint64_t st = base_seed();
-  int kinds[P_CAST + 1] = {0}, dtypes[KILN_NUM_DTYPES] = {0}, longest = 0;
+  int kinds[P_NUM_KINDS] = {0}, reductions[R_NUM] = {0}, dtypes[KILN_NUM_DTYPES] = {0}, longest = 0;
+  int empty = 0, mixed = 0;
   program *p = malloc(sizeof *p);
   IR_ASSERT(p);
   for (int g = 0; g < 200; g++) {
     kiln_scope_begin();
     generate(p, tu_next(&st));
     kiln_scope_end();
-    for (int k = 0; k < p->n; k++) kinds[p->ins[k].kind]++, dtypes[p->inf[k].dt]++;
+    unsigned classes = 0;   /* elementwise, movement, reduction, product */
+    for (int k = 0; k < p->n; k++) {
+      const instr *in = &p->ins[k];
+      kinds[in->kind]++, dtypes[p->inf[k].dt]++, empty += numel(&p->inf[k].shape) == 0;
+      if (in->kind == P_REDUCE) reductions[in->fn]++;
+      classes |= in->kind >= P_MATMUL ? 8u : in->kind >= P_REDUCE ? 4u : in->kind >= P_RESHAPE ? 2u : in->kind >= P_UNARY;
+    }
+    mixed += classes == 15;
     if (p->n > longest) longest = p->n;
   }
   free(p);
-  for (int k = 0; k <= P_CAST; k++) ck_assert_msg(kinds[k] > 0, "instruction kind %d never generated", k);
+  for (int k = 0; k < P_NUM_KINDS; k++) ck_assert_msg(kinds[k] > 0, "instruction kind %d never generated", k);
+  for (int r = 0; r < R_NUM; r++) ck_assert_msg(reductions[r] > 0, "reduction %d never generated", r);
   for (size_t d = 0; d < sizeof leaf_dtypes / sizeof *leaf_dtypes; d++)
     ck_assert_msg(dtypes[leaf_dtypes[d]] > 0, "dtype %s never generated", ir_dtypes[leaf_dtypes[d]].name);
   ck_assert_int_ge(longest, 12);
+  ck_assert_int_gt(empty, 0);
+  ck_assert_int_ge(mixed, 10);   /* graphs with all four classes of op */
 }
 END_TEST
 
 static Suite *random_graphs_suite(void) {
   Suite *s = suite_create("random_graphs");
   TCase *tc = tcase_create("graphs");
-  tcase_set_timeout(tc, 300);
+  tcase_set_timeout(tc, 600);
   tcase_add_test(tc, generator_covers_its_pool);
   tcase_add_test(tc, random_graphs);
   suite_add_tcase(s, tc);

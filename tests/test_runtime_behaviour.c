@@ -276,6 +276,39 @@ START_TEST(unseeded_draws_differ) {
 }
 END_TEST
 
+/* A chain of 12 unfused ops over a 4 MiB tensor whose intermediate handles
+ * the program dropped: once a kernel's input is dead its buffer goes back to
+ * the allocator and the next output reuses it, so the peak is the input plus
+ * two intermediates, not all twelve. */
+START_TEST(dead_intermediates_are_reused) {
+  setenv("KILN_PASSES", "-fuse", 1);   /* read once, by this forked process */
+  kiln_scope_begin();
+  enum { N = 1 << 20 };
+  kiln_tensor *x = kiln_ones(KILN_SHAPE(N), KILN_F32);
+  ck_assert_int_eq(kiln_realize(x), KILN_OK);
+  kiln_reset_peak_memory();
+  kiln_tensor *y = kiln_retain(x);
+  for (int i = 0; i < 12; i++) {
+    kiln_tensor *next = i % 2 ? kiln_muls(y, 0.5) : kiln_adds(y, 1);
+    kiln_release(y);  /* the program keeps no handle on intermediates */
+    y = next;
+  }
+  kiln_memory_stats_t before, after;
+  ck_assert_int_eq(kiln_memory_stats(kiln_cpu_device(), &before), KILN_OK);
+  kiln_reset_stats();
+  ck_assert_int_eq(kiln_realize(y), KILN_OK);
+  ck_assert_int_eq(kiln_stats().kernels_launched, 12);
+  ck_assert_int_eq(kiln_memory_stats(kiln_cpu_device(), &after), KILN_OK);
+  ck_assert_msg(after.peak_bytes - before.allocated_bytes <= 2 * 4 * N + 4096, "peak grew by %llu bytes",
+                (unsigned long long)(after.peak_bytes - before.allocated_bytes));
+  ck_assert(fabs(kiln_item(kiln_select(y, 0, 0)) - 1.0) < 1e-6);  /* (1+1)/2 ... stays 1 */
+  kiln_memory_stats_t cuda;
+  ck_assert_int_eq(kiln_memory_stats((kiln_device){KILN_CUDA, 0}, &cuda), KILN_ERR_DEVICE);
+  ck_assert_ptr_nonnull(strstr(kiln_last_error(), "CUDA not available"));
+  kiln_scope_end();
+}
+END_TEST
+
 static Suite *runtime_behaviour_suite(void) {
   Suite *s = suite_create("runtime_behaviour");
   TCase *tc = tu_tcase(s, "cache");
@@ -288,6 +321,7 @@ static Suite *runtime_behaviour_suite(void) {
   tc = tu_tcase(s, "lifetime");
   tcase_add_test(tc, realized_node_drops_inputs);
   tcase_add_test(tc, scope_releases_all_but_kept);
+  tcase_add_test(tc, dead_intermediates_are_reused);
   tc = tu_tcase(s, "random");
   tcase_add_loop_test(tc, rand_matches_oracle_any_thread_count, 0, 4);
   tcase_add_loop_test(tc, same_seed_same_bits, 0, NRAND);

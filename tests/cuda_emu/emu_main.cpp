@@ -1,0 +1,99 @@
+// emu_main.cpp: the run-time half of the emulation harness. Runs each
+// generated kernel (kernels.cu, compiled here as host C++ with shim.h) on
+// host buffers as a small grid of pthread blocks, then compares the output
+// with the reference evaluator (within the case's tolerance) and with the
+// CPU back end (bit for bit, nan matching nan, unless the case reduces:
+// summation order may differ). Prints each failure; exits 1 if any.
+#include "shim.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels.cu"
+
+struct emu_param {
+  int dtype;                    // kiln_dtype
+  long long numel;              // outputs: elements to allocate
+  const unsigned char *data;    // inputs: bytes to copy (nullptr for the output)
+  size_t bytes;
+};
+struct emu_case {
+  const char *name;
+  void (*run)(void **bufs, long long lo, long long hi);
+  long long range;
+  int nparams;
+  const emu_param *params;
+  int out_dtype;
+  long long numel;
+  const double *want;           // reference evaluator
+  const unsigned char *cpu;     // CPU back end, raw storage
+  double rtol, atol;
+  int exact_cpu;
+};
+
+#include "cases.inc"
+
+enum { BOOL_, U8, I8, I16, I32, I64, F16, BF16, F32, F64 };
+static const size_t dsize[] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
+
+// Element i of raw storage as a double (f16 and bf16 exactly).
+static double load(int dt, const void *p, long long i) {
+  const unsigned char *b = (const unsigned char *)p + i * (long long)dsize[dt];
+  switch (dt) {
+  case BOOL_: case U8: return *b;
+  case I8: return *(const signed char *)b;
+  case I16: { short v; memcpy(&v, b, 2); return v; }
+  case I32: { int v; memcpy(&v, b, 4); return v; }
+  case I64: { long long v; memcpy(&v, b, 8); return (double)v; }
+  case F16: { unsigned short v; memcpy(&v, b, 2); return __half2float(__ushort_as_half(v)); }
+  case BF16: { unsigned short v; memcpy(&v, b, 2); return __uint_as_float((unsigned)v << 16); }
+  case F32: { float v; memcpy(&v, b, 4); return v; }
+  default: { double v; memcpy(&v, b, 8); return v; }
+  }
+}
+
+static bool near(double got, double want, double rtol, double atol) {
+  if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
+  if (isinf(want) || isinf(got)) return got == want;
+  return fabs(got - want) <= atol + rtol * fabs(want);
+}
+
+// Bits equal, or both nan (payloads may differ).
+static bool same(int dt, const unsigned char *a, const unsigned char *b, long long i) {
+  size_t n = dsize[dt];
+  if (!memcmp(a + i * n, b + i * n, n)) return true;
+  return dt >= F16 && isnan(load(dt, a, i)) && isnan(load(dt, b, i));
+}
+
+// Runs one case over 3 blocks of 40 threads (two warps, one partial) so the
+// grid-stride loop wraps; returns the number of mismatches.
+static int run_case(const emu_case &c) {
+  std::vector<std::vector<unsigned char>> store(c.nparams);
+  std::vector<void *> bufs(c.nparams);
+  for (int p = 0; p < c.nparams; p++) {
+    const emu_param &pp = c.params[p];
+    if (pp.data) store[p].assign(pp.data, pp.data + pp.bytes);
+    else store[p].assign((size_t)pp.numel * dsize[pp.dtype] + 1, 0xcd);  // unwritten shows
+    bufs[p] = store[p].data();
+  }
+  if (c.range > 0) emu_launch(3, 40, [&] { c.run(bufs.data(), 0, c.range); });
+  const unsigned char *out = store[0].data();
+  int bad = 0;
+  for (long long i = 0; i < c.numel; i++) {
+    double got = load(c.out_dtype, out, i);
+    bool ok = near(got, c.want[i], c.rtol, c.atol);
+    bool cpu_ok = !c.exact_cpu || same(c.out_dtype, out, c.cpu, i);
+    if ((ok && cpu_ok) || bad++ >= 3) continue;
+    printf("FAIL %s[%lld]: emulated %.9g, reference %.9g, CPU %.9g%s\n", c.name, i, got, c.want[i],
+           load(c.out_dtype, c.cpu, i), ok ? " (differs from the CPU)" : "");
+  }
+  return bad;
+}
+
+int main() {
+  int failed = 0, n = (int)(sizeof emu_cases / sizeof *emu_cases);
+  for (int i = 0; i < n; i++) failed += run_case(emu_cases[i]) > 0;
+  printf("cuda_emu: %d cases, %d failed\n", n, failed);
+  return failed ? 1 : 0;
+}
