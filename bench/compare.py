@@ -4,7 +4,7 @@
 theirs. With kiln_bench's JSON (default build/bench.json, from `make bench`)
 it adds kiln-fused's median for the same workload and the ratio.
 
-    python3 bench/compare.py [--runs 5] [--threads N] [--only W1,W7a] [--json FILE]
+    python3 bench/compare.py [--runs 5] [--threads N] [--only W1,W7-1024] [--json FILE]
 
 Same rules as kiln_bench: one warm-up, then the median of --runs timed runs
 (at least 5), inputs made before the clock starts, outputs allocated by each
@@ -25,7 +25,7 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=7, help="timed runs per row (at least 5)")
     p.add_argument("--threads", type=int, help="threads for BLAS and PyTorch (default: theirs)")
-    p.add_argument("--only", help="comma-separated workload names (W1,...,W7a,W7b)")
+    p.add_argument("--only", help="comma-separated workload names (W1,...,W7-1024,W7-2048)")
     p.add_argument("--json", default="build/bench.json", help="kiln_bench's JSON for the kiln column")
     return p.parse_args()
 
@@ -82,12 +82,12 @@ WORKLOADS = [
      {"numpy": lambda t: lambda: t["x"].sum(),
       "torch": lambda t: lambda: t["x"].sum()}),
     ("W6", "column standardization of 8192x2048", {"x": (8192, 2048)},
-     {"numpy": lambda t: lambda: (t["x"] - t["x"].mean(axis=0)) / t["x"].std(axis=0),
-      "torch": lambda t: lambda: (t["x"] - t["x"].mean(dim=0)) / t["x"].std(dim=0, unbiased=False)}),
-    ("W7a", "matmul 1024^3", {"a": (1024, 1024), "b": (1024, 1024)},
+     {"numpy": lambda t: lambda: (t["x"] - t["x"].mean(axis=0)) / t["x"].std(axis=0, ddof=1),
+      "torch": lambda t: lambda: (t["x"] - t["x"].mean(dim=0)) / t["x"].std(dim=0)}),
+    ("W7-1024", "matmul 1024^3", {"a": (1024, 1024), "b": (1024, 1024)},
      {"numpy": lambda t: lambda: t["a"] @ t["b"],
       "torch": lambda t: lambda: t["a"] @ t["b"]}),
-    ("W7b", "matmul 2048^3", {"a": (2048, 2048), "b": (2048, 2048)},
+    ("W7-2048", "matmul 2048^3", {"a": (2048, 2048), "b": (2048, 2048)},
      {"numpy": lambda t: lambda: t["a"] @ t["b"],
       "torch": lambda t: lambda: t["a"] @ t["b"]}),
 ]
@@ -114,8 +114,8 @@ def median_ms(fn, runs):
 
 
 def kiln_medians(path):
-    """workload -> kiln-fused median (ms); a name kiln_bench spells
-    differently (W7 for both matmul sizes, say) gets no kiln column."""
+    """workload -> kiln-fused median (ms); the names are kiln_bench's
+    (W7-1024, W7-2048), so a workload missing there gets no kiln column."""
     try:
         with open(path) as f:
             results = json.load(f)["results"]
@@ -151,7 +151,7 @@ def main():
     if not libs:
         sys.exit("compare.py: neither NumPy nor PyTorch is installed; nothing to time")
     kiln = kiln_medians(ARGS.json)
-    print("%-5s %-16s %11s %11s %11s %13s %9s"
+    print("%-8s %-16s %11s %11s %11s %13s %9s"
           % ("work", "impl", "median_ms", "min_ms", "max_ms", "kiln-fused_ms", "vs kiln"))
     for name, what, shapes, builders in WORKLOADS:
         if only and name not in only:
@@ -162,7 +162,7 @@ def main():
             med, lo, hi = median_ms(builders[lib](make_inputs(shapes)), runs)
             ratio = "%8.2fx" % (med / kiln_ms) if kiln_ms else "%9s" % "-"
             kcol = "%13.4f" % kiln_ms if kiln_ms else "%13s" % "-"
-            print("%-5s %-16s %11.4f %11.4f %11.4f %s %s" % (name, lib + " " + version, med, lo, hi, kcol, ratio))
+            print("%-8s %-16s %11.4f %11.4f %11.4f %s %s" % (name, lib + " " + version, med, lo, hi, kcol, ratio))
     print("\nvs kiln: the library's median / kiln-fused's (> 1: kiln-fused is faster)."
           + ("" if kiln else " No kiln numbers: run `make bench` first or pass --json."))
 

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 typedef struct {
@@ -82,4 +83,177 @@ static void gelu_body(void *ctx, int64_t lo, int64_t hi) {
 void hand_bias_gelu(float *c, const float *b, int64_t m, int64_t n, int threads) {
   gelu_args w = {c, b, n};
   hand_parallel_for(threads, m, gelu_body, &w);
+}
+
+/* ---- row-wise: softmax (W2) and layer_norm (W3) ----------------------------
+ * One row (16 KiB for W2, 4 KiB for W3) stays in L1/L2 between the passes
+ * over it, so memory sees one read of x and one write of out. */
+
+typedef struct {
+  float *out;
+  const float *x;
+  int64_t cols;
+} rows_args;
+
+static void softmax_body(void *ctx, int64_t lo, int64_t hi) {
+  const rows_args *w = ctx;
+  int64_t n = w->cols;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *restrict x = w->x + r * n;
+    float *restrict y = w->out + r * n;
+    float m = x[0];  /* not -INFINITY: -ffast-math assumes no infinities */
+    for (int64_t j = 1; j < n; j++) m = fmaxf(m, x[j]);
+    float s = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+      y[j] = expf(x[j] - m);
+      s += y[j];
+    }
+    float inv = 1.0f / s;
+    for (int64_t j = 0; j < n; j++) y[j] *= inv;
+  }
+}
+
+void hand_softmax_rows(float *out, const float *x, int64_t rows, int64_t cols, int threads) {
+  rows_args w = {out, x, cols};
+  hand_parallel_for(threads, rows, softmax_body, &w);
+}
+
+static void layer_norm_body(void *ctx, int64_t lo, int64_t hi) {
+  const rows_args *w = ctx;
+  int64_t n = w->cols;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *restrict x = w->x + r * n;
+    float *restrict y = w->out + r * n;
+    float s = 0.0f, q = 0.0f;
+    for (int64_t j = 0; j < n; j++) s += x[j];
+    float mean = s / (float)n;
+    /* Two passes over the cached row: no cancellation from E[x^2] - E[x]^2. */
+    for (int64_t j = 0; j < n; j++) q += (x[j] - mean) * (x[j] - mean);
+    float rstd = 1.0f / sqrtf(q / (float)n + HAND_LN_EPS);
+    for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mean) * rstd;
+  }
+}
+
+void hand_layer_norm_rows(float *out, const float *x, int64_t rows, int64_t cols, int threads) {
+  rows_args w = {out, x, cols};
+  hand_parallel_for(threads, rows, layer_norm_body, &w);
+}
+
+/* ---- W6: column standardization ------------------------------------------
+ * x does not fit in cache, so the column statistics are one pass (each thread
+ * a range of columns, sums in double, shifted by the first row so a large
+ * mean does not cancel), then one pass over rows writes the output. */
+
+enum { COL_BLOCK = 1024 };  /* two double accumulators per column: 16 KiB, in L1 */
+
+typedef struct {
+  float *out, *mean, *inv_std;  /* mean, inv_std: one per column */
+  const float *x;
+  int64_t rows, cols;
+} cols_args;
+
+static void col_stats_body(void *ctx, int64_t lo, int64_t hi) {
+  const cols_args *w = ctx;
+  int64_t n = w->rows, ld = w->cols;
+  for (int64_t c0 = lo; c0 < hi; c0 += COL_BLOCK) {
+    int64_t nc = hi - c0 < COL_BLOCK ? hi - c0 : COL_BLOCK;
+    const float *restrict k = w->x + c0;  /* the shift: row 0 */
+    double s[COL_BLOCK] = {0}, q[COL_BLOCK] = {0};
+    for (int64_t r = 0; r < n; r++) {
+      const float *restrict x = w->x + r * ld + c0;
+      for (int64_t j = 0; j < nc; j++) {
+        double d = (double)x[j] - (double)k[j];
+        s[j] += d;
+        q[j] += d * d;
+      }
+    }
+    for (int64_t j = 0; j < nc; j++) {
+      double var = (q[j] - s[j] * s[j] / (double)n) / (double)(n - 1);  /* unbiased */
+      w->mean[c0 + j] = (float)(k[j] + s[j] / (double)n);
+      w->inv_std[c0 + j] = (float)(1.0 / sqrt(var));
+    }
+  }
+}
+
+static void col_apply_body(void *ctx, int64_t lo, int64_t hi) {
+  const cols_args *w = ctx;
+  const float *restrict mean = w->mean, *restrict inv = w->inv_std;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *restrict x = w->x + r * w->cols;
+    float *restrict y = w->out + r * w->cols;
+    for (int64_t j = 0; j < w->cols; j++) y[j] = (x[j] - mean[j]) * inv[j];
+  }
+}
+
+void hand_standardize_cols(float *out, const float *x, int64_t rows, int64_t cols, int threads) {
+  float *stats = malloc(sizeof *stats * 2 * (size_t)cols);
+  if (!stats) abort();  /* 16 KiB for W6: not worth a recovery path in a benchmark */
+  cols_args w = {out, stats, stats + cols, x, rows, cols};
+  hand_parallel_for(threads, cols, col_stats_body, &w);
+  hand_parallel_for(threads, rows, col_apply_body, &w);
+  free(stats);
+}
+
+/* ---- W5: sums and the STREAM-like yardsticks ------------------------------ */
+
+/* Sum of x[lo, hi) in 64 float lanes: independent vector accumulators, so
+ * the loop is bound by memory, not by the latency of one chain of adds. */
+static float sum_lanes(const float *restrict x, int64_t lo, int64_t hi) {
+  float acc[64] = {0};
+  int64_t i = lo;
+  for (; i + 64 <= hi; i += 64)
+    for (int j = 0; j < 64; j++) acc[j] += x[i + j];
+  float s = 0.0f;
+  for (; i < hi; i++) s += x[i];
+  for (int j = 0; j < 64; j++) s += acc[j];
+  return s;
+}
+
+typedef struct {
+  const float *x;
+  bool exact;        /* c-hand: blocks of floats combined in double */
+  pthread_mutex_t mu;
+  double total;
+} sum_args;
+
+enum { SUM_BLOCK = 4096 };  /* float partial sums stay small: error ~ 1e-7 relative */
+
+static void sum_body(void *ctx, int64_t lo, int64_t hi) {
+  sum_args *w = ctx;
+  double s = 0.0;
+  if (w->exact)
+    for (int64_t i = lo; i < hi; i += SUM_BLOCK) s += sum_lanes(w->x, i, hi - i < SUM_BLOCK ? hi : i + SUM_BLOCK);
+  else
+    s = sum_lanes(w->x, lo, hi);
+  pthread_mutex_lock(&w->mu);
+  w->total += s;
+  pthread_mutex_unlock(&w->mu);
+}
+
+static float sum_with(const float *x, int64_t n, int threads, bool exact) {
+  sum_args w = {.x = x, .exact = exact, .mu = PTHREAD_MUTEX_INITIALIZER};
+  hand_parallel_for(threads, n, sum_body, &w);
+  return (float)w.total;
+}
+
+float hand_sum(const float *x, int64_t n, int threads) { return sum_with(x, n, threads, true); }
+
+float hand_stream_sum(const float *x, int64_t n, int threads) { return sum_with(x, n, threads, false); }
+
+typedef struct {
+  float *a;
+  const float *b, *c;
+  float s;
+} triad_args;
+
+static void triad_body(void *ctx, int64_t lo, int64_t hi) {
+  const triad_args *w = ctx;
+  float *restrict a = w->a;
+  const float *restrict b = w->b, *restrict c = w->c;
+  for (int64_t i = lo; i < hi; i++) a[i] = b[i] + w->s * c[i];
+}
+
+void hand_stream_triad(float *a, const float *b, const float *c, float s, int64_t n, int threads) {
+  triad_args w = {a, b, c, s};
+  hand_parallel_for(threads, n, triad_body, &w);
 }

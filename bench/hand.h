@@ -18,4 +18,26 @@ void hand_w1(float *out, const float *a, const float *b, const float *c, int64_t
  * split across threads. */
 void hand_bias_gelu(float *c, const float *b, int64_t m, int64_t n, int threads);
 
+/* Row-wise and column-wise kernels share one shape, so kiln_bench can keep the
+ * function in its workload state: out and x are rows x cols, row-major. */
+typedef void hand_matrix_fn(float *out, const float *x, int64_t rows, int64_t cols, int threads);
+
+/* W3's epsilon, shared with kiln_bench's kiln_layer_norm call. */
+#define HAND_LN_EPS 1e-5f
+
+/* W2: softmax over each row. */
+hand_matrix_fn hand_softmax_rows;
+/* W3: layer_norm over each row, no affine, biased variance, HAND_LN_EPS. */
+hand_matrix_fn hand_layer_norm_rows;
+/* W6: (x - mean over rows) / unbiased std over rows, per column. */
+hand_matrix_fn hand_standardize_cols;
+
+/* W5: the sum of x[0, n): float blocks added in double (the reference), and
+ * the STREAM-like read loop (float lanes only, the bandwidth yardstick). */
+float hand_sum(const float *x, int64_t n, int threads);
+float hand_stream_sum(const float *x, int64_t n, int threads);
+
+/* STREAM's triad: a[i] = b[i] + s * c[i]. */
+void hand_stream_triad(float *a, const float *b, const float *c, float s, int64_t n, int threads);
+
 #endif

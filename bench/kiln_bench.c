@@ -15,10 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_IMPLS 4
+#define MAX_IMPLS 6
 #define MIN_RUNS 5
 #define MISMATCH_TOL 1e-5   /* largest |got - want| / max(1, |want|) */
 
@@ -28,10 +29,11 @@ typedef struct {
   const char *name;                        /* row label: kiln-fused, c-hand, ... */
   int eager;                               /* kiln rows: kiln_set_eager(eager) */
   void (*native)(void *st, int threads);   /* non-kiln rows; NULL for kiln rows */
+  double bytes;                            /* ideal bytes when not the workload's (stream-triad) */
 } impl;
 
-#define KILN_FUSED {"kiln-fused", 0, NULL}
-#define KILN_EAGER {"kiln-eager", 1, NULL}
+#define KILN_FUSED {"kiln-fused", 0, NULL, 0}
+#define KILN_EAGER {"kiln-eager", 1, NULL, 0}
 
 typedef struct {
   const char *name;                        /* W1 */
@@ -59,13 +61,21 @@ static uint64_t rng_next(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-/* n floats uniform in [-2, 2), 64-byte aligned like kiln's own buffers. */
-static float *random_floats(int64_t n, uint64_t seed) {
+/* Fills p[0, n) uniformly in [lo, hi). */
+static void fill_floats(float *p, int64_t n, uint64_t seed, double lo, double hi) {
+  for (int64_t i = 0; i < n; i++)
+    p[i] = (float)(lo + (double)(rng_next(&seed) >> 11) * 0x1p-53 * (hi - lo));
+}
+
+/* n floats uniform in [lo, hi), 64-byte aligned like kiln's own buffers;
+ * writing them also faults every page in before timing. */
+static float *random_floats_in(int64_t n, uint64_t seed, double lo, double hi) {
   float *p = aligned_alloc(64, ((size_t)n * sizeof(float) + 63) / 64 * 64);
-  for (int64_t i = 0; p && i < n; i++)
-    p[i] = (float)((double)(rng_next(&seed) >> 11) * 0x1p-53 * 4.0 - 2.0);
+  if (p) fill_floats(p, n, seed, lo, hi);
   return p;
 }
+
+static float *random_floats(int64_t n, uint64_t seed) { return random_floats_in(n, seed, -2.0, 2.0); }
 
 /* ---- W1: relu(a*b + c) * sigmoid(a) on 16M f32 ---------------------------- */
 
@@ -121,6 +131,228 @@ static const float *w1_expected(void *p, int64_t *n) {
   *n = W1_N;
   return ((w1_state *)p)->out;
 }
+
+/* ---- W2, W3, W6: one f32 matrix in, one out ------------------------------ *
+ * The hand-written loop's result is the reference kiln's is checked against
+ * (it is computed in setup, and rewritten identically by the c-hand row). */
+
+typedef struct {
+  int64_t rows, cols;
+  float *x, *out;                /* out: the hand loop's result, the reference */
+  kiln_tensor *tx;               /* zero-copy view of x */
+  hand_matrix_fn *hand;
+} mat_state;
+
+static void mat_teardown(void *p) {
+  mat_state *s = p;
+  kiln_release(s->tx);
+  free(s->x);
+  free(s->out);
+  free(s);
+}
+
+static void mat_hand(void *p, int threads) {
+  mat_state *s = p;
+  s->hand(s->out, s->x, s->rows, s->cols, threads);
+}
+
+static void *mat_setup(int64_t rows, int64_t cols, hand_matrix_fn *hand) {
+  mat_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  *s = (mat_state){.rows = rows, .cols = cols, .hand = hand};
+  s->x = random_floats(rows * cols, 10);
+  s->out = random_floats(rows * cols, 11);
+  if (!s->x || !s->out) {
+    mat_teardown(s);
+    return NULL;
+  }
+  s->tx = kiln_from_buffer(s->x, KILN_F32, KILN_SHAPE(rows, cols));
+  mat_hand(s, bench_threads);
+  return s;
+}
+
+static const float *mat_expected(void *p, int64_t *n) {
+  mat_state *s = p;
+  *n = s->rows * s->cols;
+  return s->out;
+}
+
+static kiln_tensor *mat_x(void *p) { return ((mat_state *)p)->tx; }
+
+static void *w2_setup(void) { return mat_setup(4096, 4096, hand_softmax_rows); }
+static kiln_tensor *w2_build(void *p) { return kiln_softmax(mat_x(p), -1); }
+
+static void *w3_setup(void) { return mat_setup(8192, 1024, hand_layer_norm_rows); }
+static kiln_tensor *w3_build(void *p) { return kiln_layer_norm(mat_x(p), 1, NULL, NULL, HAND_LN_EPS); }
+
+static void *w6_setup(void) { return mat_setup(8192, 2048, hand_standardize_cols); }
+static kiln_tensor *w6_build(void *p) {
+  kiln_tensor *x = mat_x(p);
+  return kiln_div(kiln_sub(x, kiln_mean_dims(x, KILN_DIMS(0), 1)), kiln_std_dims(x, KILN_DIMS(0), 1, 1));
+}
+
+#define MAT_BYTES(rows, cols, passes) (passes) * 4.0 * (rows) * (cols)
+#define MAT_IMPLS {KILN_FUSED, KILN_EAGER, {"c-hand", 0, mat_hand, 0}}
+
+/* ---- W5: sum of 64M f32, with the STREAM-like yardsticks ------------------ */
+
+#define W5_N ((int64_t)64 << 20)
+
+typedef struct {
+  float *x;                      /* summed; also triad's b */
+  float *c, *a;                  /* triad's other input and its output */
+  float want;                    /* hand_sum's result, the reference */
+  volatile float sink;           /* stream-sum's result, kept so it is computed */
+  kiln_tensor *tx;
+} w5_state;
+
+static void w5_teardown(void *p) {
+  w5_state *s = p;
+  kiln_release(s->tx);
+  free(s->x);
+  free(s->c);
+  free(s->a);
+  free(s);
+}
+
+static void w5_hand(void *p, int threads) {
+  w5_state *s = p;
+  s->want = hand_sum(s->x, W5_N, threads);
+}
+
+static void w5_stream_sum(void *p, int threads) {
+  w5_state *s = p;
+  s->sink = hand_stream_sum(s->x, W5_N, threads);
+}
+
+static void w5_stream_triad(void *p, int threads) {
+  w5_state *s = p;
+  hand_stream_triad(s->a, s->x, s->c, 3.0f, W5_N, threads);
+}
+
+static void *w5_setup(void) {
+  w5_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  /* [0, 1), not [-2, 2): a sum that cannot cancel to near zero, so a relative
+   * tolerance on it means something. */
+  s->x = random_floats_in(W5_N, 12, 0.0, 1.0);
+  s->c = random_floats(W5_N, 13);
+  s->a = random_floats(W5_N, 14);
+  if (!s->x || !s->c || !s->a) {
+    w5_teardown(s);
+    return NULL;
+  }
+  s->tx = kiln_from_buffer(s->x, KILN_F32, KILN_SHAPE(W5_N));
+  w5_hand(s, bench_threads);
+  return s;
+}
+
+static kiln_tensor *w5_build(void *p) { return kiln_sum(((w5_state *)p)->tx); }
+
+static const float *w5_expected(void *p, int64_t *n) {
+  *n = 1;
+  return &((w5_state *)p)->want;
+}
+
+/* ---- W9: compile and dispatch per kernel, on tiny inputs ------------------ *
+ * Four kinds of kernel on 16x16 f32; shapes used nowhere else in the run, so
+ * each warm-up compiles (its kiln-compile row) and the timed runs measure the
+ * cached dispatch. The reference is plain C in double. */
+
+#define W9_D 16
+
+typedef struct {
+  float a[W9_D * W9_D], b[W9_D * W9_D], c[W9_D * W9_D], want[W9_D * W9_D];
+  int64_t nwant;
+  kiln_tensor *ta, *tb, *tc;
+} w9_state;
+
+static void w9_teardown(void *p) {
+  w9_state *s = p;
+  kiln_release(s->ta);
+  kiln_release(s->tb);
+  kiln_release(s->tc);
+  free(s);
+}
+
+/* Inputs, their views, then ref() fills want. */
+static void *w9_setup(void (*ref)(w9_state *s)) {
+  w9_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  fill_floats(s->a, W9_D * W9_D, 15, -2.0, 2.0);
+  fill_floats(s->b, W9_D * W9_D, 16, -2.0, 2.0);
+  fill_floats(s->c, W9_D * W9_D, 17, -2.0, 2.0);
+  s->ta = kiln_from_buffer(s->a, KILN_F32, KILN_SHAPE(W9_D, W9_D));
+  s->tb = kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(W9_D, W9_D));
+  s->tc = kiln_from_buffer(s->c, KILN_F32, KILN_SHAPE(W9_D, W9_D));
+  ref(s);
+  return s;
+}
+
+static const float *w9_expected(void *p, int64_t *n) {
+  w9_state *s = p;
+  *n = s->nwant;
+  return s->want;
+}
+
+/* An elementwise chain: tanh(a*b + c) - a. */
+static void w9_ew_ref(w9_state *s) {
+  s->nwant = W9_D * W9_D;
+  for (int i = 0; i < W9_D * W9_D; i++)
+    s->want[i] = (float)(tanh((double)s->a[i] * s->b[i] + s->c[i]) - s->a[i]);
+}
+static void *w9_ew_setup(void) { return w9_setup(w9_ew_ref); }
+static kiln_tensor *w9_ew_build(void *p) {
+  w9_state *s = p;
+  return kiln_sub(kiln_tanh(kiln_add(kiln_mul(s->ta, s->tb), s->tc)), s->ta);
+}
+
+/* A row reduction with a fused producer: sum(a*b, dim=1). */
+static void w9_rowsum_ref(w9_state *s) {
+  s->nwant = W9_D;
+  for (int i = 0; i < W9_D; i++) {
+    double t = 0;
+    for (int j = 0; j < W9_D; j++) t += (double)s->a[i * W9_D + j] * s->b[i * W9_D + j];
+    s->want[i] = (float)t;
+  }
+}
+static void *w9_rowsum_setup(void) { return w9_setup(w9_rowsum_ref); }
+static kiln_tensor *w9_rowsum_build(void *p) {
+  w9_state *s = p;
+  return kiln_sum_dims(kiln_mul(s->ta, s->tb), KILN_DIMS(1), 0);
+}
+
+static void w9_softmax_ref(w9_state *s) {
+  s->nwant = W9_D * W9_D;
+  for (int i = 0; i < W9_D; i++) {
+    const float *x = s->a + i * W9_D;
+    double m = x[0], t = 0;
+    for (int j = 1; j < W9_D; j++) m = fmax(m, x[j]);
+    for (int j = 0; j < W9_D; j++) t += exp(x[j] - m);
+    for (int j = 0; j < W9_D; j++) s->want[i * W9_D + j] = (float)(exp(x[j] - m) / t);
+  }
+}
+static void *w9_softmax_setup(void) { return w9_setup(w9_softmax_ref); }
+static kiln_tensor *w9_softmax_build(void *p) { return kiln_softmax(((w9_state *)p)->ta, -1); }
+
+static void w9_matmul_ref(w9_state *s) {
+  s->nwant = W9_D * W9_D;
+  for (int i = 0; i < W9_D; i++)
+    for (int j = 0; j < W9_D; j++) {
+      double t = 0;
+      for (int k = 0; k < W9_D; k++) t += (double)s->a[i * W9_D + k] * s->b[k * W9_D + j];
+      s->want[i * W9_D + j] = (float)t;
+    }
+}
+static void *w9_matmul_setup(void) { return w9_setup(w9_matmul_ref); }
+static kiln_tensor *w9_matmul_build(void *p) {
+  w9_state *s = p;
+  return kiln_matmul(s->ta, s->tb);
+}
+
+/* A W9 row: kiln-fused only (its warm-up gives the kiln-compile row). */
+#define W9_ROW(name, what, kind) \
+  {name, what, 0, 10000, w9_##kind##_setup, w9_##kind##_build, w9_expected, w9_teardown, {KILN_FUSED}, 0, 0}
 
 /* ---- W8: dispatch of a cached kernel, a + b on 16 elements ---------------- */
 
@@ -237,7 +469,7 @@ static const float *mm_expected(void *p, int64_t *n) {
 }
 
 #define MM_ROWS(n) 2.0 * (n) * (n) * (n), 1e-3
-#define OPENBLAS_IMPL(name) {name, 0, mm_native}
+#define OPENBLAS_IMPL(name) {name, 0, mm_native, 0}
 #endif
 
 /* The first workload's first kiln row is the first compile of the process:
@@ -245,14 +477,26 @@ static const float *mm_expected(void *p, int64_t *n) {
 static const workload workloads[] = {
   {"W1", "relu(a*b + c) * sigmoid(a), a b c f32[16M]", 16.0 * (double)W1_N, 0,
    w1_setup, w1_build, w1_expected, w1_teardown,
-   {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w1_hand}}, 0, 0},
-  {"W8", "a + b on f32[16], kernel cached: per-realize dispatch", 0, 10000,
-   w8_setup, w8_build, w8_expected, w8_teardown,
-   {KILN_FUSED}, 0, 0},
+   {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w1_hand, 0}}, 0, 0},
+  {"W2", "softmax(x, -1), x f32[4096,4096]", MAT_BYTES(4096, 4096, 2), 0,
+   w2_setup, w2_build, mat_expected, mat_teardown, MAT_IMPLS, 0, 0},
+  {"W3", "layer_norm(x, 1, no affine, eps 1e-5), x f32[8192,1024]", MAT_BYTES(8192, 1024, 2), 0,
+   w3_setup, w3_build, mat_expected, mat_teardown, MAT_IMPLS, 0, 1e-4},
 #ifdef KILN_BENCH_OPENBLAS
   {"W4", "gelu(x @ W^T + b), x f32[4096,1024], W f32[1024,1024]", 0, 0,
    w4_setup, mm_build, mm_expected, mm_teardown,
    {KILN_FUSED, KILN_EAGER, OPENBLAS_IMPL("c-hand")}, 2.0 * 4096 * 1024 * 1024, 1e-3},
+#endif
+  {"W5", "sum(x), x f32[64M]; stream-triad: a = b + s*c on 3 x f32[64M]", 4.0 * (double)W5_N, 0,
+   w5_setup, w5_build, w5_expected, w5_teardown,
+   {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w5_hand, 0}, {"stream-sum", 0, w5_stream_sum, 0},
+    /* STREAM's count: 2 reads and 1 write (the write-allocate read is not counted) */
+    {"stream-triad", 0, w5_stream_triad, 12.0 * (double)W5_N}}, 0, 1e-4},
+  /* x is read twice: the column statistics need every row before the first
+   * output, and x (64 MiB) does not fit in cache. */
+  {"W6", "(x - x.mean(0)) / x.std(0), x f32[8192,2048]", MAT_BYTES(8192, 2048, 3), 0,
+   w6_setup, w6_build, mat_expected, mat_teardown, MAT_IMPLS, 0, 1e-4},
+#ifdef KILN_BENCH_OPENBLAS
   {"W7-1024", "matmul f32[1024,1024] @ f32[1024,1024]", 0, 0,
    w7_1024_setup, mm_build, mm_expected, mm_teardown,
    {KILN_FUSED, OPENBLAS_IMPL("openblas")}, MM_ROWS(1024)},
@@ -260,6 +504,13 @@ static const workload workloads[] = {
    w7_2048_setup, mm_build, mm_expected, mm_teardown,
    {KILN_FUSED, OPENBLAS_IMPL("openblas")}, MM_ROWS(2048)},
 #endif
+  {"W8", "a + b on f32[16], kernel cached: per-realize dispatch", 0, 10000,
+   w8_setup, w8_build, w8_expected, w8_teardown,
+   {KILN_FUSED}, 0, 0},
+  W9_ROW("W9-ew", "tanh(a*b + c) - a on f32[16,16]: compile, cached dispatch", ew),
+  W9_ROW("W9-rowsum", "sum(a*b, dim=1) on f32[16,16]: compile, cached dispatch", rowsum),
+  W9_ROW("W9-softmax", "softmax(a, -1) on f32[16,16]: compile, cached dispatch", softmax),
+  W9_ROW("W9-matmul", "f32[16,16] @ f32[16,16]: compile, cached dispatch", matmul),
 };
 #define NUM_WORKLOADS ((int)(sizeof workloads / sizeof workloads[0]))
 
@@ -301,7 +552,7 @@ static void print_row(const result *r) {
   if (r->kernels >= 0) snprintf(kernels, sizeof kernels, "%lld", (long long)r->kernels);
   if (r->median_ms < 1.0) snprintf(us, sizeof us, "  (%.2f us)", r->median_ms * 1e3);
   if (!isnan(r->gflops)) snprintf(us, sizeof us, "  (%.1f GFLOP/s)", r->gflops);
-  printf("%-8s %-13s %7d %11.4f %11.4f %11.4f %8s %7s%s\n", r->workload, r->impl,
+  printf("%-10s %-13s %7d %11.4f %11.4f %11.4f %8s %7s%s\n", r->workload, r->impl,
          r->threads, r->median_ms, r->min_ms, r->max_ms, gbps, kernels, us);
   fflush(stdout);
 }
@@ -384,7 +635,8 @@ static void add_compile_row(const workload *w, kiln_sample warm, double median) 
 static double add_timed_row(const workload *w, const impl *im, double *ms, int runs,
                             int64_t kernels) {
   double med = median_of(ms, runs);
-  double gbps = w->bytes > 0 ? w->bytes / (med * 1e-3) / 1e9 : NAN;
+  double bytes = im->bytes > 0 ? im->bytes : w->bytes;
+  double gbps = bytes > 0 ? bytes / (med * 1e-3) / 1e9 : NAN;
   double gflops = w->flops > 0 ? w->flops / (med * 1e-3) / 1e9 : NAN;
   add_result((result){w->name, im->name, bench_threads, med, ms[0], ms[runs - 1], gbps, gflops, kernels});
   return med;
@@ -441,17 +693,22 @@ static const result *find_result(const char *workload, const char *impl) {
   return NULL;
 }
 
-/* Speed of kiln-fused relative to every other timed row of its workload. */
+/* Speed of kiln-fused relative to every other timed row of its workload:
+ * the ratio of GB/s where both rows have it (the same as the ratio of
+ * medians, except for stream-triad, whose traffic differs), else of medians. */
 static void print_ratios(void) {
   bool header = false;
   for (int i = 0; i < num_results; i++) {
     const result *r = &results[i];
     const result *fused = find_result(r->workload, "kiln-fused");
     if (!fused || r == fused || !strcmp(r->impl, "kiln-compile")) continue;
-    if (!header) printf("\nratios (other median / kiln-fused median; > 1: kiln-fused is faster)\n");
+    if (!header)
+      printf("\nratios (other median / kiln-fused median, or kiln-fused GB/s / other GB/s;"
+             " > 1: kiln-fused is faster)\n");
     header = true;
-    printf("  %-4s kiln-fused vs %-10s %6.2fx\n", r->workload, r->impl,
-           r->median_ms / fused->median_ms);
+    double ratio = !isnan(r->gbps) && !isnan(fused->gbps) ? fused->gbps / r->gbps
+                                                         : r->median_ms / fused->median_ms;
+    printf("  %-7s kiln-fused vs %-12s %6.2fx\n", r->workload, r->impl, ratio);
   }
 }
 
@@ -523,6 +780,13 @@ static int write_json(const char *path) {
   return fclose(f) ? 1 : 0;
 }
 
+/* The whole run must fit a small machine's memory (about 8 GiB): say what it
+ * took, kiln's kept blocks included. */
+static void print_peak_rss(void) {
+  struct rusage ru;
+  if (!getrusage(RUSAGE_SELF, &ru)) printf("\npeak resident memory: %.0f MiB\n", (double)ru.ru_maxrss / 1024.0);
+}
+
 /* ---- options and main ---------------------------------------------------- */
 
 typedef struct {
@@ -545,11 +809,16 @@ static int parse_count(const char *s) {
   return s && *s && !*end && v > 0 && v < 1000000 ? (int)v : 0;
 }
 
-/* The index of the workload named by the n characters at s, or -1. */
-static int workload_named(const char *s, size_t n) {
-  for (int i = 0; i < NUM_WORKLOADS; i++)
-    if (strlen(workloads[i].name) == n && !strncmp(s, workloads[i].name, n)) return i;
-  return -1;
+/* Chooses the workloads the n characters at s name: one by its full name,
+ * or a family by its prefix before '-' (W7: W7-1024 and W7-2048). False when
+ * none matches. */
+static bool choose_named(const char *s, size_t n, bool *chosen) {
+  bool any = false;
+  for (int i = 0; i < NUM_WORKLOADS; i++) {
+    const char *name = workloads[i].name;
+    if (!strncmp(s, name, n) && (name[n] == 0 || name[n] == '-')) chosen[i] = any = true;
+  }
+  return any;
 }
 
 /* --only W1,W8: chooses the named workloads; false on an unknown name. */
@@ -557,16 +826,15 @@ static bool parse_only(const char *list, bool *chosen) {
   memset(chosen, 0, sizeof(bool) * NUM_WORKLOADS);
   for (const char *p = list;; p++) {
     size_t n = strcspn(p, ",");
-    int i = workload_named(p, n);
-    if (i < 0) return false;
-    chosen[i] = true;
+    if (!n || !choose_named(p, n, chosen)) return false;
     p += n;
     if (!*p) return true;
   }
 }
 
+/* Every option takes a value: flags and values alternate. */
 static int parse_args(int argc, char **argv, options *o) {
-  for (int i = 1; i < argc; i++) {
+  for (int i = 1; i < argc; i += 2) {
     const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(arg, "--only") && val) {
       if (!parse_only(val, o->chosen)) return 1;
@@ -575,7 +843,6 @@ static int parse_args(int argc, char **argv, options *o) {
     else if (!strcmp(arg, "--threads") && parse_count(val)) bench_threads = parse_count(val);
     else if (!strcmp(arg, "--json") && val) o->json = val;
     else return 1;
-    i++;
   }
   return 0;
 }
@@ -617,11 +884,12 @@ int main(int argc, char **argv) {
     o.runs = MIN_RUNS;
   }
   set_threads();
-  printf("%-8s %-13s %7s %11s %11s %11s %8s %7s\n", "workload", "impl", "threads",
+  printf("%-10s %-13s %7s %11s %11s %11s %8s %7s\n", "workload", "impl", "threads",
          "median_ms", "min_ms", "max_ms", "GB/s", "kernels");
   for (int i = 0; i < NUM_WORKLOADS; i++)
     if (o.chosen[i]) run_workload(&workloads[i], o.runs);
   print_ratios();
+  print_peak_rss();
   kiln_shutdown();
   if (o.json && write_json(o.json)) failed = 1;
   if (failed) printf("kiln_bench: FAILED (see MISMATCH/ERROR lines above)\n");

@@ -9,7 +9,7 @@ if (!exists("out")) out = 'build/bench.png'
 
 set terminal pngcairo size 900,500 font ",11"
 set output out
-set title "kiln-fused speed-up: other median / kiln-fused median (> 1: kiln-fused is faster)"
+set title "kiln-fused speed-up: other median / kiln-fused median, or GB/s ratio (> 1: kiln-fused is faster)"
 set ylabel "speed-up (x)"
 set style data histograms
 set style histogram clustered gap 1

@@ -1,8 +1,10 @@
 # speedups.awk: build/bench.json -> the table bench/plot.gp draws. One row per
 # workload (and thread count, when the run had several): how many times
 # faster kiln-fused is than each other implementation (its median divided by
-# kiln-fused's; "-" where the workload has no such row), one column per
-# implementation the run has. Relies on kiln_bench writing one result object
+# kiln-fused's, or kiln-fused's GB/s divided by its GB/s where both rows have
+# one: the same figure, except for stream-triad, which moves other bytes; "-"
+# where the workload has no such row), one column per implementation the run
+# has. Relies on kiln_bench writing one result object
 # per line; awk, so no jq or Python.
 
 # The value of "key" in one JSON object line, without quotes.
@@ -22,11 +24,16 @@ function field(line, key,    i, rest) {
   # kiln-compile is a cost, not an implementation to compare with.
   if (impl != "kiln-fused" && impl != "kiln-compile" && !(impl in col)) { col[impl] = ++ncol; impls[ncol] = impl }
   median[w, t, impl] = field($0, "median_ms")
+  gbps[w, t, impl] = field($0, "gbps")
 }
 
+function known(v) { return v != "" && v != "null" && v + 0 > 0 }
+
 function ratio(key, impl,    f, o) {
+  f = gbps[key, "kiln-fused"]; o = gbps[key, impl]
+  if (known(f) && known(o)) return sprintf("%.3f", f / o)
   f = median[key, "kiln-fused"]; o = median[key, impl]
-  return (f + 0 > 0 && o != "" && o != "null") ? sprintf("%.3f", o / f) : "-"
+  return (known(f) && known(o)) ? sprintf("%.3f", o / f) : "-"
 }
 
 END {

@@ -1,9 +1,20 @@
-/* emit.c: kernel IR -> CUDA C. The parallel loop becomes a grid-stride loop
- * (one iteration per thread at a time), inner loops plain for loops,
- * accumulators locals of the thread, expressions `const` temporaries named by
- * their id (hash-consing makes them shared). Elementwise ops come from one
- * template table with the CPU back end's exact semantics (codegen_cpu/emit.c);
- * the math and Philox live in the prelude (prelude.cuh). */
+/* emit.c: kernel IR -> CUDA C. Two mappings of the work to threads:
+ * - one thread per iteration: the parallel loop, flattened with the loops
+ *   perfectly nested in it, becomes a grid-stride loop; inner loops and
+ *   reductions run inside the thread. Elementwise kernels, and reductions
+ *   whose loads are contiguous along the innermost of those loops (column
+ *   sums: neighbouring threads read neighbouring elements).
+ * - one block per iteration (a "row"): when the iteration holds reductions
+ *   over a row, the block's threads stride over each reduction's loop and
+ *   combine their partial accumulators (prelude.cuh's kiln_block_fold:
+ *   warp shuffles, then shared memory), every thread gets the result, and
+ *   the loops after it (softmax's normalising store loop) are split across
+ *   the threads too. A kernel without a parallel loop (a full reduction) is
+ *   one such row on one block.
+ * Accumulators are locals of the thread, expressions `const` temporaries
+ * named by their id (hash-consing makes them shared). Elementwise ops come
+ * from one template table with the CPU back end's exact semantics
+ * (codegen_cpu/emit.c); the math and Philox live in the prelude. */
 #include "codegen_cuda/cuda.h"
 
 #include <inttypes.h>
@@ -11,11 +22,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CUDA_BLOCK 256
+#define CUDA_BLOCK 256        /* threads per block, one thread per iteration */
+#define CUDA_ROW_BLOCK 256    /* most threads per block for a row of many rows */
+#define CUDA_ONE_BLOCK 1024   /* ... and for a kernel that is one row */
+#define MAX_CHAIN (2 * KILN_MAX_DIMS)
 
 typedef struct {
   kernel *k;
   ir_str *out;
+  bool block_wide;      /* the statements being emitted run on every thread of
+                           the block alike (a row's uniform level) */
+  int *acc_stamp, stamp;   /* by accumulator: declared inside the loop being classified */
+  unsigned char *seen;  /* by expr id: visited by the current walk */
   int depth;            /* indentation */
   bool *done;           /* by expr id: its temporary is declared and in scope */
   int *defined, ndefined;  /* declared ids in order, so a loop forgets its own */
@@ -281,7 +299,8 @@ static void emit_store(cuda_em *em, const kstmt *s) {
   emit_cast(&c, v.s, s->value->type, ir_compute_dtype(st));
   emit_narrow(&n, c.s, st);
   indent(em);
-  ir_str_printf(em->out, "p%d[%s] = %s;\n", s->buf, idx.s, n.s);
+  /* at a row's uniform level every thread holds the value: one stores it */
+  ir_str_printf(em->out, "%sp%d[%s] = %s;\n", em->block_wide ? "if (threadIdx.x == 0) " : "", s->buf, idx.s, n.s);
   ir_str_free(&c);
   ir_str_free(&n);
 }
@@ -324,10 +343,195 @@ static void emit_argfold(cuda_em *em, const kstmt *s) {
   ir_str_free(&cmp);
 }
 
+/* ---- mapping the work to threads ----------------------------------------- */
+static bool contains(const kstmt *s, ks_kind kind) {
+  for (; s; s = s->next)
+    if (s->kind == kind || (s->kind == KS_LOOP && contains(s->body, kind))) return true;
+  return false;
+}
+
+/* The loops perfectly nested from s (each body is exactly one loop),
+ * outermost first: one flat range of iterations. */
+static int loop_chain(const kstmt *s, const kstmt **chain) {
+  int n = 0;
+  for (; s && s->kind == KS_LOOP && n < MAX_CHAIN; s = s->body && !s->body->next ? s->body : NULL) chain[n++] = s;
+  return n;
+}
+
+static int64_t chain_extent(const kstmt *const *chain, int n) {
+  int64_t e = 1;
+  for (int i = 0; i < n; i++) e *= chain[i]->extent;
+  return e;
+}
+
+static bool uses_var(const kexpr *e, int v) {
+  if (!e) return false;
+  if (e->kind == KX_VAR) return e->var == v;
+  return uses_var(e->a, v) || uses_var(e->b, v) || uses_var(e->c, v);
+}
+
+/* How far index e moves per step of loop variable v; false when that is not
+ * a constant (e is not affine in v). */
+static bool var_step(const kexpr *e, int v, int64_t *step) {
+  int64_t a, b;
+  if (e->kind == KX_VAR || e->kind == KX_CONST) {
+    *step = e->kind == KX_VAR && e->var == v;
+    return true;
+  }
+  if (e->kind == KX_OP && (e->op == IR_ADD || e->op == IR_MUL) && var_step(e->a, v, &a) && var_step(e->b, v, &b)) {
+    if (e->op == IR_ADD) *step = a + b;
+    else if (e->a->kind == KX_CONST) *step = e->a->i * b;
+    else if (e->b->kind == KX_CONST) *step = a * e->b->i;
+    else *step = 0;
+    return e->op == IR_ADD || e->a->kind == KX_CONST || e->b->kind == KX_CONST || (a == 0 && b == 0);
+  }
+  *step = 0;
+  return !uses_var(e, v);
+}
+
+/* What a walk over the loads of some statements looks for: a load one
+ * element away per step of loop variable var, or (var < 0) a load of an
+ * output (a kernel that accumulates into its output). */
+static bool load_matches(cuda_em *em, const kexpr *e, int var) {
+  const kparam *p = &em->k->params[e->buf];
+  int64_t st;
+  if (var < 0) return p->output;
+  return !p->args && var_step(e->a, var, &st) && (st == 1 || st == -1);
+}
+
+static bool expr_has_load(cuda_em *em, const kexpr *e, int var) {
+  if (!e || em->seen[e->id]) return false;
+  em->seen[e->id] = 1;
+  if (e->kind == KX_LOAD && load_matches(em, e, var)) return true;
+  return expr_has_load(em, e->a, var) || expr_has_load(em, e->b, var) || expr_has_load(em, e->c, var);
+}
+
+static bool stmts_have_load(cuda_em *em, const kstmt *s, int var) {
+  for (; s; s = s->next) {
+    bool hit = s->kind == KS_LOOP ? stmts_have_load(em, s->body, var)
+                                  : expr_has_load(em, s->value, var) || expr_has_load(em, s->index, var);
+    if (hit) return true;
+  }
+  return false;
+}
+
+/* has_load(em, s, v): whether the statements load contiguously along v
+ * (then neighbouring threads taking neighbouring v read neighbouring
+ * elements); has_load(em, s, -1): whether they read an output. */
+static bool has_load(cuda_em *em, const kstmt *s, int var) {
+  memset(em->seen, 0, (size_t)em->k->nexprs + 1);
+  return stmts_have_load(em, s, var);
+}
+
+static void add_outer(cuda_em *em, const kstmt *s, const kstmt **outer, int *n) {
+  for (; s; s = s->next) {
+    if (s->kind == KS_ACC) em->acc_stamp[s->acc] = em->stamp;
+    else if (s->kind == KS_LOOP) add_outer(em, s->body, outer, n);
+    else if (s->kind == KS_UPDATE && em->acc_stamp[s->acc] != em->stamp) {
+      int i = 0;
+      while (i < *n && outer[i]->acc != s->acc) i++;
+      if (i == *n) outer[(*n)++] = s;
+    }
+  }
+}
+
+/* The updates in loop s of accumulators declared before it (one each, into
+ * outer, which holds k->naccs): s is their reduction's loop. A reduction
+ * nested inside s declares its accumulator inside s too. */
+static int outer_updates(cuda_em *em, const kstmt *s, const kstmt **outer) {
+  int n = 0;
+  em->stamp++;
+  add_outer(em, s->body, outer, &n);
+  return n;
+}
+
+/* At a row's uniform level, whether the block's threads split loop s (and
+ * the loops nested in it) among them: a reduction's loop (their partial
+ * accumulators are then folded), a loop without reductions, or one whose
+ * reductions read contiguously along it (a thread per iteration coalesces).
+ * Otherwise every thread runs it and the reductions inside are block-wide. */
+static bool split_loop(cuda_em *em, const kstmt *s) {
+  const kstmt *chain[MAX_CHAIN], **outer = malloc(sizeof *outer * ((size_t)em->k->naccs + 1));
+  IR_ASSERT(outer);
+  int n = loop_chain(s, chain), nouter = outer_updates(em, s, outer);
+  free(outer);
+  return nouter > 0 || !contains(s->body, KS_ACC) || has_load(em, chain[n - 1]->body, chain[n - 1]->var);
+}
+
+/* Threads a row can use: the most iterations of a loop it splits. */
+static int64_t row_width(cuda_em *em, const kstmt *s) {
+  int64_t w = 1;
+  for (; s; s = s->next) {
+    if (s->kind != KS_LOOP) continue;
+    const kstmt *chain[MAX_CHAIN];
+    int n = loop_chain(s, chain);
+    int64_t e = split_loop(em, s) ? chain_extent(chain, n) : row_width(em, s->body);
+    if (e > w) w = e;
+  }
+  return w;
+}
+
+/* A warp for a short row, else a power of two covering it; one row alone
+ * (a full reduction) may have the whole block. */
+static int row_block(int64_t width, int64_t rows) {
+  int cap = rows > 1 ? CUDA_ROW_BLOCK : CUDA_ONE_BLOCK, b = 32;
+  while (b < cap && b < width) b *= 2;
+  return b;
+}
+
+/* for (i = first; i < bound; i += step) over the iterations of the chain's
+ * loops flattened (outermost first), their variables recovered from i, then
+ * body. An empty chain is one range of iterations named it. */
+static void emit_flat_loop(cuda_em *em, const kstmt *const *chain, int n, const kstmt *body, const char *first,
+                           const char *bound, const char *step) {
+  char i[16] = "it";
+  if (n) snprintf(i, sizeof i, n == 1 ? "v%d" : "f%d", chain[0]->var);
+  indent(em);
+  ir_str_printf(em->out, "for (long long %s = %s; %s < %s; %s += %s) {\n", i, first, i, bound, i, step);
+  int64_t inner = 1;
+  for (int d = n > 1 ? n - 1 : -1; d >= 0; d--) {
+    indent(em);
+    ir_str_printf(em->out, "  const long long v%d = ", chain[d]->var);
+    if (chain[d]->extent == 1) ir_str_printf(em->out, "0;\n");
+    else if (d == 0) ir_str_printf(em->out, "%s / %" PRId64 "LL;\n", i, inner);
+    else if (inner == 1) ir_str_printf(em->out, "%s %% %" PRId64 "LL;\n", i, chain[d]->extent);
+    else ir_str_printf(em->out, "(%s / %" PRId64 "LL) %% %" PRId64 "LL;\n", i, inner, chain[d]->extent);
+    inner *= chain[d]->extent;
+  }
+  emit_scoped(em, body);
+}
+
+/* After a split reduction loop: each thread's partial accumulator folded
+ * with the same op across the block; every thread gets the result. */
+static void emit_block_fold(cuda_em *em, const kstmt *u) {
+  const char *t = ctype(u->type);
+  indent(em);
+  if (u->acc2 < 0) ir_str_printf(em->out, "a%d = kiln_block_fold(a%d, ", u->acc, u->acc);
+  else ir_str_printf(em->out, "kiln_block_argfold(a%d, a%d, ", u->acc, u->acc2);
+  ir_str_printf(em->out, "[](%s x, %s y) { return ", t, t);
+  expand(em->out, op_template(u->op, u->type), u->type, "x", "y", "");
+  ir_str_printf(em->out, "; });\n");
+}
+
+/* A loop the block's threads split: each thread runs its share of the
+ * (flattened) iterations alone, then the reductions it holds are folded. */
+static void emit_split(cuda_em *em, const kstmt *s) {
+  const kstmt *chain[MAX_CHAIN], **outer = malloc(sizeof *outer * ((size_t)em->k->naccs + 1));
+  IR_ASSERT(outer);
+  int n = loop_chain(s, chain), nouter = outer_updates(em, s, outer);
+  char bound[32];
+  snprintf(bound, sizeof bound, "%" PRId64 "LL", chain_extent(chain, n));
+  em->block_wide = false;
+  emit_flat_loop(em, chain, n, chain[n - 1]->body, "(long long)threadIdx.x", bound, "(long long)blockDim.x");
+  em->block_wide = true;
+  for (int i = 0; i < nouter; i++) emit_block_fold(em, outer[i]);
+  free(outer);
+}
+
 static void emit_block(cuda_em *em, const kstmt *s) {
   for (; s; s = s->next) {
     switch (s->kind) {
-    case KS_LOOP: emit_loop(em, s); break;
+    case KS_LOOP: (em->block_wide && split_loop(em, s) ? emit_split : emit_loop)(em, s); break;
     case KS_STORE: emit_store(em, s); break;
     case KS_ACC: emit_acc(em, s); break;
     case KS_UPDATE: (s->acc2 < 0 ? emit_fold : emit_argfold)(em, s); break;
@@ -336,20 +540,14 @@ static void emit_block(cuda_em *em, const kstmt *s) {
   }
 }
 
-static bool has_gemm(const kstmt *s) {
-  for (; s; s = s->next)
-    if (s->kind == KS_GEMM || (s->kind == KS_LOOP && has_gemm(s->body))) return true;
-  return false;
-}
-
 /* ---- the kernel function ------------------------------------------------ */
-static void emit_signature(cuda_em *em) {
+static void emit_signature(cuda_em *em, int block) {
   kernel *k = em->k;
   for (int p = 0; p < k->nparams; p++)
     if (k->params[p].args)
       ir_str_printf(em->out, "struct %s_args { long long v[%" PRId64 "]; };\n", k->name,
                     k->params[p].numel > 0 ? k->params[p].numel : 1);
-  ir_str_printf(em->out, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", CUDA_BLOCK, k->name);
+  ir_str_printf(em->out, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", block, k->name);
   for (int p = 0; p < k->nparams; p++) {
     const kparam *pp = &k->params[p];
     if (pp->args) ir_str_printf(em->out, "const %s_args p%d, ", k->name, p);
@@ -358,31 +556,32 @@ static void emit_signature(cuda_em *em) {
   ir_str_printf(em->out, "long long lo, long long hi) {\n");
 }
 
-/* The parallel loop (the only top-level statement when there is one) runs
- * grid-stride; any other body runs once, as iteration 0 of a range of 1. */
+/* The parallel loop (the only top-level statement when there is one) and
+ * the loops perfectly nested in it are the kernel's iterations; a body
+ * without one is one iteration. An iteration holding a reduction that does
+ * not load contiguously along the innermost of those loops is a row: one
+ * block per row, block-wide reductions. Otherwise one thread per iteration. */
 static void emit_kernel(cuda_em *em, cuda_launch *launch) {
-  const kstmt *b = em->k->body;
-  bool par = b && !b->next && b->kind == KS_LOOP && b->loop == KL_PARALLEL;
-  launch->range = par ? b->extent : 1;
-  launch->block = CUDA_BLOCK;
-  emit_signature(em);
-  const char *v = "it";
-  char name[16];
-  if (par) {
-    snprintf(name, sizeof name, "v%d", b->var);
-    v = name;
-  }
-  ir_str_printf(em->out,
-                "  for (long long %s = lo + (long long)blockIdx.x * blockDim.x + threadIdx.x; %s < hi;\n"
-                "       %s += (long long)gridDim.x * blockDim.x) {\n",
-                v, v, v);
+  const kstmt *b = em->k->body, *chain[MAX_CHAIN];
+  int n = b && !b->next && b->kind == KS_LOOP && b->loop == KL_PARALLEL ? loop_chain(b, chain) : 0;
+  const kstmt *iter = n ? chain[n - 1]->body : b;
+  /* a row stores from one thread, so no thread may read back the output */
+  bool rows = contains(iter, KS_ACC) && !(n && has_load(em, iter, chain[n - 1]->var)) &&
+              !has_load(em, b, -1);
+  launch->range = chain_extent(chain, n);
+  launch->block = rows ? row_block(row_width(em, iter), launch->range) : CUDA_BLOCK;
+  emit_signature(em, launch->block);
   em->depth = 1;
-  emit_scoped(em, par ? b->body : b);
+  em->block_wide = rows;
+  if (rows) emit_flat_loop(em, chain, n, iter, "lo + (long long)blockIdx.x", "hi", "(long long)gridDim.x");
+  else
+    emit_flat_loop(em, chain, n, iter, "lo + (long long)blockIdx.x * blockDim.x + threadIdx.x", "hi",
+                   "(long long)gridDim.x * blockDim.x");
   ir_str_printf(em->out, "}\n\n");
 }
 
 bool cuda_emit(kernel *k, ir_str *src, cuda_launch *launch, char **err) {
-  if (has_gemm(k->body)) {
+  if (contains(k->body, KS_GEMM)) {
     if (err && asprintf(err, "%s: matrix products are not emitted as CUDA C (cuBLAS)", k->name) < 0) *err = NULL;
     return false;
   }
@@ -393,12 +592,14 @@ bool cuda_emit(kernel *k, ir_str *src, cuda_launch *launch, char **err) {
   }
   size_t n = (size_t)k->nexprs + 1;
   cuda_em em = {.k = k, .out = src, .done = calloc(n, sizeof(bool)), .defined = calloc(n, sizeof(int)),
-                .reads_acc = malloc(n)};
-  IR_ASSERT(em.done && em.defined && em.reads_acc);
+                .reads_acc = malloc(n), .seen = malloc(n), .acc_stamp = calloc((size_t)k->naccs + 1, sizeof(int))};
+  IR_ASSERT(em.done && em.defined && em.reads_acc && em.seen && em.acc_stamp);
   memset(em.reads_acc, -1, n);
   emit_kernel(&em, launch);
   free(em.done);
   free(em.defined);
   free(em.reads_acc);
+  free(em.seen);
+  free(em.acc_stamp);
   return true;
 }

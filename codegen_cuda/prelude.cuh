@@ -266,3 +266,84 @@ KD double kiln_sin(double x) { return sin(x); }
 KD double kiln_cos(double x) { return cos(x); }
 KD double kiln_tanh(double x) { return tanh(x); }
 KD double kiln_pow(double a, double b) { return pow(a, b); }
+
+/* ---- block-wide reductions ----------------------------------------------
+ * A row reduction runs on all threads of a block: each thread folds a
+ * strided share of the row into its own accumulator, then these combine,
+ * first within each warp by shuffles, then the warps' results through
+ * shared memory, and every thread gets the total (the epilogue that follows
+ * needs it). Any block size up to 1024 works, a partial last warp included:
+ * a shuffle's mask names only the lanes that exist. Every thread of the
+ * block must call these (they hold barriers). */
+template <class T> KD T kiln_shfl_down(unsigned mask, T v, int d) {  /* bool, 8 and 16 bits */
+  return (T)__shfl_down_sync(mask, (int)v, d);
+}
+KD int kiln_shfl_down(unsigned mask, int v, int d) { return __shfl_down_sync(mask, v, d); }
+KD unsigned kiln_shfl_down(unsigned mask, unsigned v, int d) { return __shfl_down_sync(mask, v, d); }
+KD long long kiln_shfl_down(unsigned mask, long long v, int d) { return __shfl_down_sync(mask, v, d); }
+KD float kiln_shfl_down(unsigned mask, float v, int d) { return __shfl_down_sync(mask, v, d); }
+KD double kiln_shfl_down(unsigned mask, double v, int d) { return __shfl_down_sync(mask, v, d); }
+
+/* An arg-reduction's partial result: the best value and its index. */
+template <class V> struct kiln_arg { V v; long long i; };
+template <class V> KD kiln_arg<V> kiln_shfl_down(unsigned mask, kiln_arg<V> a, int d) {
+  kiln_arg<V> r = {kiln_shfl_down(mask, a.v, d), kiln_shfl_down(mask, a.i, d)};
+  return r;
+}
+
+/* Lane 0 gets the fold of the values of lanes 0..n-1, which call this
+ * together (n <= 32): lane l adds lane l+d's value while l+d < n. */
+template <class T, class F> KD T kiln_warp_fold(T v, F f, unsigned n) {
+  unsigned mask = n >= 32 ? 0xffffffffu : (1u << n) - 1u, lane = threadIdx.x & 31u;
+  for (unsigned d = 16; d > 0; d >>= 1) {
+    T o = kiln_shfl_down(mask, v, (int)d);
+    if (lane + d < n) v = f(v, o);
+  }
+  return v;
+}
+
+/* One slot per warp and one for the result, per value type. The slots of a
+ * fold are only rewritten after everyone passed the barrier that follows its
+ * own reads, so consecutive folds need no barrier between them. */
+template <class T> KD T *kiln_fold_slots() {
+  __shared__ T slots[33];
+  return slots;
+}
+
+template <class T, class F> KD T kiln_block_fold(T v, F f) {
+  T *slots = kiln_fold_slots<T>();
+  unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31u) >> 5;
+  unsigned first = threadIdx.x - lane, lanes = blockDim.x - first < 32u ? blockDim.x - first : 32u;
+  v = kiln_warp_fold(v, f, lanes);
+  if (lane == 0) slots[warp] = v;
+  __syncthreads();
+  if (threadIdx.x < nwarps) {
+    v = kiln_warp_fold(slots[threadIdx.x], f, nwarps);
+    if (threadIdx.x == 0) slots[32] = v;
+  }
+  __syncthreads();
+  return slots[32];
+}
+
+/* Numbers are never nan; specialised for the float types below. */
+template <class T> KD bool kiln_isnan(T) { return false; }
+KD bool kiln_isnan(float x) { return x != x; }
+KD bool kiln_isnan(double x) { return x != x; }
+
+/* The arg-reduction over the indices of both partial results, as one
+ * thread's sequential pass decides it (codegen_cpu/emit.c's argfold): nan
+ * beats any number, better(x, y) says when x beats y, ties keep the first
+ * index. A thread that saw nothing better than the start value still holds
+ * (start, 0); it can only win when the whole range equals the start value,
+ * and then index 0 is the answer anyway. */
+template <class V, class B> KD kiln_arg<V> kiln_argpick(kiln_arg<V> a, kiln_arg<V> b, B better) {
+  bool an = kiln_isnan(a.v), bn = kiln_isnan(b.v);
+  bool b_wins = an != bn ? bn : better(b.v, a.v) || (!better(a.v, b.v) && b.i < a.i);
+  return b_wins ? b : a;
+}
+template <class V, class B> KD void kiln_block_argfold(V &v, long long &i, B better) {
+  kiln_arg<V> mine = {v, i};
+  kiln_arg<V> r = kiln_block_fold(mine, [better](kiln_arg<V> a, kiln_arg<V> b) { return kiln_argpick(a, b, better); });
+  v = r.v;
+  i = r.i;
+}

@@ -18,6 +18,9 @@ ir_node *fe_register(ir_node *n);
 /* What every public op does with the node it built: realize it in eager
  * mode or when its pending graph grew past KILN_MAX_PENDING, then register it. */
 ir_node *fe_finish(ir_node *n);
+/* A new, registered reference to t: what an op that changes nothing returns
+ * (tensors are immutable). */
+ir_node *fe_same(ir_node *t);
 /* A registered error node; the message gets the caller's "file:line: ". */
 #define fe_error(st, f, l, ...) fe_register(ir_node_error(st, f, l, __VA_ARGS__))
 /* NULL when t can be used as argument argno (1-based) of op; otherwise the

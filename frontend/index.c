@@ -199,5 +199,5 @@ kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *ind
     cur = next;
     owned = true;
   }
-  return owned ? cur : fe_register(kiln_retain(t));
+  return owned ? cur : fe_same(t);
 }

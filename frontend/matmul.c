@@ -124,8 +124,8 @@ static ir_node *product(const char *f, int l, const char *name, ir_node *a, ir_n
     snprintf(why, sizeof why, "cannot be multiplied (%lld != %lld)", (long long)ka, (long long)kb);
     return shape_error(f, l, name, a, b, why);
   }
-  ir_node *a2 = a->ndim == 1 ? kiln_unsqueeze_at(f, l, a, 0) : fe_register(kiln_retain(a));
-  ir_node *b2 = b->ndim == 1 ? kiln_unsqueeze_at(f, l, b, 1) : fe_register(kiln_retain(b));
+  ir_node *a2 = a->ndim == 1 ? kiln_unsqueeze_at(f, l, a, 0) : fe_same(a);
+  ir_node *b2 = b->ndim == 1 ? kiln_unsqueeze_at(f, l, b, 1) : fe_same(b);
   int nb;
   int64_t batch[KILN_MAX_DIMS];
   ir_node *r = batch_shape(a2, b2, &nb, batch)
@@ -180,7 +180,7 @@ kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w
   if (e || (b && (e = check_bias(f, l, x, w, b)))) return e;
   if (w->ndim != 1 && w->ndim != 2)
     return shape_error(f, l, "linear", x, w, "cannot be multiplied (the weight must be 1-D or 2-D)");
-  ir_node *wt = w->ndim == 2 ? kiln_transpose_at(f, l, w, 0, 1) : fe_register(kiln_retain(w));
+  ir_node *wt = w->ndim == 2 ? kiln_transpose_at(f, l, w, 0, 1) : fe_same(w);
   ir_node *r = product(f, l, "linear", x, wt);
   kiln_release(wt);
   if (b && r->status == KILN_OK) r = replace(r, kiln_add_at(f, l, r, b));

@@ -66,7 +66,10 @@ static ir_node *finish(ir_node *n) {
 }
 
 /* Tensors are immutable, so an op that changes nothing returns its input. */
-static ir_node *same(ir_node *t) { return kiln_retain(t); }
+static ir_node *same(ir_node *t) {
+  ir_node_retain(t);
+  return t;
+}
 
 /* PyTorch's computeStride: the strides that view t's elements as the new
  * shape without copying, or false when a new dim would span two chunks of t

@@ -215,7 +215,7 @@ kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dtype dt) {
   ir_node *e = fe_check_arg(f, l, "cast", a, 1);
   if (e) return e;
   if (!ir_dtype_valid(dt)) return fe_error(KILN_ERR_ARG, f, l, "cast: invalid dtype %d", (int)dt);
-  if (a->dtype == dt) return fe_register(kiln_retain(a));
+  if (a->dtype == dt) return fe_same(a);
   ir_node *n = ir_node_new(IR_CAST, dt, a->ndim, a->shape, 1, &a, f, l);
   n->attr.to = dt;
   n->attr.compute = dt;

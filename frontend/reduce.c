@@ -165,6 +165,7 @@ kiln_tensor *kiln_std_dims_at(const char *f, int l, kiln_tensor *t, int ndims, c
 static ir_node *shifted(const char *f, int l, const char *op, ir_node *t, int64_t dim) {
   ir_node *e = float_only(f, l, op, t);
   if (e) return e;
+  if (ir_numel(t->ndim, t->shape) == 0) return fe_same(t);  /* no row has a max; the result is empty */
   ir_node *m = reduce(f, l, IR_MAX, t, 1, &dim, true);
   return done(kiln_sub_at(f, l, t, m), 1, &m);
 }

@@ -71,16 +71,26 @@ kiln_tensor *kiln_keep(kiln_tensor *t) {
 }
 
 /* A scope holding t forgets it, so scope_end does not release it twice. */
+/* Drops a reference kiln_retain took if there is one, else the one a scope
+ * holds (so that scope will not release it again). */
 void kiln_release(kiln_tensor *t) {
   if (!t) return;
-  for (int i = nscopes - 1; i >= 0; i--)
-    if (scope_remove(&scopes[i], t)) break;
+  if (t->retained > 0) t->retained--;
+  else
+    for (int i = nscopes - 1; i >= 0; i--)
+      if (scope_remove(&scopes[i], t)) break;
   ir_node_release(t);
+}
+
+ir_node *fe_same(ir_node *t) {
+  ir_node_retain(t);
+  return fe_register(t);
 }
 
 /* The new reference is the caller's own: scopes never release it. */
 kiln_tensor *kiln_retain(kiln_tensor *t) {
   ir_node_retain(t);
+  t->retained++;
   return t;
 }
 

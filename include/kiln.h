@@ -57,6 +57,9 @@ kiln_device kiln_cpu_device(void);
 kiln_device kiln_default_device(void);   /* cuda:0 when available, else cpu */
 int kiln_cuda_is_available(void);
 int kiln_cuda_device_count(void);
+/* Why cuda:0 cannot be used ("libcuda.so.1 not found (no NVIDIA driver)"),
+ * "" when it can. Valid until the thread's next call. */
+const char *kiln_cuda_unavailable_reason(void);
 void kiln_set_eager(int on);             /* also KILN_EAGER=1 */
 int kiln_get_eager(void);
 void kiln_shutdown(void);                /* frees all runtime state */
@@ -75,15 +78,19 @@ void kiln_reset_stats(void);
 
 /* Memory kiln holds on a device: bytes in live tensors, plus freed blocks
  * kept for reuse (reserved), and the highest live figure since the last
- * kiln_reset_peak_memory. KILN_ERR_DEVICE (with a message) for a device
- * without kiln memory, e.g. CUDA here. */
+ * kiln_reset_peak_memory, for the CPU or a CUDA device (zeros before its
+ * first use). KILN_ERR_DEVICE (with a message) for a CUDA device that cannot
+ * be used. */
 typedef struct {
   uint64_t allocated_bytes;
   uint64_t reserved_bytes;
   uint64_t peak_bytes;
 } kiln_memory_stats_t;
 kiln_status kiln_memory_stats(kiln_device dev, kiln_memory_stats_t *out);
-void kiln_reset_peak_memory(void);
+void kiln_reset_peak_memory(void);       /* on every device */
+/* Gives the freed blocks every allocator keeps for reuse back to the system
+ * (after a GPU's queued work is done). Memory of live tensors stays. */
+void kiln_empty_cache(void);
 
 /* ---- lifetimes ----------------------------------------------------------- */
 void kiln_scope_begin(void);
@@ -335,7 +342,8 @@ kiln_status kiln_copy_to_host_at(const char *f, int l, kiln_tensor *t, void *dst
 /* The value of a one-element tensor as a double (NaN and an error otherwise). */
 double kiln_item_at(const char *f, int l, kiln_tensor *t);
 /* Realizes t and returns its contiguous host data, valid while t lives (NULL
- * and an error on failure). */
+ * and an error on failure). CPU tensors only: copy a GPU tensor with kiln_cpu
+ * first. */
 const void *kiln_data_at(const char *f, int l, kiln_tensor *t);
 /* PyTorch's format: tensor([[1., 2.],\n        [3., 4.]]). Caller frees. */
 char *kiln_to_string_at(const char *f, int l, kiln_tensor *t);
@@ -348,6 +356,31 @@ kiln_status kiln_print_at(const char *f, int l, kiln_tensor *t);
 #define kiln_data(t) kiln_data_at(__FILE__, __LINE__, t)
 #define kiln_to_string(t) kiln_to_string_at(__FILE__, __LINE__, t)
 #define kiln_print(t) kiln_print_at(__FILE__, __LINE__, t)
+
+/* Draws t's pending graph as kiln_realize would compile it: after the graph
+ * passes, partitioned into the kernels realize would launch (in launch
+ * order, named as KILN_DEBUG=1 names them). Nothing is compiled or run and
+ * t stays pending. KILN_FMT_TEXT: the graph as KILN_DEBUG=4 prints it, then
+ * one line per kernel with the nodes it stores and those it inlines.
+ * KILN_FMT_DOT: a Graphviz digraph (`dot -Tsvg`) with each kernel a cluster
+ * of the nodes it computes, buffers and sources outside, edges from source
+ * to consumer, nodes labelled "op dtype(shape)" and the file:line that built
+ * them. A realized tensor is one buffer node. KILN_ERR_ARG for a NULL t or
+ * out, an unknown format or a failed write; an error tensor gives its status. */
+typedef enum { KILN_FMT_TEXT, KILN_FMT_DOT } kiln_graph_format;
+kiln_status kiln_dump_graph_at(const char *f, int l, kiln_tensor *t, FILE *out, kiln_graph_format fmt);
+#define kiln_dump_graph(t, out, fmt) kiln_dump_graph_at(__FILE__, __LINE__, t, out, fmt)
+
+/* ---- devices ---------------------------------------------------------------
+ * kiln_to(t, dev): t's value on dev, a lazy node like any op: realize copies
+ * it (host <-> GPU) where the graph needs it, and ops on the result run on
+ * dev. To t's own device it is t (a new handle). To a CUDA device that
+ * cannot be used, an error node (KILN_ERR_DEVICE, "to: CUDA not available:
+ * <reason>"). kiln_cpu(t) = kiln_to(t, cpu): the way back before kiln_data. */
+kiln_tensor *kiln_to_at(const char *f, int l, kiln_tensor *t, kiln_device dev);
+kiln_tensor *kiln_cpu_at(const char *f, int l, kiln_tensor *t);
+#define kiln_to(t, dev) kiln_to_at(__FILE__, __LINE__, t, dev)
+#define kiln_cpu(t) kiln_cpu_at(__FILE__, __LINE__, t)
 
 /* Info: valid on any non-error handle without realizing it. */
 int kiln_ndim(kiln_tensor *t);

@@ -32,6 +32,7 @@ typedef struct {
 
 struct kiln_tensor {
   int refs;             /* user handles + consumer nodes */
+  int retained;         /* of those, taken by kiln_retain (no scope owns them) */
   ir_op op;
   kiln_dtype dtype;
   kiln_device device;

@@ -211,6 +211,32 @@ kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t k
   return s;
 }
 
+/* ---- parallel range ------------------------------------------------------ */
+static int64_t block_cost(const kstmt *s) {
+  int64_t c = 0;
+  for (; s; s = s->next) {
+    if (s->kind == KS_LOOP) c += s->extent * block_cost(s->body);
+    else if (s->kind == KS_GEMM) c += s->extent * s->gemm.n * (s->gemm.kdim + 1);
+    else c += 1;
+  }
+  return c;
+}
+
+int64_t k_parallel(const kernel *k, int64_t *iter_cost) {
+  for (const kstmt *s = k->body; s; s = s->next) {
+    if (s->kind == KS_LOOP && s->loop == KL_PARALLEL) {
+      *iter_cost = block_cost(s->body);
+      return s->extent;
+    }
+    if (s->kind == KS_GEMM) {
+      *iter_cost = s->gemm.n * (s->gemm.kdim + 1);
+      return s->extent;
+    }
+  }
+  *iter_cost = block_cost(k->body);
+  return 0;
+}
+
 /* ---- walking the kernel: every expression once, operands first ---------- */
 typedef void (*kx_visit)(void *ctx, const kexpr *e, int depth);
 typedef void (*ks_visit)(void *ctx, const kstmt *s, int depth, bool enter);

@@ -148,6 +148,11 @@ kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t k
  * key; sets k->name to "k_" + the hex hash of it and returns the hash. Equal
  * kernels give equal keys; no pointers are serialized. */
 uint64_t k_key(kernel *k, ir_str *key);
+/* The range the runtime splits across threads: the extent of the top-level
+ * KL_PARALLEL loop (or a top-level KS_GEMM's rows), 0 when there is none;
+ * *iter_cost = innermost iterations per step of it (loop extents multiplied
+ * through the nest, reductions included), for sizing chunks. */
+int64_t k_parallel(const kernel *k, int64_t *iter_cost);
 /* Human-readable text of the kernel (KILN_DEBUG=3), named as k_key names it. */
 void k_print(ir_str *b, kernel *k);
 

@@ -11,12 +11,20 @@
  *   (movement nodes) are index rewrites, never stored unless a target.
  *   Sources (constants, arange, eye, random) are cheap and always inlined,
  *   into every kernel that reads them: no buffer exists for them.
- * - Reductions are inlined like other computing nodes: the kernel runs their
- *   loop where their index is known (see lower.c).
+ * - Row reductions (reduced dims after the kept ones) are inlined like other
+ *   computing nodes: the kernel runs their loop where their index is known
+ *   (see lower.c). Column reductions are materialized: their kernel walks
+ *   the reduced dims outermost and the kept ones vectorized inside.
  * - A matmul's operands are buffers read in place through a strided view
  *   (transposes, slices, broadcasts fold into the GEMM's strides); any other
  *   operand is materialized. A kernel holds at most one matmul, whose shape is
  *   the kernel's, plus an elementwise epilogue, and no reduction.
+ * - A transfer (TO, kiln_to) is a group of its own and its source is stored:
+ *   realize runs it as a copy between devices.
+ * - A cheap elementwise node (no transcendental) that kernels of different
+ *   shapes need, and that reads only buffers, stored nodes and other such
+ *   nodes, belongs to no kernel: every kernel that reads it recomputes it
+ *   (W6's x - mean feeds both the variance and the output, never stored).
  * - Kernels of the same shape that share an inlined node merge into one
  *   multi-output kernel, so the shared node is computed once.
  * With merge off (KILN_PASSES=-fuse) every computing node is its own kernel.
@@ -50,6 +58,28 @@ static bool inlined_source(const ir_node *n) { return ir_op_has(n->op, IR_SRC) &
 static bool free_node(const ir_node *n) {
   while (ir_op_has(n->op, IR_MOVE)) n = n->src[0];
   return n->op == IR_BUFFER || inlined_source(n);
+}
+
+/* Ops cheap enough to recompute in every kernel that reads them. */
+static bool cheap(ir_op op) {
+  switch (op) {
+  case IR_EXP: case IR_LOG: case IR_SIN: case IR_COS: case IR_TANH: case IR_SIGMOID:
+  case IR_GELU: case IR_SILU: case IR_POW: return false;
+  default: return ir_op_has(op, IR_EW);
+  }
+}
+
+/* Nodes that may be recomputed by every kernel reading them, in topo order
+ * (sources first): cheap elementwise nodes and views over buffers, stored
+ * nodes (as far as mark_forced decided) and other such nodes. */
+static void mark_recomputable(const pass_graph *g, const bool *mat, bool *ok) {
+  for (int i = 0; i < g->n; i++) {
+    const ir_node *n = g->topo[i];
+    if (mat[i] || n->op == IR_BUFFER || (!ir_op_has(n->op, IR_MOVE) && !cheap(n->op) && !free_node(n))) continue;
+    bool all = true;
+    for (int s = 0; s < n->nsrc; s++) all = all && (n->src[s]->op == IR_BUFFER || mat[n->src[s]->scratch] || ok[n->src[s]->scratch]);
+    ok[i] = all;
+  }
 }
 
 static bool is_target(const pass_graph *g, const ir_node *n) {
@@ -101,6 +131,10 @@ static void mark_forced(pass_graph *g, bool merge, bool *mat) {
       ir_node *s = n->src[0];
       if (!free_node(s) && !trailing_broadcast(n)) mat[s->scratch] = true;
     }
+    if (ir_op_has(n->op, IR_XFER)) {   /* a copy of a stored value, never a kernel */
+      mat[i] = true;
+      if (n->src[0]->op != IR_BUFFER) mat[n->src[0]->scratch] = true;
+    }
     for (int k = 0; n->op == IR_MATMUL && k < 2; k++) {
       ir_node *leaf = strided_leaf(n->src[k]);
       ir_node *m = leaf ? leaf : n->src[k];
@@ -133,10 +167,11 @@ static int new_group(pass_graph *g, fuse_ctx *c, int i, int *ngroups) {
 /* Group of a non-materialized node: the groups of its users, merged when
  * they can share a kernel; materialized when they cannot or when the node
  * does not fit its users' kernel. */
-static int place(pass_graph *g, fuse_ctx *c, int i, int *group, int *ngroups, bool *mat) {
+static int place(pass_graph *g, fuse_ctx *c, int i, int *group, int *ngroups, bool *mat, const bool *recompute) {
   int root = -1;
   bool conflict = false;
   for (int u = c->first_user[i]; u >= 0; u = c->next_user[u]) {
+    if (group[u / 3] < 0) continue;  /* a recomputed user belongs to no kernel */
     int r = uf_find(c->parent, group[u / 3]);
     if (root < 0) root = r;
     else if (r != root) {
@@ -153,10 +188,13 @@ static int place(pass_graph *g, fuse_ctx *c, int i, int *group, int *ngroups, bo
    * elementwise users keep that index */
   for (int u = c->first_user[i]; kind == HAS_CONTRACT && u >= 0; u = c->next_user[u])
     if (!ir_op_has(g->topo[u / 3]->op, IR_EW)) conflict = true;
+  /* a column reduction is its own kernel, lowered with its loop outside */
+  if (kind == HAS_REDUCE && !pass_reduce_trailing(g->topo[i])) conflict = true;
   if (root >= 0 && !conflict && fits(g, c, root, kind, g->topo[i])) {
     c->kinds[root] |= (unsigned char)kind;
     return root;
   }
+  if (recompute[i]) return -1;  /* each kernel that reads it computes it */
   mat[i] = true;
   return new_group(g, c, i, ngroups);
 }
@@ -213,6 +251,9 @@ void pass_fuse(pass_graph *g, bool merge) {
   IR_ASSERT(mat && group && c.parent && c.kinds && c.first_user && c.next_user);
   build_users(g, &c);
   mark_forced(g, merge, mat);
+  bool *recompute = calloc((size_t)n + 1, sizeof *recompute);
+  IR_ASSERT(recompute);
+  if (merge) mark_recomputable(g, mat, recompute);
   int ngroups = 0;
   for (int i = n - 1; i >= 0; i--) {
     ir_node *nd = g->topo[i];
@@ -221,10 +262,11 @@ void pass_fuse(pass_graph *g, bool merge) {
     if (mat[i]) {
       group[i] = new_group(g, &c, i, &ngroups);
     } else {
-      group[i] = place(g, &c, i, group, &ngroups, mat);
+      group[i] = place(g, &c, i, group, &ngroups, mat, recompute);
     }
   }
   regroup(g, &c, group, ngroups, mat);
+  free(recompute);
   free(mat);
   free(group);
   free(c.parent);

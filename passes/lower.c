@@ -592,6 +592,94 @@ static void gemm_nest(lower_ctx *c, const pass_group *pg, ir_node *mm, kexpr **i
   push_frame(c, gs->gemm.var_j, &gs->body);
 }
 
+/* ---- column reductions ----------------------------------------------------
+ * out[o, t] = init; for r (reduced dims): for t (kept dims after them,
+ * vectorized): out[o, t] = op(out[o, t], src[o, r, t]): the output row is
+ * the vector of accumulators, so the source is read in memory order. The
+ * parallel loop runs over the outer kept dims, or over blocks of t when there
+ * are none (W6's column mean is one row of 2048 accumulators). */
+static bool inlined_reduce_below(lower_ctx *c, const ir_node *n) {
+  if (n->op == IR_BUFFER || (c->g->materialized[n->scratch] && c->g->group_of[n->scratch] != c->gi)) return false;
+  for (int s = 0; s < n->nsrc; s++)
+    if (ir_op_has(n->src[s]->op, IR_REDUCE) || inlined_reduce_below(c, n->src[s])) return true;
+  return false;
+}
+
+/* The reduced dims [*p, *q] must be one block; the output must hold the
+ * accumulator exactly (its storage dtype is the accumulation dtype). */
+static bool column_reduction(lower_ctx *c, const pass_group *pg, int *p, int *q) {
+  const ir_node *n = pg->outs[0];
+  if (pg->nout != 1 || !ir_op_has(n->op, IR_REDUCE) || pass_reduce_trailing(n)) return false;
+  if (rule_of(n->op).arg || ir_compute_dtype(n->dtype) != n->dtype || n->dtype != n->attr.compute) return false;
+  if (n->op == IR_ANY || n->op == IR_ALL) return false;
+  *p = *q = -1;
+  for (int d = 0; d < n->ndim; d++)
+    if (n->attr.axes >> d & 1) {
+      if (*p >= 0 && *q != d - 1) return false;
+      if (*p < 0) *p = d;
+      *q = d;
+    }
+  return !inlined_reduce_below(c, n);
+}
+
+/* The largest divisor of n in [16, 1024], or n: blocks of the kept row the
+ * threads split when nothing else is parallel. */
+static int64_t row_block(int64_t n) {
+  for (int64_t b = 1024; b >= 16; b--)
+    if (n % b == 0) return b;
+  return n;
+}
+
+static void column_nest(lower_ctx *c, const pass_group *pg, int p, int q) {
+  kernel *k = c->k;
+  const ir_node *n = pg->outs[0], *s = n->src[0];
+  int nd = n->ndim;
+  kiln_dtype at = n->dtype;
+  int64_t inner = ir_numel(nd - q - 1, n->shape + q + 1);
+  kexpr *idx[KILN_MAX_DIMS], *sidx[KILN_MAX_DIMS];
+  loop_nest(c, pg, p, idx);  /* outer kept dims; the first is parallel */
+  int64_t bs = p == 0 ? row_block(inner) : inner;
+  kexpr *t = kx_int(k, KILN_I64, 0);
+  if (p == 0) {
+    int vb = k_var(k);
+    kstmt *blocks = ks_loop(k, vb, inner / bs, KL_PARALLEL);
+    frame_set_inner(&c->frames[c->nframes - 1], blocks);
+    push_frame(c, vb, &blocks->body);
+    t = kx_imul(k, kx_var(k, vb), kx_int(k, KILN_I64, bs));
+  }
+  frame *home = &c->frames[c->nframes - 1];
+  int64_t ost[KILN_MAX_DIMS];
+  ir_contiguous_strides(nd, n->shape, ost);
+  kexpr *o = linear(k, p, ost, 0, idx);  /* the output row: outer dims lead, reduced dims are 1 */
+  int vi = k_var(k);
+  kstmt *init = ks_loop(k, vi, bs, KL_VECTOR);
+  init->body = ks_store(k, 0, kx_iadd(k, o, kx_iadd(k, t, kx_var(k, vi))), reduce_init(k, n->op, at));
+  frame_insert(home, init);
+  kstmt *outer = NULL, **link = &outer;
+  for (int d = p; d <= q; d++) {
+    int v = k_var(k);
+    kstmt *loop = ks_loop(k, v, s->shape[d], KL_SERIAL);
+    *link = loop;
+    link = &loop->body;
+    sidx[d] = kx_var(k, v);
+  }
+  int vj = k_var(k);
+  kstmt *row = ks_loop(k, vj, bs, KL_VECTOR);
+  *link = row;
+  kexpr *tj = kx_iadd(k, t, kx_var(k, vj));
+  for (int d = 0; d < p; d++) sidx[d] = idx[d];
+  kexpr *rem = tj;  /* the kept dims after the reduced ones, from t + j */
+  for (int d = nd - 1; d > q + 1; d--) {
+    sidx[d] = kx_imod(k, rem, kx_int(k, KILN_I64, s->shape[d]));
+    rem = kx_idiv(k, rem, kx_int(k, KILN_I64, s->shape[d]));
+  }
+  if (q + 1 < nd) sidx[q + 1] = rem;
+  kexpr *out = kx_iadd(k, o, tj);
+  kexpr *v = kx_cast(k, emit(c, s, sidx), at);
+  row->body = ks_store(k, 0, out, kx_op(k, rule_of(n->op).update, at, kx_load(k, 0, out, at), v, NULL));
+  frame_insert(home, outer);
+}
+
 static ir_node *group_matmul(const pass_graph *g, int gi) {
   for (int i = 0; i < g->n; i++)
     if (g->topo[i]->op == IR_MATMUL && g->group_of[i] == gi) return g->topo[i];
@@ -608,6 +696,15 @@ kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs) {
   for (int o = 0; o < pg->nout; o++) k_param(k, pg->outs[o]->dtype, true, numel);
   kexpr *idx[KILN_MAX_DIMS];
   ir_node *mm = group_matmul(g, gi);
+  int p = -1, q = -1;
+  if (column_reduction(&c, pg, &p, &q)) {
+    column_nest(&c, pg, p, q);
+    k->work = numel;
+    free(c.memo);
+    free(c.input_param);
+    *ninputs = c.ninputs;
+    return k;
+  }
   if (mm) gemm_nest(&c, pg, mm, idx);
   else loop_nest(&c, pg, pg->ndim, idx);
   int64_t st[KILN_MAX_DIMS];

@@ -46,6 +46,10 @@ void pass_fold_views(pass_graph *g);
  * n's strides and (in *off, updated) offset from its source's strides s;
  * false when n is not a strided view of its source. */
 bool pass_view_affine(const ir_node *n);
+/* A reduction whose reduced dims all come after the dims it keeps (a row
+ * reduction): its loop runs innermost over contiguous data. Otherwise
+ * (a column reduction) it is lowered with its loop outside the kept dims. */
+bool pass_reduce_trailing(const ir_node *n);
 bool pass_view_strides(const ir_node *n, const int64_t *s, int64_t *strides, int64_t *off);
 /* merge=false (KILN_PASSES=-fuse) gives one kernel per computing node. */
 void pass_fuse(pass_graph *g, bool merge);

@@ -77,9 +77,10 @@ static const char *check_node(const ir_node *n) {
   if (!ir_dtype_valid(n->dtype)) return "invalid dtype";
   if (n->nsrc != ir_ops[n->op].arity) return "wrong number of sources";
   for (int i = 0; i < n->nsrc; i++) {
-    if (n->src[i]->device.type != n->device.type || n->src[i]->device.index != n->device.index)
+    bool xfer = ir_op_has(n->op, IR_XFER);   /* a transfer reads another device, by definition */
+    if (!xfer && (n->src[i]->device.type != n->device.type || n->src[i]->device.index != n->device.index))
       return "source on another device";
-    if (ir_op_has(n->op, IR_EW) && !same_shape(n, n->src[i])) return "source shape differs";
+    if ((ir_op_has(n->op, IR_EW) || xfer) && !same_shape(n, n->src[i])) return "source shape differs";
   }
   if (ir_op_has(n->op, IR_MOVE) && !movement_ok(n)) return "movement op of an incompatible shape";
   if (n->op == IR_BUFFER && !n->buf) return "buffer node without a buffer";

@@ -57,3 +57,14 @@ bool pass_view_strides(const ir_node *n, const int64_t *s, int64_t *st, int64_t 
   if (n->op == IR_SLICE || n->op == IR_SELECT) *off += n->attr.index * s[n->attr.dim];
   return true;
 }
+
+bool pass_reduce_trailing(const ir_node *n) {
+  const ir_node *s = n->src[0];
+  bool reduced = false;
+  for (int d = 0; d < s->ndim; d++) {
+    if (s->shape[d] == 1) continue;
+    if (n->attr.axes >> d & 1) reduced = true;
+    else if (reduced) return false;
+  }
+  return true;
+}

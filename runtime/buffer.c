@@ -3,13 +3,13 @@
  * touching fresh pages costs about 11 ms per 64 MiB; the cache holds at most
  * RT_CACHE_LIMIT bytes and kiln_shutdown frees it. */
 #include "runtime/rt.h"
+#include "runtime/device.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 
 #define RT_ALIGN 64
 #define RT_CACHE_LIMIT ((size_t)1 << 30)  /* beyond 1 GiB, released blocks go back to the OS */
-#define RT_NUM_CLASSES 128                /* two classes per power of two */
 
 /* The public struct first, so an rt_buffer * is a block *. */
 typedef struct block {
@@ -27,7 +27,7 @@ static struct {
 
 /* Classes are 2^k and 1.5 * 2^k (at most 33% waste, usually much less);
  * class 2k is 2^k bytes, class 2k+1 is 1.5 * 2^k. */
-static size_t class_size(int cls) {
+size_t rt_class_size(int cls) {
   size_t p = (size_t)1 << (cls / 2);
   return cls % 2 ? p + p / 2 : p;
 }
@@ -35,11 +35,11 @@ static size_t class_size(int cls) {
 /* The smallest class that holds bytes; -1 if too big. Below 256 only the
  * powers of two 64 and 128 are used: aligned_alloc wants a size that is a
  * multiple of the alignment, and 96 is not. */
-static int class_of(size_t bytes) {
+int rt_size_class(size_t bytes) {
   if (bytes <= 2 * RT_ALIGN) return bytes <= RT_ALIGN ? 12 : 14;  /* 2^6, 2^7 */
   if (bytes > ((size_t)1 << 62)) return -1;
   int k = 63 - __builtin_clzll((unsigned long long)(bytes - 1));  /* 2^k < bytes <= 2^(k+1) */
-  return bytes <= class_size(2 * k + 1) ? 2 * k + 1 : 2 * k + 2;
+  return bytes <= rt_class_size(2 * k + 1) ? 2 * k + 1 : 2 * k + 2;
 }
 
 /* A cached block of class cls, or NULL. Caller holds the lock. */
@@ -79,7 +79,7 @@ void rt_buffer_cache_free(void) {
 /* A fresh block; on failure the cache is dropped (its memory may be what is
  * missing) and the allocation tried once more. */
 static block *block_new(int cls) {
-  size_t cap = class_size(cls);
+  size_t cap = rt_class_size(cls);
   for (int attempt = 0; attempt < 2; attempt++) {
     block *b = malloc(sizeof *b);
     void *data = b ? aligned_alloc(RT_ALIGN, cap) : NULL;
@@ -99,7 +99,7 @@ static void stats_take(size_t cap) {
 }
 
 rt_buffer *rt_buffer_alloc(size_t bytes) {
-  int cls = class_of(bytes);
+  int cls = rt_size_class(bytes);
   if (cls < 0) return NULL;
   pthread_mutex_lock(&cache.lock);
   block *b = cache_pop(cls);
@@ -147,6 +147,11 @@ static bool cache_push(block *b) {
 
 void rt_buffer_release(rt_buffer *pub) {
   if (!pub || __atomic_sub_fetch(&pub->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+  const rt_device *dev = rt_device_of(pub->device);
+  if (dev) {   /* device memory goes back to its device's allocator */
+    dev->free(pub);
+    return;
+  }
   block *b = (block *)pub;
   if (b->cls >= 0 && cache_push(b)) return;
   if (b->cls >= 0) free(b->pub.data);

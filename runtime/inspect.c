@@ -1,31 +1,63 @@
-/* inspect.c: rt_plan, realize()'s path up to the kernel IR (collect ->
- * graph passes -> lower each group in launch order) and no further. */
+/* inspect.c: realize()'s path up to the kernel IR (collect -> graph passes
+ * -> lower each group in launch order) and no further. */
 #include "runtime/inspect.h"
-#include "passes/pass.h"
 #include "runtime/rt.h"
 
 #include <stdlib.h>
+#include <string.h>
 
+/* The kernel is named by its key, as realize names it on its way to the
+ * cache, so a plan's names match what KILN_DEBUG=1 prints. A transfer is a
+ * copy that realize runs without a kernel: nothing to lower. */
 static rt_planned plan_group(pass_graph *g, int gi, const pass_config *cfg) {
   rt_planned p = {.inputs = malloc(sizeof(ir_node *) * ((size_t)g->n + 1))};
   IR_ASSERT(p.inputs);
+  if (ir_op_has(g->groups[gi].outs[0]->op, IR_XFER)) return p;
   p.k = pass_run_kernel(g, gi, p.inputs, &p.ninputs, cfg);
+  ir_str key = {0};
+  k_key(p.k, &key);
+  ir_str_free(&key);
   return p;
 }
 
-int rt_plan(int n, ir_node *const *nodes, rt_planned **out) {
-  pass_graph g = {.ntargets = n, .targets = nodes, .arena = ir_arena_new()};
-  g.n = ir_graph_collect(n, nodes, &g.topo);
+/* Holds every node as realize does: a rewrite that drops a node's last user
+ * must not free it while the pass arrays still point at it. */
+kiln_status rt_plan_graph(int n, ir_node *const *nodes, rt_graph_plan *p) {
+  memset(p, 0, sizeof *p);
+  p->nheld = ir_graph_collect(n, nodes, &p->held);
+  for (int i = 0; i < p->nheld; i++) ir_node_retain(p->held[i]);
+  p->g = (pass_graph){.ntargets = n, .targets = nodes, .arena = ir_arena_new(), .n = p->nheld,
+                      .topo = malloc(sizeof(ir_node *) * ((size_t)p->nheld + 1))};
+  IR_ASSERT(p->g.topo);
+  memcpy(p->g.topo, p->held, sizeof(ir_node *) * (size_t)p->nheld);
   pass_config cfg = {rt_opts()->passes, rt_opts()->debug};
+  kiln_status st = pass_run_graph(&p->g, &cfg);
+  if (st != KILN_OK) return st;
+  p->kernels = calloc((size_t)p->g.ngroups + 1, sizeof *p->kernels);
+  IR_ASSERT(p->kernels);
+  for (int i = 0; i < p->g.ngroups; i++) p->kernels[i] = plan_group(&p->g, p->g.order[i], &cfg);
+  return KILN_OK;
+}
+
+void rt_graph_plan_free(rt_graph_plan *p) {
+  if (p->kernels) rt_plan_free(p->kernels, p->g.ngroups);
+  for (int i = 0; i < p->nheld; i++) ir_node_release(p->held[i]);
+  free(p->held);
+  free(p->g.topo);
+  ir_arena_free(p->g.arena);
+  memset(p, 0, sizeof *p);
+}
+
+int rt_plan(int n, ir_node *const *nodes, rt_planned **out) {
+  rt_graph_plan p;
   int count = -1;
   *out = NULL;
-  if (pass_run_graph(&g, &cfg) == KILN_OK) {
-    *out = calloc((size_t)g.ngroups + 1, sizeof **out);
-    IR_ASSERT(*out);
-    for (count = 0; count < g.ngroups; count++) (*out)[count] = plan_group(&g, g.order[count], &cfg);
+  if (rt_plan_graph(n, nodes, &p) == KILN_OK) {
+    count = p.g.ngroups;
+    *out = p.kernels;
+    p.kernels = NULL;   /* the caller owns them now */
   }
-  free(g.topo);
-  ir_arena_free(g.arena);
+  rt_graph_plan_free(&p);
   return count;
 }
 

@@ -5,6 +5,7 @@
 #include "rt.h"
 #include "rt_internal.h"
 #include "passes/pass.h"
+#include "runtime/device.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -37,23 +38,32 @@ static uint64_t kernel_bytes(const kernel *k) {
   return b;
 }
 
-/* Splits the outer loop so each chunk holds at least ~16K elements: tiny
- * kernels run on the calling thread with no synchronisation at all. */
-static void execute(const pass_group *pg, cpu_kernel_fn fn, void *const *bufs) {
+/* Splits the parallel range so each chunk holds at least ~16K innermost
+ * iterations: tiny kernels run on the calling thread with no synchronisation
+ * at all. */
+static void execute(const kernel *k, cpu_kernel_fn fn, void *const *bufs) {
   launch l = {fn, bufs};
-  if (pg->ndim == 0) {
+  int64_t cost, extent = k_parallel(k, &cost);
+  if (extent == 0) {
     fn(bufs, 0, 1);
     return;
   }
-  int64_t inner = ir_numel(pg->ndim - 1, pg->shape + 1);
-  int64_t min_chunk = inner >= 16384 ? 1 : 16384 / (inner ? inner : 1);
-  rt_parallel_for(pg->shape[0], min_chunk, run_chunk, &l);
+  int64_t min_chunk = cost >= 16384 ? 1 : 16384 / (cost ? cost : 1);
+  rt_parallel_for(extent, min_chunk, run_chunk, &l);
+}
+
+/* A buffer on dev (host memory for the CPU); NULL with the last error set. */
+static rt_buffer *alloc_on(kiln_device dev, size_t bytes) {
+  const rt_device *d = rt_device_of(dev);
+  rt_buffer *b = d ? d->alloc(dev.index, bytes) : rt_buffer_alloc(bytes);
+  if (!b && !d) ir_error_setf("out of memory allocating %zu bytes", bytes);
+  return b;
 }
 
 static kiln_status alloc_outputs(const pass_group *pg, rt_buffer **out) {
   int64_t numel = ir_numel(pg->ndim, pg->shape);
   for (int o = 0; o < pg->nout; o++) {
-    out[o] = rt_buffer_alloc((size_t)numel * ir_dtypes[pg->outs[o]->dtype].size);
+    out[o] = alloc_on(pg->outs[o]->device, (size_t)numel * ir_dtypes[pg->outs[o]->dtype].size);
     if (out[o]) continue;
     while (o--) rt_buffer_release(out[o]);
     ir_node *n = pg->outs[0];
@@ -115,6 +125,28 @@ static void free_dead(const pass_graph *g, const liveness *lv, int pos) {
   }
 }
 
+/* A kernel's arguments: outputs, k->args, the inputs' buffers, in param order. */
+static void bind_params(const kernel *k, rt_buffer **out, ir_node **inputs, void **bufs) {
+  for (int p = 0, o = 0, i = 0; p < k->nparams; p++)
+    bufs[p] = k->params[p].output ? out[o++]->data : k->params[p].args ? (void *)k->args : inputs[i++]->buf->data;
+}
+
+static void count_launch(const kernel *k, bool hit) {
+  kiln_stats_t *s = rt_stats_mut();
+  s->kernels_launched++;
+  s->bytes_moved += kernel_bytes(k);
+  if (hit) s->cache_hits++;
+  else s->compiles++;
+}
+
+/* The group's outputs become buffers and drop their sources. */
+static void set_outputs(const pass_group *pg, rt_buffer **out, liveness *lv) {
+  for (int o = 0; o < pg->nout; o++) {
+    for (int s = 0; s < pg->outs[o]->nsrc; s++) lv->src_refs[pg->outs[o]->src[s]->scratch]--;
+    ir_node_set_buffer(pg->outs[o], out[o]);
+  }
+}
+
 static kiln_status run_group(pass_graph *g, int gi, const pass_config *cfg, ir_node **inputs, liveness *lv) {
   pass_group *pg = &g->groups[gi];
   int ninputs = 0;
@@ -134,24 +166,123 @@ static kiln_status run_group(pass_graph *g, int gi, const pass_config *cfg, ir_n
     k_free(k);
     return st;
   }
-  for (int p = 0, o = 0, i = 0; p < k->nparams; p++)
-    bufs[p] = k->params[p].output ? out[o++]->data : k->params[p].args ? (void *)k->args : inputs[i++]->buf->data;
+  bind_params(k, out, inputs, bufs);
   double t0 = now_ms();
-  if (k->work > 0) execute(pg, fn, bufs);
-  kiln_stats_t *s = rt_stats_mut();
-  s->kernels_launched++;
-  s->bytes_moved += kernel_bytes(k);
-  if (hit) s->cache_hits++;
-  else s->compiles++;
+  if (k->work > 0) execute(k, fn, bufs);
+  count_launch(k, hit);
   if (cfg->debug >= 1) debug_line(k, now_ms() - t0, hit);
-  for (int o = 0; o < pg->nout; o++) {
-    for (int s = 0; s < pg->outs[o]->nsrc; s++) lv->src_refs[pg->outs[o]->src[s]->scratch]--;
-    ir_node_set_buffer(pg->outs[o], out[o]);
-  }
+  set_outputs(pg, out, lv);
   free(out);
   free(bufs);
   k_free(k);
   return KILN_OK;
+}
+
+/* ---- groups on a device, and transfers (runtime/device.h) ------------------ */
+/* Prefixes the last error (a device's) with the op and where the user built n. */
+static kiln_status locate_error(const ir_node *n, kiln_status st) {
+  char *msg = strdup(ir_error_get());
+  IR_ASSERT(msg);
+  ir_error_setf("%s:%d: %s: %s", n->file ? n->file : "?", n->line, ir_ops[n->op].name, msg);
+  free(msg);
+  return st;
+}
+
+/* bytes of src from byte off into dst: host <-> device by the device's copy,
+ * device <-> device through host memory. */
+static kiln_status copy_buffer(rt_buffer *dst, const rt_buffer *src, size_t off, size_t bytes) {
+  const rt_device *from = rt_device_of(src->device), *to = rt_device_of(dst->device);
+  if (bytes == 0) return KILN_OK;
+  if (!from) return to->copy_in(dst, (const char *)src->data + off, bytes);
+  if (!to) return from->copy_out(dst->data, src, off, bytes);
+  rt_buffer *host = rt_buffer_alloc(bytes);
+  if (!host) {
+    ir_error_setf("out of host memory staging %zu bytes", bytes);
+    return KILN_ERR_MEMORY;
+  }
+  kiln_status st = from->copy_out(host->data, src, off, bytes);
+  if (st == KILN_OK) st = to->copy_in(dst, host->data, bytes);
+  rt_buffer_release(host);
+  return st;
+}
+
+/* A transfer (its group is the TO node alone; fuse stored its source) is a
+ * copy, never a kernel. A source that is a strided view (fold_views) is
+ * copied with its whole storage, and the copy keeps the view's strides. */
+static kiln_status run_transfer(const pass_group *pg, liveness *lv) {
+  ir_node *to = pg->outs[0], *s = to->src[0];
+  size_t es = ir_dtypes[s->dtype].size;
+  bool dense = ir_node_is_contiguous(s);
+  size_t off = dense ? (size_t)s->offset * es : 0;
+  size_t bytes = dense ? (size_t)ir_numel(s->ndim, s->shape) * es : s->buf->bytes;
+  int64_t strides[KILN_MAX_DIMS], offset = s->offset;
+  memcpy(strides, s->strides, sizeof strides);
+  rt_buffer *out = alloc_on(to->device, bytes);
+  kiln_status st = out ? copy_buffer(out, s->buf, off, bytes) : KILN_ERR_MEMORY;
+  if (st != KILN_OK) {
+    rt_buffer_release(out);
+    return locate_error(to, st);
+  }
+  set_outputs(pg, &out, lv);
+  if (!dense) {
+    memcpy(to->strides, strides, sizeof strides);
+    to->offset = offset;
+  }
+  return KILN_OK;
+}
+
+static bool has_matmul(const pass_graph *g, int gi) {
+  for (int i = 0; i < g->n; i++)
+    if (g->group_of[i] == gi && g->topo[i]->op == IR_MATMUL) return true;
+  return false;
+}
+
+/* A group on a device: the kernel IR the CPU would run, compiled and queued
+ * by the device. It runs asynchronously; a copy to the host waits for it. */
+static kiln_status run_device_group(pass_graph *g, int gi, const pass_config *cfg, ir_node **inputs, liveness *lv) {
+  pass_group *pg = &g->groups[gi];
+  kiln_device dev = pg->outs[0]->device;
+  const rt_device *d = rt_device_of(dev);
+  if (has_matmul(g, gi)) {
+    ir_error_setf("not supported on %s:%d yet (cuBLAS)", d->name, dev.index);
+    return locate_error(pg->outs[0], KILN_ERR_DEVICE);
+  }
+  int ninputs = 0;
+  kernel *k = pass_run_kernel(g, gi, inputs, &ninputs, cfg);
+  rt_buffer **out = malloc(sizeof *out * (size_t)pg->nout);
+  void **bufs = malloc(sizeof *bufs * ((size_t)k->nparams + 1));
+  IR_ASSERT(out && bufs);
+  rt_device_kernel *dk = NULL;
+  bool hit = false;
+  kiln_status st = d->compile(dev.index, k, cfg->debug, &dk, &hit);
+  if (st != KILN_OK) {
+    locate_error(pg->outs[0], st);
+  } else if ((st = alloc_outputs(pg, out)) == KILN_OK) {
+    bind_params(k, out, inputs, bufs);
+    if (k->work > 0 && (st = d->launch(dev.index, dk, k, bufs, cfg->debug)) != KILN_OK) {
+      locate_error(pg->outs[0], st);
+      for (int o = 0; o < pg->nout; o++) rt_buffer_release(out[o]);
+    }
+  }
+  if (st == KILN_OK) {
+    count_launch(k, hit);
+    if (cfg->debug >= 1)
+      fprintf(stderr, "kiln: %s %lld elems queued on %s:%d (%s)\n", k->name, (long long)k->work, d->name,
+              dev.index, hit ? "cached" : "compiled");
+    set_outputs(pg, out, lv);
+  }
+  free(out);
+  free(bufs);
+  k_free(k);
+  return st;
+}
+
+/* A transfer is a copy; every other group runs where its outputs live. */
+static kiln_status run_any(pass_graph *g, int gi, const pass_config *cfg, ir_node **inputs, liveness *lv) {
+  const ir_node *first = g->groups[gi].outs[0];
+  if (ir_op_has(first->op, IR_XFER)) return run_transfer(&g->groups[gi], lv);
+  if (rt_device_of(first->device)) return run_device_group(g, gi, cfg, inputs, lv);
+  return run_group(g, gi, cfg, inputs, lv);
 }
 
 static kiln_status realize_locked(int n, ir_node *const *nodes) {
@@ -172,7 +303,7 @@ static kiln_status realize_locked(int n, ir_node *const *nodes) {
   liveness lv = {0};
   if (st == KILN_OK) liveness_init(&lv, &g);
   for (int i = 0; st == KILN_OK && i < g.ngroups; i++) {
-    st = run_group(&g, g.order[i], &cfg, inputs, &lv);
+    st = run_any(&g, g.order[i], &cfg, inputs, &lv);
     if (st == KILN_OK) free_dead(&g, &lv, i);
   }
   liveness_free(&lv);
@@ -195,5 +326,6 @@ void rt_shutdown(void) {
   rt_cache_shutdown();
   rt_pool_shutdown();
   rt_buffer_cache_free();
+  rt_cuda_device_shutdown();
   rt_cuda_shutdown();
 }

@@ -27,6 +27,12 @@ struct rt_buffer {
 /* 64-byte aligned; freed blocks are kept by size class and reused, so a
  * fresh output does not pay page faults again. NULL when out of memory. */
 rt_buffer *rt_buffer_alloc(size_t bytes);
+/* The size classes of the caching allocators (host and device): 2^k and
+ * 1.5 * 2^k bytes, at least 64. rt_size_class: the smallest class that
+ * holds bytes, -1 when none does. */
+#define RT_NUM_CLASSES 128
+int rt_size_class(size_t bytes);
+size_t rt_class_size(int cls);
 rt_buffer *rt_buffer_borrow(void *data, size_t bytes);
 void rt_buffer_retain(rt_buffer *b);
 void rt_buffer_release(rt_buffer *b);

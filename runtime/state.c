@@ -5,6 +5,7 @@
  * (RT_DEFAULT_SEED), so a program prints the same numbers on every run until
  * it calls kiln_manual_seed. */
 #include "runtime/rt.h"
+#include "runtime/device.h"
 
 #include <pthread.h>
 
@@ -39,22 +40,28 @@ void rt_rng_seed(uint64_t seed) {
 
 void kiln_manual_seed(uint64_t seed) { rt_rng_seed(seed); }
 
-/* CPU memory comes from the caching allocator; a CUDA device has none to
- * report until the CUDA runtime holds memory (and none exists here). */
-static kiln_status memory_device_ok(kiln_device dev) {
-  if (dev.type == KILN_CPU) return KILN_OK;
-  char why[256];
-  if (rt_cuda_count(why, sizeof why) == 0) ir_error_setf("memory_stats: CUDA not available: %s", why);
-  else ir_error_setf("memory_stats: cuda:%d holds no kiln memory yet (no CUDA runtime in this build)", dev.index);
-  return KILN_ERR_DEVICE;
-}
-
+/* Each device's caching allocator keeps the figures: buffer.c for the CPU,
+ * cuda_device.c for cuda:N (zeros until kiln first uses the device). */
 kiln_status kiln_memory_stats(kiln_device dev, kiln_memory_stats_t *out) {
-  kiln_status st = memory_device_ok(dev);
-  if (st != KILN_OK || !out) return st != KILN_OK ? st : KILN_ERR_ARG;
-  rt_alloc_stats s = rt_buffer_stats();
+  char why[256];
+  if (dev.type != KILN_CPU && dev.type != KILN_CUDA) {
+    ir_error_setf("memory_stats: invalid device type %d", (int)dev.type);
+    return KILN_ERR_ARG;
+  }
+  if (dev.type == KILN_CUDA && !rt_cuda_usable(dev.index, why, sizeof why)) {
+    ir_error_setf("memory_stats: CUDA not available: %s", why);
+    return KILN_ERR_DEVICE;
+  }
+  if (!out) {
+    ir_error_setf("memory_stats: out is NULL");
+    return KILN_ERR_ARG;
+  }
+  rt_alloc_stats s = dev.type == KILN_CPU ? rt_buffer_stats() : rt_cuda_memory(dev.index);
   *out = (kiln_memory_stats_t){s.live_bytes, s.live_bytes + s.cached_bytes, s.peak_bytes};
   return KILN_OK;
 }
 
-void kiln_reset_peak_memory(void) { rt_buffer_reset_peak(); }
+void kiln_reset_peak_memory(void) {
+  rt_buffer_reset_peak();
+  rt_cuda_reset_peak();
+}

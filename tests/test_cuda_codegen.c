@@ -3,8 +3,8 @@
  * emitted as CUDA C and compiled by NVRTC for sm_80 and sm_90 as CUBIN (so
  * ptxas checks it) and as PTX; a failure prints NVRTC's log and the source
  * around the error. Then the disk cache: hit, corrupt and truncated entries
- * recompiled, an unusable directory only warns; and the cases the emitter
- * refuses (KS_GEMM). */
+ * recompiled, an unusable directory only warns; the cases the emitter
+ * refuses (KS_GEMM); and how reductions map to blocks and threads. */
 #include "check_main.h"
 #include "codegen_cuda/cuda.h"
 #include "cuda_emu/cases.h"
@@ -249,13 +249,53 @@ START_TEST(test_gemm_refused) {
 }
 END_TEST
 
+/* The mapping of reductions to threads (emit.c): a row of a softmax is one
+ * block with block-wide folds and a split store loop; a whole-tensor sum is
+ * one row on the biggest block; a column sum (contiguous across columns)
+ * stays one thread per column. */
+static void emit_one(kiln_tensor *y, ir_str *src, cuda_launch *l) {
+  rt_planned *plan;
+  ck_assert_int_eq(rt_plan(1, &y, &plan), 1);
+  ck_assert(cuda_emit(plan[0].k, src, l, NULL));
+  rt_plan_free(plan, 1);
+  kiln_release(y);
+}
+
+START_TEST(test_reduction_mapping) {
+  kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(64, 1000), 1, TU_SMALL);
+  ir_str src = {0};
+  cuda_launch l;
+  emit_one(kiln_softmax(x, -1), &src, &l);
+  ck_assert_int_eq(l.range, 64);
+  ck_assert_int_eq(l.block, 256);
+  ck_assert_ptr_nonnull(strstr(src.s, "v0 += (long long)gridDim.x)"));  /* rows by block */
+  ck_assert_ptr_nonnull(strstr(src.s, "kiln_block_fold"));
+  ck_assert_ptr_nonnull(strstr(src.s, "< 1000LL; v1 += (long long)blockDim.x"));  /* the store loop split */
+  src.len = 0;
+  emit_one(kiln_sum(x), &src, &l);
+  ck_assert_int_eq(l.range, 1);
+  ck_assert_int_eq(l.block, 1024);
+  ck_assert_ptr_nonnull(strstr(src.s, "< 64000LL;"));  /* both dims as one split loop */
+  src.len = 0;
+  kiln_tensor *xs = tu_data(KILN_F32, KILN_SHAPE(64, 20), 2, TU_SMALL);
+  emit_one(kiln_argmax_dim(xs, -1, 0), &src, &l);
+  ck_assert_int_eq(l.block, 32);  /* a warp for a short row */
+  ck_assert_ptr_nonnull(strstr(src.s, "kiln_block_argfold"));
+  kiln_release(xs);
+  kiln_release(x);
+  ir_str_free(&src);
+}
+END_TEST
+
 static Suite *cuda_codegen_suite(void) {
   Suite *s = suite_create("cuda_codegen");
   TCase *tc = tu_tcase(s, "nvrtc");
+  tcase_set_timeout(tc, 1200);  /* hundreds of NVRTC compiles; slow under sanitizers and load */
   tcase_add_loop_test(tc, test_compile_all_cases, 0, (int)(sizeof archs / sizeof *archs));
   tcase_add_test(tc, test_arch_choice);
   tcase_add_test(tc, test_compile_error_has_log);
   tcase_add_test(tc, test_gemm_refused);
+  tcase_add_test(tc, test_reduction_mapping);
   tc = tu_tcase(s, "cache");
   tcase_add_checked_fixture(tc, cache_setup, cache_teardown);
   tcase_add_test(tc, test_cache_hit);

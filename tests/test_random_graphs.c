@@ -27,10 +27,7 @@
  *   so f16 never overflows and the drift bounds stay meaningful; a value
  *   whose drift bound is a large part of its magnitude (a long f16 sum, a
  *   layer_norm of a tiny eps) is not generated, as any answer would pass.
- * - softmax and log_softmax never reduce an empty dim: kiln refuses it
- *   ("max: cannot reduce over an empty dimension"), PyTorch returns an empty
- *   tensor (a library bug to fix, then drop the check in gen_softmax).
- * - views of matmul results (see matmul_view): kiln aborts on them. */
+ */
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
@@ -88,7 +85,6 @@ typedef struct {
   bool exact;           /* all implementations give these exact bits */
   kiln_dtype dt;
   shape_t shape;
-  bool product_view;    /* a 1-D matmul: a view of a 2-D one (see matmul_view) */
 } info;
 
 typedef struct {
@@ -227,33 +223,6 @@ static void binary_bounds(ir_op op, const info *a, const info *b, double *mag, d
 /* ---- generation ------------------------------------------------------------- */
 static int64_t numel(const shape_t *s) { return ir_numel(s->ndim, s->d); }
 
-/* The operands of an elementwise or movement instruction (0 for others). */
-static int operands(const instr *in, int *ops) {
-  ops[0] = in->a, ops[1] = in->b, ops[2] = in->c;
-  switch (in->kind) {
-  case P_BINARY: case P_CAT: return 2;
-  case P_WHERE: return 3;
-  default: return in->kind >= P_UNARY && in->kind < P_REDUCE;
-  }
-}
-
-/* matmul_view: kiln aborts (passes/lower.c: ir_op_has(n->op, IR_EW)) on a
- * view of a matmul result, alone or under an elementwise op:
- * kiln_pad(kiln_matmul(a, b), KILN_SHAPE(1, -1), -1.5) and
- * kiln_adds(kiln_T(kiln_matmul(a, b)), 1) with a (2,3), b (3,2); a 1-D
- * matmul is such a view (a reshape of a 2-D one). Until that is fixed,
- * products feed elementwise ops and reductions, and 1-D ones reductions
- * only. True when in is one the generator must not build. */
-static bool matmul_view(const program *p, const instr *in) {
-  int ops[3], n = operands(in, ops);
-  for (int i = 0; i < n; i++) {
-    pkind src = p->ins[ops[i]].kind;
-    bool movement = in->kind >= P_RESHAPE;   /* operands() lists elementwise and movement ones only */
-    if (p->inf[ops[i]].product_view || (movement && (src == P_MATMUL || src == P_LINEAR))) return true;
-  }
-  return false;
-}
-
 /* Appends in, builds it on the lazy graph, records what is known of it:
  * err is the drift inherited from the operands; the op adds its own rounding
  * (ulps half-ulps of the result dtype) plus two for converting operands.
@@ -261,8 +230,6 @@ static bool matmul_view(const program *p, const instr *in) {
  * whose drift bound would make the comparison meaningless is dropped (-1). */
 static int emit(program *p, instr in, double mag, double err, double ulps, bool exact, bool exact_if_int) {
   IR_ASSERT(p->n < MAX_INSTR);
-  if (matmul_view(p, &in)) return -1;
-  bool view = in.kind >= P_MATMUL && (p->inf[in.a].shape.ndim == 1 || p->inf[in.b].shape.ndim == 1);
   kiln_tensor *t = instantiate(&in, p->t);
   /* the generator only builds well-typed ops: an error is its own bug */
   ck_assert_msg(kiln_status_of(t) == KILN_OK, "generator built a bad op (kind %d): %s", in.kind, kiln_last_error());
@@ -275,7 +242,7 @@ static int emit(program *p, instr in, double mag, double err, double ulps, bool 
   int k = p->n++;
   p->ins[k] = in;
   p->t[k] = t;
-  p->inf[k] = (info){mag, err, exact, dt, {kiln_ndim(t), {0}}, view};
+  p->inf[k] = (info){mag, err, exact, dt, {kiln_ndim(t), {0}}};
   memcpy(p->inf[k].shape.d, kiln_shape(t), (size_t)kiln_ndim(t) * sizeof(int64_t));
   return k;
 }
@@ -674,7 +641,7 @@ static int gen_argreduce(program *p, int a) {
   return emit(p, in, n, 0, 0, true, true);
 }
 
-/* softmax or log_softmax of a float value along a non-empty dim. Each
+/* softmax or log_softmax of a float value along a dim. Each
  * output moves by at most twice the input's drift (softmax by a factor
  * e^(2 err)); roundings: exp, the row sum (n), the division or log. */
 static int gen_softmax(program *p, int a) {
@@ -683,8 +650,7 @@ static int gen_softmax(program *p, int a) {
   int nd = x->shape.ndim;
   instr in = {.kind = tu_below(&p->rng, 2) ? P_SOFTMAX : P_LOG_SOFTMAX, .a = a, .dim = rand_dim(p, nd > 0 ? nd : 1)};
   double n = nd == 0 ? 1 : (double)x->shape.d[in.dim < 0 ? in.dim + nd : in.dim];
-  if (n == 0) return -1;   /* kiln refuses it: see the header */
-  double mag = in.kind == P_SOFTMAX ? 1 : 2 * x->mag + log(n);
+  double mag = in.kind == P_SOFTMAX ? 1 : 2 * x->mag + log(n > 0 ? n : 1);
   return emit(p, in, mag, 2 * x->err, n + 24, false, false);
 }
 
@@ -937,7 +903,7 @@ END_TEST
 static Suite *random_graphs_suite(void) {
   Suite *s = suite_create("random_graphs");
   TCase *tc = tcase_create("graphs");
-  tcase_set_timeout(tc, 600);
+  tcase_set_timeout(tc, 1500);  /* thousands of JIT compiles; ASan on a loaded 2-core machine takes minutes */
   tcase_add_test(tc, generator_covers_its_pool);
   tcase_add_test(tc, random_graphs);
   suite_add_tcase(s, tc);

@@ -3,7 +3,9 @@
 #include "cuda_emu/cases.h"
 #include "util/testutil.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define N1 37   /* a prime: no vector width divides it */
@@ -181,8 +183,140 @@ static bool fam_reduce(int j, cuda_case *c) {
   return finish(c, y, (ref_tol){1e-4, 1e-4});
 }
 
+/* ---- block-wide reductions (codegen_cuda/emit.c's rows) ------------------ */
+#define NROWS 5   /* rows per case: more than the emulator's 3 blocks */
+static const int64_t row_lens[] = {1, 31, 32, 33, 1000};  /* around a warp, and long */
+#define NLENS ((int)(sizeof row_lens / sizeof *row_lens))
+
+/* f32 rows full of ties (values -2..2), and per row: nans (row 1), all -inf
+ * (row 2), all +inf (row 3), so arg-reductions meet every special case. */
+static kiln_tensor *tie_data(int64_t rows, int64_t len) {
+  float *v = malloc(sizeof *v * (size_t)(rows * len));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t i = 0; i < len; i++) {
+      float x = (float)((i * 7 + r * 3) % 5) - 2;
+      if (r % 4 == 1 && (i == (r * 11) % len || i == ((r * 11) % len + len / 2) % len)) x = NAN;
+      if (r % 4 == 2) x = -INFINITY;
+      if (r % 4 == 3) x = INFINITY;
+      v[r * len + i] = x;
+    }
+  kiln_tensor *t = kiln_from_data(v, KILN_F32, KILN_SHAPE(rows, len));
+  free(v);
+  return t;
+}
+
+/* bool rows: none true, only the last true, all true, all but the last
+ * true, then a pattern: any and all each flip on one element. */
+static kiln_tensor *bool_rows(int64_t rows, int64_t len) {
+  unsigned char *v = malloc((size_t)(rows * len));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t i = 0; i < len; i++) {
+      bool last = i == len - 1;
+      bool b = r % 5 == 0 ? false : r % 5 == 1 ? last : r % 5 == 2 ? true : r % 5 == 3 ? !last : (i * 5 + r) % 3 == 0;
+      v[r * len + i] = b;
+    }
+  kiln_tensor *t = kiln_from_data(v, KILN_BOOL, KILN_SHAPE(rows, len));
+  free(v);
+  return t;
+}
+
+static const char *const row_ops[] = {"sum", "softmax", "log_softmax", "layer_norm", "argmax", "argmin",
+                                      "any", "all", "sum_bool", "sum_i32", "max_i16"};
+#define NROWOPS ((int)(sizeof row_ops / sizeof *row_ops))
+
+/* One reduction over rows of each length: one block per row. */
+static bool fam_rows(int j, cuda_case *c) {
+  int64_t len = row_lens[j / NROWOPS];
+  int op = j % NROWOPS;
+  const int64_t last[1] = {-1};
+  snprintf(c->name, sizeof c->name, "rows%lld_%s", (long long)len, row_ops[op]);
+  ref_tol exact = {0, 0}, tol = {1e-4, 1e-5};
+  kiln_tensor *x = NULL, *y = NULL, *w = NULL, *b = NULL;
+  switch (op) {
+  case 0:
+  case 1:
+  case 2:
+  case 3: x = data(KILN_F32, KILN_SHAPE(NROWS, len), (uint64_t)j, TU_SMALL); break;
+  case 4:
+  case 5: x = tie_data(NROWS, len); break;
+  case 6:
+  case 7:
+  case 8: x = bool_rows(NROWS, len); break;
+  case 9: x = data(KILN_I32, KILN_SHAPE(NROWS, len), (uint64_t)j, TU_FULL); break;
+  default: x = data(KILN_I16, KILN_SHAPE(NROWS, len), (uint64_t)j, TU_FULL); break;
+  }
+  switch (op) {
+  case 0: y = kiln_sum_dims(x, 1, last, 0); break;
+  case 1: y = kiln_softmax(x, -1); break;
+  case 2: y = kiln_log_softmax(x, -1); break;
+  case 3:
+    w = data(KILN_F32, KILN_SHAPE(len), (uint64_t)j + 1, TU_SMALL);
+    b = data(KILN_F32, KILN_SHAPE(len), (uint64_t)j + 2, TU_SMALL);
+    y = kiln_layer_norm(x, 1, w, b, 1e-5);
+    kiln_release(w);
+    kiln_release(b);
+    break;
+  case 4: y = kiln_argmax_dim(x, -1, 0); tol = exact; break;
+  case 5: y = kiln_argmin_dim(x, -1, 1); tol = exact; break;
+  case 6: y = kiln_any_dims(x, 1, last, 0); tol = exact; break;
+  case 7: y = kiln_all_dims(x, 1, last, 0); tol = exact; break;
+  case 10: y = kiln_max_dims(x, 1, last, 0); tol = exact; break;
+  default: y = kiln_sum_dims(x, 1, last, 0); tol = exact; break;
+  }
+  kiln_release(x);
+  c->reduces = true;
+  return finish(c, y, tol);
+}
+
+/* Reductions of a whole tensor (one row on one block), and rows that are
+ * several dims of a bigger tensor. */
+static bool fam_whole(int j, cuda_case *c) {
+  static const char *names[] = {"sum_all", "sum_keep", "mean_f64", "var_all", "argmax_all", "argmin_all",
+                                "any_all", "all_all", "sum_i32_all", "max_i16_all", "layer_norm_2d",
+                                "softmax_1d", "sum_mid", "sum_last3"};
+  snprintf(c->name, sizeof c->name, "%s", names[j]);
+  ref_tol exact = {0, 0}, tol = {1e-4, 1e-5};
+  const int64_t all[3] = {0, 1, 2}, mid[1] = {1};
+  kiln_tensor *x, *y;
+  switch (j) {
+  case 0:
+  case 3: x = data(KILN_F32, KILN_SHAPE(37, 29), (uint64_t)j, TU_SMALL); break;
+  case 1: x = data(KILN_F32, KILN_SHAPE(1000), (uint64_t)j, TU_SMALL); break;
+  case 2: x = data(KILN_F64, KILN_SHAPE(1000), (uint64_t)j, TU_SMALL); break;
+  case 4:
+  case 5: x = tie_data(j == 4 ? 5 : 1, 333); break;  /* argmin: no nan, ties only */
+  case 6:
+  case 7: x = bool_rows(5, 77); break;
+  case 8: x = data(KILN_I32, KILN_SHAPE(1000), (uint64_t)j, TU_FULL); break;
+  case 9: x = data(KILN_I16, KILN_SHAPE(17, 19), (uint64_t)j, TU_FULL); break;
+  case 10:
+  case 13: x = data(KILN_F32, KILN_SHAPE(3, 4, 33), (uint64_t)j, TU_SMALL); break;
+  case 11: x = data(KILN_F32, KILN_SHAPE(1000), (uint64_t)j, TU_SMALL); break;
+  default: x = data(KILN_F32, KILN_SHAPE(3, 40, 5), (uint64_t)j, TU_SMALL); break;
+  }
+  switch (j) {
+  case 0: y = kiln_sum(x); break;
+  case 1: y = kiln_sum_dims(x, 1, all, 1); break;
+  case 2: y = kiln_mean(x); break;
+  case 3: y = kiln_var(x, 1); break;
+  case 4: y = kiln_argmax(x); tol = exact; break;
+  case 5: y = kiln_argmin(x); tol = exact; break;
+  case 6: y = kiln_any(kiln_select(x, 0, 1)); tol = exact; break;   /* only the last element true */
+  case 7: y = kiln_all(kiln_select(x, 0, 3)); tol = exact; break;   /* only the last element false */
+  case 8: y = kiln_sum(x); tol = exact; break;
+  case 9: y = kiln_max(x); tol = exact; break;
+  case 10: y = kiln_layer_norm(x, 2, NULL, NULL, 1e-5); break;
+  case 11: y = kiln_softmax(x, 0); break;
+  case 12: y = kiln_sum_dims(x, 1, mid, 0); break;
+  default: y = kiln_sum_dims(x, 1, &all[2], 0); break;
+  }
+  kiln_release(x);
+  c->reduces = true;
+  return finish(c, y, tol);
+}
+
 static const family *families(int *n) {
-  static family f[7];
+  static family f[9];
   if (!f[0].build) {
     f[0] = (family){count_ops(1) * NDT, fam_unary};
     f[1] = (family){count_ops(2) * NDT, fam_binary};
@@ -191,8 +325,10 @@ static const family *families(int *n) {
     f[4] = (family){10, fam_random};
     f[5] = (family){10, fam_misc};
     f[6] = (family){15, fam_reduce};
+    f[7] = (family){NLENS * NROWOPS, fam_rows};
+    f[8] = (family){14, fam_whole};
   }
-  *n = 7;
+  *n = 9;
   return f;
 }
 

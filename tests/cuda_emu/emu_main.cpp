@@ -22,6 +22,7 @@ struct emu_case {
   const char *name;
   void (*run)(void **bufs, long long lo, long long hi);
   long long range;
+  int block;                    // threads per block the kernel was emitted for
   int nparams;
   const emu_param *params;
   int out_dtype;
@@ -66,9 +67,9 @@ static bool same(int dt, const unsigned char *a, const unsigned char *b, long lo
   return dt >= F16 && isnan(load(dt, a, i)) && isnan(load(dt, b, i));
 }
 
-// Runs one case over 3 blocks of 40 threads (two warps, one partial) so the
-// grid-stride loop wraps; returns the number of mismatches.
-static int run_case(const emu_case &c) {
+// Runs one case on a grid of grid blocks of block threads; returns the
+// number of mismatches.
+static int run_case(const emu_case &c, unsigned grid, unsigned block) {
   std::vector<std::vector<unsigned char>> store(c.nparams);
   std::vector<void *> bufs(c.nparams);
   for (int p = 0; p < c.nparams; p++) {
@@ -77,7 +78,7 @@ static int run_case(const emu_case &c) {
     else store[p].assign((size_t)pp.numel * dsize[pp.dtype] + 1, 0xcd);  // unwritten shows
     bufs[p] = store[p].data();
   }
-  if (c.range > 0) emu_launch(3, 40, [&] { c.run(bufs.data(), 0, c.range); });
+  if (c.range > 0) emu_launch(grid, block, [&] { c.run(bufs.data(), 0, c.range); });
   const unsigned char *out = store[0].data();
   int bad = 0;
   for (long long i = 0; i < c.numel; i++) {
@@ -85,15 +86,21 @@ static int run_case(const emu_case &c) {
     bool ok = near(got, c.want[i], c.rtol, c.atol);
     bool cpu_ok = !c.exact_cpu || same(c.out_dtype, out, c.cpu, i);
     if ((ok && cpu_ok) || bad++ >= 3) continue;
-    printf("FAIL %s[%lld]: emulated %.9g, reference %.9g, CPU %.9g%s\n", c.name, i, got, c.want[i],
-           load(c.out_dtype, c.cpu, i), ok ? " (differs from the CPU)" : "");
+    printf("FAIL %s[%lld] (%u blocks of %u): emulated %.9g, reference %.9g, CPU %.9g%s\n", c.name, i, grid, block,
+           got, c.want[i], load(c.out_dtype, c.cpu, i), ok ? " (differs from the CPU)" : "");
   }
   return bad;
 }
 
 int main() {
   int failed = 0, n = (int)(sizeof emu_cases / sizeof *emu_cases);
-  for (int i = 0; i < n; i++) failed += run_case(emu_cases[i]) > 0;
+  // 3 blocks of 40 threads (two warps, one partial) make grid-stride loops
+  // wrap and block-wide folds meet a partial warp; a kernel that reduces
+  // also runs on 2 blocks of the size it was emitted for (full warps only).
+  for (int i = 0; i < n; i++) {
+    const emu_case &c = emu_cases[i];
+    failed += run_case(c, 3, 40) + (c.exact_cpu ? 0 : run_case(c, 2, (unsigned)c.block)) > 0;
+  }
   printf("cuda_emu: %d cases, %d failed\n", n, failed);
   return failed ? 1 : 0;
 }

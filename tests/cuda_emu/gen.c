@@ -122,8 +122,8 @@ static bool write_case(FILE *src, FILE *inc, int id, cuda_case *c, ir_str *seen)
     doubles_array(inc, name, want);
     ok = cpu_result(inc, id, c, want->numel);
     if (ok)
-      fprintf(inc, "#define CASE_%d {\"%s\", c%d_run, %lld, %d, c%d_params, %d, %lld, c%d_want, c%d_cpu, %a, %a, %d}\n",
-              id, c->name, id, (long long)l.range, k->nparams, id, (int)k->params[0].dtype,
+      fprintf(inc, "#define CASE_%d {\"%s\", c%d_run, %lld, %d, %d, c%d_params, %d, %lld, c%d_want, c%d_cpu, %a, %a, %d}\n",
+              id, c->name, id, (long long)l.range, l.block, k->nparams, id, (int)k->params[0].dtype,
               (long long)want->numel, id, id, c->tol.rtol, c->tol.atol, (int)!c->reduces);
   }
   ref_free(want);

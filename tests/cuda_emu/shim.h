@@ -2,16 +2,20 @@
  * and run on the CPU (the emulation harness; never a runtime path). A launch
  * runs its blocks one after another and the threads of a block as pthreads,
  * so __shared__ (function statics) is per block, __syncthreads is a block
- * barrier, warp shuffles exchange through per-warp slots between warp
- * barriers, and atomics take one lock. The intrinsics keep their CUDA
+ * barrier, warp shuffles exchange through per-warp slots between barriers of
+ * the lanes their mask names (which must all call them, as on the GPU), and
+ * atomics take one lock. The intrinsics keep their CUDA
  * meaning: bit casts, and f16 conversions that round to nearest even. */
 #ifndef KILN_CUDA_SHIM_H
 #define KILN_CUDA_SHIM_H
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -52,32 +56,70 @@ inline unsigned short __half_as_ushort(__half h) { return h.x; }
 inline __half __ushort_as_half(unsigned short u) { return __half{u}; }
 
 /* ---- block state of the running launch ---------------------------------- */
+/* A barrier for however many lanes a mask names; the lanes of one warp use
+ * one mask at a time, as the GPU requires of lanes that shuffle together. */
+struct emu_lane_barrier {
+  std::mutex m;
+  std::condition_variable cv;
+  unsigned arrived = 0, generation = 0;
+  void wait(unsigned n) {
+    std::unique_lock<std::mutex> g(m);
+    unsigned gen = generation;
+    if (++arrived == n) {
+      arrived = 0;
+      generation++;
+      cv.notify_all();
+    } else {
+      cv.wait(g, [&] { return generation != gen; });
+    }
+  }
+};
 struct emu_block {
   pthread_barrier_t all;                  /* __syncthreads */
-  std::vector<pthread_barrier_t> warps;   /* one per warp of the block */
+  std::vector<emu_lane_barrier> warps;    /* one per warp of the block */
   std::vector<long long> slots;           /* shuffle exchange, one per thread */
 };
 inline emu_block *emu_cur;
 inline std::mutex emu_atomic_lock;
 
 inline void __syncthreads() { pthread_barrier_wait(&emu_cur->all); }
-inline void __syncwarp(unsigned = 0xffffffffu) { pthread_barrier_wait(&emu_cur->warps[threadIdx.x / 32]); }
 
-/* Every lane of the warp posts its value, then reads lane src's (its own
+/* The lanes of the calling thread's warp that exist (a partial last warp
+ * has fewer than 32). */
+inline unsigned emu_warp_width() {
+  unsigned base = threadIdx.x - threadIdx.x % 32;
+  return blockDim.x - base < 32 ? blockDim.x - base : 32;
+}
+
+/* Waits for the lanes of mask; a caller outside its mask, or a mask naming
+ * a lane that does not exist, is a kernel bug the GPU would not report. */
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  unsigned width = emu_warp_width(), lanes = width == 32 ? 0xffffffffu : (1u << width) - 1;
+  if (!(mask >> threadIdx.x % 32 & 1) || (mask & ~lanes)) {
+    fprintf(stderr, "emulated kernel: thread %u syncs warp with mask %#x (%u lanes)\n", threadIdx.x, mask, width);
+    abort();
+  }
+  emu_cur->warps[threadIdx.x / 32].wait((unsigned)__builtin_popcount(mask));
+}
+
+/* Every lane of the mask posts its value, then reads lane src's (its own
  * when src is outside the warp, as CUDA does). */
-template <class T> inline T emu_shuffle(T v, unsigned src_lane) {
+template <class T> inline T emu_shuffle(unsigned mask, T v, unsigned src_lane) {
   unsigned t = threadIdx.x, base = t - t % 32;
-  unsigned width = blockDim.x - base < 32 ? blockDim.x - base : 32;
   memcpy(&emu_cur->slots[t], &v, sizeof v);
-  __syncwarp();
+  __syncwarp(mask);
   T r = v;
-  if (src_lane < width) memcpy(&r, &emu_cur->slots[base + src_lane], sizeof r);
-  __syncwarp();
+  if (src_lane < 32 && (mask >> src_lane & 1)) memcpy(&r, &emu_cur->slots[base + src_lane], sizeof r);
+  __syncwarp(mask);
   return r;
 }
-template <class T> inline T __shfl_down_sync(unsigned, T v, unsigned d) { return emu_shuffle(v, threadIdx.x % 32 + d); }
-template <class T> inline T __shfl_xor_sync(unsigned, T v, unsigned m) { return emu_shuffle(v, (threadIdx.x % 32) ^ m); }
-template <class T> inline T __shfl_sync(unsigned, T v, int lane) { return emu_shuffle(v, (unsigned)lane); }
+template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned d) {
+  return emu_shuffle(mask, v, threadIdx.x % 32 + d);
+}
+template <class T> inline T __shfl_xor_sync(unsigned mask, T v, unsigned m) {
+  return emu_shuffle(mask, v, (threadIdx.x % 32) ^ m);
+}
+template <class T> inline T __shfl_sync(unsigned mask, T v, int lane) { return emu_shuffle(mask, v, (unsigned)lane); }
 
 template <class T> inline T atomicAdd(T *p, T v) {
   std::lock_guard<std::mutex> g(emu_atomic_lock);
@@ -106,9 +148,7 @@ inline void emu_launch(unsigned grid, unsigned block, const std::function<void()
   for (unsigned b = 0; b < grid; b++) {
     emu_block blk;
     pthread_barrier_init(&blk.all, nullptr, block);
-    blk.warps.resize((block + 31) / 32);
-    for (unsigned w = 0; w < blk.warps.size(); w++)
-      pthread_barrier_init(&blk.warps[w], nullptr, block - 32 * w < 32 ? block - 32 * w : 32);
+    blk.warps = std::vector<emu_lane_barrier>((block + 31) / 32);
     blk.slots.resize(block);
     emu_cur = &blk;
     std::vector<std::thread> threads;
@@ -120,7 +160,6 @@ inline void emu_launch(unsigned grid, unsigned block, const std::function<void()
       });
     for (auto &th : threads) th.join();
     pthread_barrier_destroy(&blk.all);
-    for (auto &w : blk.warps) pthread_barrier_destroy(&w);
   }
 }
 

@@ -1,0 +1,59 @@
+/* device.h: the interface a device other than the host implements, and what
+ * realize() and the rest of the runtime call it through (DESIGN.md,
+ * Runtime). The CPU is not behind it: its buffers are host memory
+ * (buffer.c) that realize runs kernels on directly, and a transfer between
+ * the host and a device is the device's copy_in or copy_out.
+ *
+ * Work a device queues runs in the order it was queued (one stream per
+ * device); only copy_out and sync wait for it. Buffers of a device are
+ * rt_buffers whose data is the device address and device is the device; they
+ * go back to the device's allocator through free when their count drops to
+ * zero (rt_buffer_release). */
+#ifndef KILN_DEVICE_H
+#define KILN_DEVICE_H
+
+#include "ir/kernel.h"
+#include "runtime/rt.h"
+
+typedef struct rt_device_kernel rt_device_kernel;  /* a kernel loaded on a device */
+
+typedef struct {
+  const char *name;     /* "cuda" */
+  /* NULL with the last error set when the device cannot give the memory. */
+  rt_buffer *(*alloc)(int index, size_t bytes);
+  void (*free)(rt_buffer *b);
+  /* Host -> device: queued; src may be reused as soon as it returns. */
+  kiln_status (*copy_in)(rt_buffer *dst, const void *src, size_t bytes);
+  /* Device -> host, bytes from byte offset off of src: returns when they are
+   * in dst (after the work queued before it). */
+  kiln_status (*copy_out)(void *dst, const rt_buffer *src, size_t off, size_t bytes);
+  /* The device's code for k, loaded and cached by k's key; *hit says whether
+   * it was loaded before. KILN_ERR_COMPILE (the compiler's log in the last
+   * error) when k cannot be compiled for the device. */
+  kiln_status (*compile)(int index, kernel *k, int debug, rt_device_kernel **out, bool *hit);
+  /* Queues k over its whole parallel range; bufs as for a CPU kernel (device
+   * addresses; the args param is k->args). */
+  kiln_status (*launch)(int index, rt_device_kernel *dk, kernel *k, void *const *bufs, int debug);
+  kiln_status (*sync)(int index);
+} rt_device;
+
+/* The interface of dev's kind; NULL for the CPU. */
+const rt_device *rt_device_of(kiln_device dev);
+
+/* ---- the CUDA device (cuda_device.c) -------------------------------------- */
+/* Whether cuda:index can run kiln's kernels; if not, why ("libcuda.so.1 not
+ * found (no NVIDIA driver)", "cuda:3 requested, the driver reports 1
+ * device", "kiln was built without the CUDA toolkit"). */
+bool rt_cuda_usable(int index, char *why, size_t why_len);
+/* Bytes of device memory kiln holds on cuda:index (zeros before first use). */
+rt_alloc_stats rt_cuda_memory(int index);
+void rt_cuda_reset_peak(void);
+/* Waits for every device's queued work, then gives its cached blocks back to
+ * the driver. Blocks of live tensors stay. */
+void rt_cuda_empty_cache(void);
+/* Releases contexts, streams, modules and memory (kiln_shutdown). Buffers
+ * still alive afterwards are dropped without a driver call: the memory went
+ * with the context. */
+void rt_cuda_device_shutdown(void);
+
+#endif
