@@ -301,8 +301,13 @@ static bool fam_whole(int j, cuda_case *c) {
   case 3: y = kiln_var(x, 1); break;
   case 4: y = kiln_argmax(x); tol = exact; break;
   case 5: y = kiln_argmin(x); tol = exact; break;
-  case 6: y = kiln_any(kiln_select(x, 0, 1)); tol = exact; break;   /* only the last element true */
-  case 7: y = kiln_all(kiln_select(x, 0, 3)); tol = exact; break;   /* only the last element false */
+  case 6: case 7: {  /* row 1: only the last element true; row 3: only the last element false */
+    kiln_tensor *row = kiln_select(x, 0, j == 6 ? 1 : 3);
+    y = j == 6 ? kiln_any(row) : kiln_all(row);
+    kiln_release(row);
+    tol = exact;
+    break;
+  }
   case 8: y = kiln_sum(x); tol = exact; break;
   case 9: y = kiln_max(x); tol = exact; break;
   case 10: y = kiln_layer_norm(x, 2, NULL, NULL, 1e-5); break;

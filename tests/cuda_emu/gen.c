@@ -127,7 +127,7 @@ static bool write_case(FILE *src, FILE *inc, int id, cuda_case *c, ir_str *seen)
               (long long)want->numel, id, id, c->tol.rtol, c->tol.atol, (int)!c->reduces);
   }
   ref_free(want);
-  if (n > 0) rt_plan_free(plan, n);
+  if (n >= 0) rt_plan_free(plan, n);
   return ok;
 }
 
