@@ -330,6 +330,24 @@ static void devices(void) {
   kiln_tensor *t = kiln_from_data(((float[]){1, 2, 3}), KILN_F32, KILN_SHAPE(3));
   show("tensor", t);
   printf("tensor.device = %s\n", device_text(kiln_device_of(t), buf, sizeof buf));
+  /* Transfers are lazy nodes like any op. Without CUDA kiln_to is an error
+   * node that says why; with a GPU the tensor goes there and back. */
+  kiln_device gpu = {KILN_CUDA, 0};
+  kiln_tensor *on_gpu = kiln_to(t, gpu);
+  if (kiln_status_of(on_gpu) != KILN_OK) {
+    show_error("kiln_to(tensor, cuda:0)", on_gpu);
+  } else {
+    show("tensor on the GPU", on_gpu);
+    /* a CUDA tensor's memory is not host memory: copy it back first */
+    if (!kiln_data(on_gpu)) printf("kiln_data(tensor on cuda:0) -> error: %s\n", kiln_last_error());
+    show("back on the CPU", kiln_cpu(on_gpu));
+  }
+  kiln_memory_stats_t mem;
+  if (kiln_memory_stats(gpu, &mem) == KILN_OK)
+    printf("cuda:0 memory: %llu bytes allocated, %llu reserved\n", (unsigned long long)mem.allocated_bytes,
+           (unsigned long long)mem.reserved_bytes);
+  else
+    printf("cuda:0 memory -> error: %s\n", kiln_last_error());
 }
 
 int main(void) {
