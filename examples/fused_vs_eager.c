@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -129,9 +130,15 @@ static int write_dot(const mlp *m, const char *path) {
     return -1;
   }
   printf("\nthe fused DAG, one cluster per kernel: %s\n", path);
-  /* the library never runs programs; an example may suggest one */
-  if (access("/usr/bin/dot", X_OK) == 0) printf("render it as SVG: dot -Tsvg -O %s   (writes %s.svg)\n", path, path);
-  else printf("install Graphviz (apt-get install graphviz) to render it: dot -Tsvg -O %s\n", path);
+  if (access("/usr/bin/dot", X_OK) != 0) {
+    printf("install Graphviz (apt-get install graphviz) to render it: dot -Tsvg -O %s\n", path);
+    return 0;
+  }
+  /* the library never runs programs; this example renders its own output */
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "/usr/bin/dot -Tsvg -O '%s'", path);
+  if (strchr(path, '\'') || system(cmd) != 0) printf("could not render it: run dot -Tsvg -O %s\n", path);
+  else printf("rendered as SVG: %s.svg\n", path);
   return 0;
 }
 
