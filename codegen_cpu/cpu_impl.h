@@ -58,8 +58,8 @@ LLVMValueRef cpu_intrin(cpu_cg *g, LLVMBuilderRef b, const char *name, LLVMTypeR
 LLVMTypeRef cpu_type(cpu_cg *g, kiln_dtype t);  /* compute type: bool is i1 */
 
 /* ---- math.c ---- */
-/* Float transcendentals of ops.def (EXP LOG SIN COS TANH SIGMOID GELU SILU):
- * f32 inline polynomials, f64 the process's libm. */
+/* Float transcendentals of ops.def (EXP LOG SIN COS TANH SIGMOID GELU
+ * GELU_TANH SILU): f32 inline polynomials, f64 the process's libm. */
 LLVMValueRef cpu_math_unary(cpu_cg *g, ir_op op, LLVMValueRef x);
 LLVMValueRef cpu_math_pow(cpu_cg *g, LLVMValueRef a, LLVMValueRef b);        /* float pow */
 LLVMValueRef cpu_math_ipow(cpu_cg *g, LLVMValueRef a, LLVMValueRef b, bool is_signed);

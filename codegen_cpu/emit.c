@@ -200,7 +200,7 @@ static LLVMValueRef emit_op(emitter *em, const kexpr *e, LLVMValueRef a, LLVMVal
     if (fl) return intr(em, "llvm.fabs", a, NULL);
     return sg ? intr(em, "llvm.abs", a, LLVMConstInt(em->g.i1, 0, 0)) : a;
   case IR_EXP: case IR_LOG: case IR_SIN: case IR_COS:
-  case IR_TANH: case IR_SIGMOID: case IR_GELU: case IR_SILU:
+  case IR_TANH: case IR_SIGMOID: case IR_GELU: case IR_GELU_TANH: case IR_SILU:
     return cpu_math_unary(&em->g, e->op, a);
   case IR_SQRT: return intr(em, "llvm.sqrt", a, NULL);
   case IR_RSQRT: return LLVMBuildFDiv(B, one_of(a), intr(em, "llvm.sqrt", a, NULL), "");

@@ -336,6 +336,21 @@ static LLVMValueRef gelu_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {
   return f ? to_f32(m, r) : r;
 }
 
+/* ---- gelu_tanh = x/2 (1 + tanh z), z = sqrt(2/pi) (x + 0.044715 x^3), as
+ * x / (1 + e^-2z): 1 + tanh z = 2 sigmoid(2z) has no cancellation for
+ * x << 0, where 1 + tanh z would lose every bit. f32: in f64 (z is large
+ * where the result is small) through exp2d; f64: libm's exp. */
+static LLVMValueRef gelu_tanh_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {
+  (void)unused;
+  bool f = is_f32(x);
+  LLVMValueRef xd = f ? to_f64(m, x) : x;
+  LLVMValueRef cubic = add(m, K(xd, 1), mul(m, mul(m, xd, xd), K(xd, 0.044715)));  /* no fma: as on the GPU */
+  LLVMValueRef m2z = mul(m, mul(m, xd, K(xd, -2 * sqrt(2 / M_PI))), cubic);  /* -2z */
+  LLVMValueRef e = f ? exp2d(m, mul(m, m2z, K(m2z, M_LOG2E))) : libm(m, "exp", m2z, NULL);
+  LLVMValueRef r = dvd(m, xd, add(m, K(xd, 1), e));
+  return f ? to_f32(m, r) : r;
+}
+
 /* ---- f32 pow: |a|^b = 2^(b log2|a|) in f64 (error of the f64 steps ~2^-45,
  * so the f32 result is within an ulp or so), then C's special cases: sign
  * for negative a and odd integer b, nan for negative a and non-integer b,
@@ -406,6 +421,7 @@ LLVMValueRef cpu_math_unary(cpu_cg *g, ir_op op, LLVMValueRef x) {
   case IR_SIGMOID: return mcall(&m, f ? "kiln.sigmoidf" : "kiln.sigmoid", sigmoid_body, x, NULL);
   case IR_SILU: return mcall(&m, f ? "kiln.siluf" : "kiln.silu", silu_body, x, NULL);
   case IR_GELU: return mcall(&m, f ? "kiln.geluf" : "kiln.gelu", gelu_body, x, NULL);
+  case IR_GELU_TANH: return mcall(&m, f ? "kiln.gelu_tanhf" : "kiln.gelu_tanh", gelu_tanh_body, x, NULL);
   default: IR_ASSERT(!"not a math op");
   }
 }

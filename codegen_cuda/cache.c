@@ -107,8 +107,9 @@ static bool store(const char *path, uint64_t key, const char *bin, size_t len, c
 }
 
 bool cuda_compile_cached(const char *src, const char *arch, ir_str *out, cuda_cache_info *info,
-                         char **err) {
+                         char **log, char **err) {
   *info = (cuda_cache_info){0};
+  if (log) *log = NULL;
   char dir[4000], path[4096];
   cuda_cache_dir(dir, sizeof dir);
   uint64_t key = entry_key(src, arch);
@@ -121,7 +122,7 @@ bool cuda_compile_cached(const char *src, const char *arch, ir_str *out, cuda_ca
     info->dropped = true;
     warn(info, path, "corrupt or truncated entry dropped");
   }
-  if (!cuda_compile(src, arch, out, NULL, err)) return false;
+  if (!cuda_compile(src, arch, out, log, err)) return false;
   const char *why = NULL;
   if (!dir[0]) warn(info, "(none)", "no cache directory: $KILN_CACHE_DIR, $XDG_CACHE_HOME and $HOME unset");
   else if (!make_dirs(dir)) warn(info, dir, strerror(errno));

@@ -3,14 +3,19 @@
  *   perfectly nested in it, becomes a grid-stride loop; inner loops and
  *   reductions run inside the thread. Elementwise kernels, and reductions
  *   whose loads are contiguous along the innermost of those loops (column
- *   sums: neighbouring threads read neighbouring elements).
+ *   sums: neighbouring threads read neighbouring elements). An elementwise
+ *   kernel whose loads and stores are at the flat index (plus a constant)
+ *   first runs groups of iterations per thread with 128-bit vector loads
+ *   and stores, where the addresses are aligned.
  * - one block per iteration (a "row"): when the iteration holds reductions
  *   over a row, the block's threads stride over each reduction's loop and
  *   combine their partial accumulators (prelude.cuh's kiln_block_fold:
  *   warp shuffles, then shared memory), every thread gets the result, and
  *   the loops after it (softmax's normalising store loop) are split across
  *   the threads too. A kernel without a parallel loop (a full reduction) is
- *   one such row on one block.
+ *   one such row: on one block, or, when it is one long reduction and its
+ *   epilogue, on the whole grid (each block's partial result goes through
+ *   the kernel's scratch to the last block to finish; cuda.h).
  * Accumulators are locals of the thread, expressions `const` temporaries
  * named by their id (hash-consing makes them shared). Elementwise ops come
  * from one template table with the CPU back end's exact semantics
@@ -23,8 +28,12 @@
 #include <string.h>
 
 #define CUDA_BLOCK 256        /* threads per block, one thread per iteration */
-#define CUDA_ROW_BLOCK 256    /* most threads per block for a row of many rows */
-#define CUDA_ONE_BLOCK 1024   /* ... and for a kernel that is one row */
+#define CUDA_ROW_BLOCK 256    /* most threads per block for a row of many rows,
+                                 and the blocks of a grid-wide reduction */
+#define CUDA_ONE_BLOCK 1024   /* ... and for a kernel that is one row on one block */
+#define CUDA_GRID_ITEMS 16    /* elements per thread before a reduction takes
+                                 another block */
+#define VEC_BYTES 16          /* a vector load or store moves 128 bits */
 #define MAX_CHAIN (2 * KILN_MAX_DIMS)
 
 typedef struct {
@@ -39,6 +48,12 @@ typedef struct {
   int *defined, ndefined;  /* declared ids in order, so a loop forgets its own */
   signed char *reads_acc;  /* by expr id: -1 unknown, else whether it reads an accumulator */
   int fresh;            /* numbers the recomputed (accumulator-reading) temporaries */
+  const kstmt *grid_loop;  /* the reduction loop the whole grid splits, if any */
+  bool *vec;            /* by expr id: a load the vector path moves by vectors */
+  const kexpr **vloads; /* those loads, nvloads of them */
+  int nvloads;
+  bool lanes;           /* emitting the lanes of a vector group */
+  int nstore;           /* numbers the stores of the lanes */
 } cuda_em;
 
 /* ---- types -------------------------------------------------------------- */
@@ -101,6 +116,7 @@ static const op_tmpl op_tmpls[IR_NUM_OPS] = {
   [IR_SQRT] = {"sqrt$f($a)"}, [IR_RSQRT] = {"(($T)1 / sqrt$f($a))"},
   [IR_SIN] = {"kiln_sin$f($a)"}, [IR_COS] = {"kiln_cos$f($a)"}, [IR_TANH] = {"kiln_tanh$f($a)"},
   [IR_SIGMOID] = {"kiln_sigmoid$f($a)"}, [IR_GELU] = {"kiln_gelu$f($a)"}, [IR_SILU] = {"kiln_silu$f($a)"},
+  [IR_GELU_TANH] = {"kiln_gelu_tanh$f($a)"},
   [IR_RELU] = {"($a < 0 ? ($T)0 : $a)", "($a < 0 ? ($T)0 : $a)", "$a", NULL},
   [IR_FLOOR] = {"floor$f($a)", "$a", "$a", NULL},
   [IR_CEIL] = {"ceil$f($a)", "$a", "$a", NULL},
@@ -205,7 +221,8 @@ static void expr_text(cuda_em *em, const kexpr *e, ir_str *o) {
   case KX_LOAD: {
     const kparam *p = &em->k->params[e->buf];
     char ref[96];
-    snprintf(ref, sizeof ref, p->args ? "p%d.v[%s]" : "p%d[%s]", e->buf, use(em, e->a).s);
+    if (em->lanes && em->vec[e->id]) snprintf(ref, sizeof ref, "q%d.v[ke]", e->id);
+    else snprintf(ref, sizeof ref, p->args ? "p%d.v[%s]" : "p%d[%s]", e->buf, use(em, e->a).s);
     ir_str w = {0};
     emit_widen(&w, ref, p->dtype);
     emit_cast(o, w.s, p->dtype, e->type);
@@ -292,15 +309,21 @@ static void emit_loop(cuda_em *em, const kstmt *s) {
   emit_scoped(em, s->body);
 }
 
+/* A store; in the lanes of a vector group, into lane ke of the group's
+ * vector for that store (emit_vector_loop stores it). */
 static void emit_store(cuda_em *em, const kstmt *s) {
   kiln_dtype st = em->k->params[s->buf].dtype;
-  operand idx = use(em, s->index), v = use(em, s->value);
+  operand idx = {""};
+  if (!em->lanes) idx = use(em, s->index);
+  operand v = use(em, s->value);
   ir_str c = {0}, n = {0};
   emit_cast(&c, v.s, s->value->type, ir_compute_dtype(st));
   emit_narrow(&n, c.s, st);
   indent(em);
   /* at a row's uniform level every thread holds the value: one stores it */
-  ir_str_printf(em->out, "%sp%d[%s] = %s;\n", em->block_wide ? "if (threadIdx.x == 0) " : "", s->buf, idx.s, n.s);
+  if (em->lanes) ir_str_printf(em->out, "w%d.v[ke] = %s;\n", em->nstore++, n.s);
+  else
+    ir_str_printf(em->out, "%sp%d[%s] = %s;\n", em->block_wide ? "if (threadIdx.x == 0) " : "", s->buf, idx.s, n.s);
   ir_str_free(&c);
   ir_str_free(&n);
 }
@@ -435,6 +458,13 @@ static void add_outer(cuda_em *em, const kstmt *s, const kstmt **outer, int *n) 
   }
 }
 
+/* Room for outer_updates' list (the caller frees it). */
+static const kstmt **new_outer(const cuda_em *em) {
+  const kstmt **outer = malloc(sizeof *outer * ((size_t)em->k->naccs + 1));
+  IR_ASSERT(outer);
+  return outer;
+}
+
 /* The updates in loop s of accumulators declared before it (one each, into
  * outer, which holds k->naccs): s is their reduction's loop. A reduction
  * nested inside s declares its accumulator inside s too. */
@@ -451,8 +481,7 @@ static int outer_updates(cuda_em *em, const kstmt *s, const kstmt **outer) {
  * reductions read contiguously along it (a thread per iteration coalesces).
  * Otherwise every thread runs it and the reductions inside are block-wide. */
 static bool split_loop(cuda_em *em, const kstmt *s) {
-  const kstmt *chain[MAX_CHAIN], **outer = malloc(sizeof *outer * ((size_t)em->k->naccs + 1));
-  IR_ASSERT(outer);
+  const kstmt *chain[MAX_CHAIN], **outer = new_outer(em);
   int n = loop_chain(s, chain), nouter = outer_updates(em, s, outer);
   free(outer);
   return nouter > 0 || !contains(s->body, KS_ACC) || has_load(em, chain[n - 1]->body, chain[n - 1]->var);
@@ -479,65 +508,394 @@ static int row_block(int64_t width, int64_t rows) {
   return b;
 }
 
-/* for (i = first; i < bound; i += step) over the iterations of the chain's
- * loops flattened (outermost first), their variables recovered from i, then
- * body. An empty chain is one range of iterations named it. */
-static void emit_flat_loop(cuda_em *em, const kstmt *const *chain, int n, const kstmt *body, const char *first,
-                           const char *bound, const char *step) {
-  char i[16] = "it";
-  if (n) snprintf(i, sizeof i, n == 1 ? "v%d" : "f%d", chain[0]->var);
-  indent(em);
-  ir_str_printf(em->out, "for (long long %s = %s; %s < %s; %s += %s) {\n", i, first, i, bound, i, step);
+/* Blocks for items, per_block of them to a block, 1..CUDA_MAX_GRID. */
+static int grid_for(int64_t items, int64_t per_block) {
+  int64_t g = (items + per_block - 1) / per_block;
+  return g < 1 ? 1 : g > CUDA_MAX_GRID ? CUDA_MAX_GRID : (int)g;
+}
+
+/* The name of the chain's flat index: the loop's own variable when the
+ * chain is one loop, "it" when it is empty. */
+static void flat_name(char *i, size_t size, const kstmt *const *chain, int n) {
+  if (n) snprintf(i, size, n == 1 ? "v%d" : "f%d", chain[0]->var);
+  else snprintf(i, size, "it");
+}
+
+static bool expr_reads(cuda_em *em, const kexpr *e, int var) {
+  if (!e || em->seen[e->id] || (e->kind == KX_LOAD && em->vec[e->id])) return false;
+  em->seen[e->id] = 1;
+  if (e->kind == KX_VAR) return e->var == var;
+  return expr_reads(em, e->a, var) || expr_reads(em, e->b, var) || expr_reads(em, e->c, var);
+}
+
+/* Whether statements s read loop variable var; in the lanes of a vector
+ * group, the vector loads and the stores' indices do not count (they are
+ * the group's vectors). Elsewhere every variable of a chain counts. */
+static bool reads_var(cuda_em *em, const kstmt *s, int var) {
+  if (!em->lanes) return true;
+  memset(em->seen, 0, (size_t)em->k->nexprs + 1);
+  for (; s; s = s->next)
+    if (expr_reads(em, s->value, var)) return true;
+  return false;
+}
+
+/* The chain's variables recovered from its flat index i (the iterations of
+ * its loops flattened, outermost first; those body reads), then body, then
+ * the closing brace. */
+static void emit_flat_body(cuda_em *em, const kstmt *const *chain, int n, const kstmt *body, const char *i) {
   int64_t inner = 1;
-  for (int d = n > 1 ? n - 1 : -1; d >= 0; d--) {
+  for (int d = n > 1 ? n - 1 : -1; d >= 0; inner *= chain[d--]->extent) {
+    if (!reads_var(em, body, chain[d]->var)) continue;
     indent(em);
     ir_str_printf(em->out, "  const long long v%d = ", chain[d]->var);
     if (chain[d]->extent == 1) ir_str_printf(em->out, "0;\n");
     else if (d == 0) ir_str_printf(em->out, "%s / %" PRId64 "LL;\n", i, inner);
     else if (inner == 1) ir_str_printf(em->out, "%s %% %" PRId64 "LL;\n", i, chain[d]->extent);
     else ir_str_printf(em->out, "(%s / %" PRId64 "LL) %% %" PRId64 "LL;\n", i, inner, chain[d]->extent);
-    inner *= chain[d]->extent;
   }
   emit_scoped(em, body);
+}
+
+/* for (i = first; i < bound; i += step) over the chain's flat index, then
+ * body. An empty chain is one range of iterations. */
+static void emit_flat_loop(cuda_em *em, const kstmt *const *chain, int n, const kstmt *body, const char *first,
+                           const char *bound, const char *step) {
+  char i[16];
+  flat_name(i, sizeof i, chain, n);
+  indent(em);
+  ir_str_printf(em->out, "for (long long %s = %s; %s < %s; %s += %s) {\n", i, first, i, bound, i, step);
+  emit_flat_body(em, chain, n, body, i);
+}
+
+/* [](T x, T y) { return op(x, y); }: how update u combines two values (for
+ * an arg-reduction, when x beats y). */
+static void fold_lambda(ir_str *o, const kstmt *u) {
+  const char *t = ctype(u->type);
+  ir_str_printf(o, "[](%s x, %s y) { return ", t, t);
+  expand(o, op_template(u->op, u->type), u->type, "x", "y", "");
+  ir_str_printf(o, "; })");
 }
 
 /* After a split reduction loop: each thread's partial accumulator folded
  * with the same op across the block; every thread gets the result. */
 static void emit_block_fold(cuda_em *em, const kstmt *u) {
-  const char *t = ctype(u->type);
   indent(em);
   if (u->acc2 < 0) ir_str_printf(em->out, "a%d = kiln_block_fold(a%d, ", u->acc, u->acc);
   else ir_str_printf(em->out, "kiln_block_argfold(a%d, a%d, ", u->acc, u->acc2);
-  ir_str_printf(em->out, "[](%s x, %s y) { return ", t, t);
-  expand(em->out, op_template(u->op, u->type), u->type, "x", "y", "");
-  ir_str_printf(em->out, "; });\n");
+  fold_lambda(em->out, u);
+  ir_str_printf(em->out, ";\n");
 }
 
 /* A loop the block's threads split: each thread runs its share of the
- * (flattened) iterations alone, then the reductions it holds are folded. */
-static void emit_split(cuda_em *em, const kstmt *s) {
-  const kstmt *chain[MAX_CHAIN], **outer = malloc(sizeof *outer * ((size_t)em->k->naccs + 1));
-  IR_ASSERT(outer);
+ * (flattened) iterations from first by step alone, then the reductions it
+ * holds are folded across the block. */
+static void emit_split(cuda_em *em, const kstmt *s, const char *first, const char *step) {
+  const kstmt *chain[MAX_CHAIN], **outer = new_outer(em);
   int n = loop_chain(s, chain), nouter = outer_updates(em, s, outer);
   char bound[32];
   snprintf(bound, sizeof bound, "%" PRId64 "LL", chain_extent(chain, n));
   em->block_wide = false;
-  emit_flat_loop(em, chain, n, chain[n - 1]->body, "(long long)threadIdx.x", bound, "(long long)blockDim.x");
+  emit_flat_loop(em, chain, n, chain[n - 1]->body, first, bound, step);
   em->block_wide = true;
   for (int i = 0; i < nouter; i++) emit_block_fold(em, outer[i]);
+  free(outer);
+}
+
+/* ---- grid-wide reductions (prelude.cuh's kiln_grid_*) ---------------------- */
+/* The scratch slots of loop s's reductions: one per accumulator, two for an
+ * arg-reduction (value, then index), in outer_updates' order. */
+static int grid_slots(cuda_em *em, const kstmt *s) {
+  const kstmt **outer = new_outer(em);
+  int nouter = outer_updates(em, s, outer), slots = 0;
+  for (int i = 0; i < nouter; i++) slots += outer[i]->acc2 < 0 ? 1 : 2;
+  free(outer);
+  return slots;
+}
+
+/* The blocks a kernel that is one row (statements s) can spread over, one
+ * per CUDA_ROW_BLOCK * CUDA_GRID_ITEMS elements, when s is accumulators,
+ * one reduction loop and then stores (a full reduction and its epilogue):
+ * *loop is that loop. 1 for anything else: a second reduction after the
+ * first (var, softmax) would need the first's total on every block. */
+static int grid_blocks(cuda_em *em, const kstmt *s, const kstmt **loop) {
+  while (s && s->kind == KS_ACC) s = s->next;
+  if (!s || s->kind != KS_LOOP || grid_slots(em, s) == 0) return 1;
+  for (const kstmt *r = s->next; r; r = r->next)
+    if (r->kind != KS_STORE) return 1;
+  const kstmt *chain[MAX_CHAIN];
+  *loop = s;
+  return grid_for(chain_extent(chain, loop_chain(s, chain)), CUDA_ROW_BLOCK * CUDA_GRID_ITEMS);
+}
+
+/* The start value of accumulator acc (its KS_ACC, before the grid's loop). */
+static const kexpr *acc_init(const cuda_em *em, int acc) {
+  const kstmt *s = em->k->body;
+  while (s->kind != KS_ACC || s->acc != acc) s = s->next;
+  return s->value;
+}
+
+/* The accumulators of reductions outer in scratch-slot order (grid_slots
+ * counts them): each one's acc, then an arg-reduction's index acc2. */
+static int slot_accs(const kstmt *const *outer, int nouter, int *accs) {
+  int n = 0;
+  for (int i = 0; i < nouter; i++) {
+    accs[n++] = outer[i]->acc;
+    if (outer[i]->acc2 >= 0) accs[n++] = outer[i]->acc2;
+  }
+  return n;
+}
+
+/* In the last block: each thread folds blocks t, t + blockDim.x, ... of
+ * the results in the scratch into its accumulators. */
+static void emit_grid_merge(cuda_em *em, const kstmt *const *outer, int nouter) {
+  indent(em);
+  ir_str_printf(em->out, "for (unsigned kb = threadIdx.x; kb < gridDim.x; kb += blockDim.x) {\n");
+  for (int i = 0, slot = 0; i < nouter; i++, slot++) {
+    const kstmt *u = outer[i];
+    char acc[16], got[96];
+    snprintf(acc, sizeof acc, "a%d", u->acc);
+    snprintf(got, sizeof got, "kiln_grid_get<%s>(scratch, %d, kb)", ctype(u->type), slot);
+    indent(em);
+    if (u->acc2 < 0) {
+      ir_str_printf(em->out, "  %s = ", acc);
+      expand(em->out, op_template(u->op, u->type), u->type, acc, got, "");
+    } else {
+      ir_str_printf(em->out, "  kiln_argmerge(%s, a%d, %s, kiln_grid_get<long long>(scratch, %d, kb), ", acc, u->acc2,
+                    got, ++slot);
+      fold_lambda(em->out, u);
+    }
+    ir_str_printf(em->out, ";\n");
+  }
+  indent(em);
+  ir_str_printf(em->out, "}\n");
+}
+
+/* The grid's loop: the grid splits it, each block folds its share and puts
+ * it in the scratch; every block but the last returns, and the last one
+ * starts over from the start values, folds the blocks' results (then
+ * across its threads: the same order whichever block came last) and goes
+ * on alone to the epilogue, the statements after the loop. */
+static void emit_grid_split(cuda_em *em, const kstmt *s) {
+  emit_split(em, s, "(long long)blockIdx.x * blockDim.x + threadIdx.x", "(long long)gridDim.x * blockDim.x");
+  const kstmt **outer = new_outer(em);
+  int *accs = malloc(sizeof *accs * ((size_t)em->k->naccs + 1));
+  IR_ASSERT(accs);
+  int nouter = outer_updates(em, s, outer), nslots = slot_accs(outer, nouter, accs);
+  for (int j = 0; j < nslots; j++) {
+    indent(em);
+    ir_str_printf(em->out, "kiln_grid_put(scratch, %d, a%d);\n", j, accs[j]);
+  }
+  indent(em);
+  ir_str_printf(em->out, "if (!kiln_grid_last(scratch)) return;\n");
+  for (int j = 0; j < nslots; j++) {
+    operand v = use(em, acc_init(em, accs[j]));
+    indent(em);
+    ir_str_printf(em->out, "a%d = %s;\n", accs[j], v.s);
+  }
+  emit_grid_merge(em, outer, nouter);
+  for (int i = 0; i < nouter; i++) emit_block_fold(em, outer[i]);
+  free(accs);
   free(outer);
 }
 
 static void emit_block(cuda_em *em, const kstmt *s) {
   for (; s; s = s->next) {
     switch (s->kind) {
-    case KS_LOOP: (em->block_wide && split_loop(em, s) ? emit_split : emit_loop)(em, s); break;
+    case KS_LOOP:
+      if (s == em->grid_loop) emit_grid_split(em, s);
+      else if (em->block_wide && split_loop(em, s)) emit_split(em, s, "(long long)threadIdx.x", "(long long)blockDim.x");
+      else emit_loop(em, s);
+      break;
     case KS_STORE: emit_store(em, s); break;
     case KS_ACC: emit_acc(em, s); break;
     case KS_UPDATE: (s->acc2 < 0 ? emit_fold : emit_argfold)(em, s); break;
     case KS_GEMM: IR_ASSERT(!"KS_GEMM reaches the CUDA emitter"); break;
     }
   }
+}
+
+/* ---- 128-bit vectors in elementwise kernels -------------------------------- */
+/* Index e as *c + the sum over d of coef[d] * chain[d]'s variable; false
+ * when it is not visibly of that form (constants, the chain's variables,
+ * sums, products by a constant). Wrapping arithmetic, as the index's. */
+static bool affine(const kexpr *e, const kstmt *const *chain, int n, uint64_t *coef, uint64_t *c) {
+  uint64_t ca[MAX_CHAIN], cb[MAX_CHAIN], a, b;
+  memset(coef, 0, sizeof *coef * (size_t)n);
+  *c = e->kind == KX_CONST ? (uint64_t)e->i : 0;
+  if (e->kind == KX_CONST) return true;
+  if (e->kind == KX_VAR) {
+    int d = 0;
+    while (d < n && chain[d]->var != e->var) d++;
+    if (d < n) coef[d] = 1;
+    return d < n;
+  }
+  if (e->kind != KX_OP || (e->op != IR_ADD && e->op != IR_MUL) || !affine(e->a, chain, n, ca, &a) ||
+      !affine(e->b, chain, n, cb, &b))
+    return false;
+  bool a_const = true, b_const = true;
+  for (int d = 0; d < n; d++) {
+    a_const = a_const && !ca[d];
+    b_const = b_const && !cb[d];
+  }
+  if (e->op == IR_MUL && !a_const && !b_const) return false;
+  for (int d = 0; d < n; d++) coef[d] = e->op == IR_ADD ? ca[d] + cb[d] : a_const ? a * cb[d] : ca[d] * b;
+  *c = e->op == IR_ADD ? a + b : a * b;
+  return true;
+}
+
+/* Whether index e is the chain's flat index plus a constant *off: then
+ * neighbouring iterations touch neighbouring elements. */
+static bool flat_index(const kexpr *e, const kstmt *const *chain, int n, int64_t *off) {
+  uint64_t coef[MAX_CHAIN], c, stride = 1;
+  if (!affine(e, chain, n, coef, &c)) return false;
+  for (int d = n - 1; d >= 0; d--) {
+    if (chain[d]->extent > 1 && coef[d] != stride) return false;
+    stride *= (uint64_t)chain[d]->extent;
+  }
+  *off = (int64_t)c;
+  return true;
+}
+
+static bool uses_chain(const kexpr *e, const kstmt *const *chain, int n) {
+  for (int d = 0; d < n; d++)
+    if (uses_var(e, chain[d]->var)) return true;
+  return false;
+}
+
+/* Whether elements of t have the size *size (set by the first). */
+static bool same_size(int *size, kiln_dtype t) {
+  if (!*size) *size = (int)ir_dtypes[t].size;
+  return *size == (int)ir_dtypes[t].size;
+}
+
+/* Whether the loads under e allow the vector path: each one either at a
+ * flat index of an input, of the element size *size (then it is marked, to
+ * be moved by vectors), or not moving with the iteration at all (a
+ * broadcast scalar, a launch argument). */
+static bool vector_loads(cuda_em *em, const kexpr *e, const kstmt *const *chain, int n, int *size) {
+  if (!e || em->seen[e->id]) return true;
+  em->seen[e->id] = 1;
+  int64_t off;
+  if (e->kind == KX_LOAD && !em->k->params[e->buf].args) {
+    const kparam *p = &em->k->params[e->buf];
+    if (p->output) return false;
+    if (flat_index(e->a, chain, n, &off)) {
+      em->vec[e->id] = true;
+      em->vloads[em->nvloads++] = e;
+      return same_size(size, p->dtype);
+    }
+    if (uses_chain(e->a, chain, n)) return false;
+  }
+  return vector_loads(em, e->a, chain, n, size) && vector_loads(em, e->b, chain, n, size) &&
+         vector_loads(em, e->c, chain, n, size);
+}
+
+/* Iterations each thread of an elementwise kernel runs as one vector
+ * group: VEC_BYTES / element size when the iteration is only stores at
+ * flat indices whose loads allow it (vector_loads), with one element size
+ * of 2 or 4 bytes for all of them; else 1 (no vector path). */
+static int vector_lanes(cuda_em *em, const kstmt *const *chain, int n, const kstmt *iter) {
+  int size = 0;
+  int64_t off;
+  memset(em->seen, 0, (size_t)em->k->nexprs + 1);
+  em->nvloads = 0;
+  for (const kstmt *s = iter; s; s = s->next)
+    if (!n || s->kind != KS_STORE || !flat_index(s->index, chain, n, &off) ||
+        !same_size(&size, em->k->params[s->buf].dtype) || !vector_loads(em, s->value, chain, n, &size))
+      return 1;
+  return size == 2 || size == 4 ? VEC_BYTES / size : 1;
+}
+
+/* "p3 + (kg + 5LL)": where the vector of parameter param at flat index
+ * `index` (the flat index plus a constant) starts for the group at `at`. */
+static void vec_addr(char *buf, size_t size, int param, const kexpr *index, const kstmt *const *chain, int n,
+                     const char *at) {
+  int64_t off = 0;
+  flat_index(index, chain, n, &off);
+  snprintf(buf, size, "p%d + (%s + %" PRId64 "LL)", param, at, off);
+}
+
+static void vec_type(char *buf, size_t size, kiln_dtype t, int lanes) {
+  snprintf(buf, size, "kiln_vec<%s, %d>", stype(t), lanes);
+}
+
+/* kaligned: whether every vector access is 16-byte aligned for groups
+ * starting at lo (a view's offset may break it); kend: where the groups
+ * end (lo when not aligned). */
+static void emit_vector_bounds(cuda_em *em, const kstmt *const *chain, int n, const kstmt *iter, int lanes) {
+  char addr[96];
+  indent(em);
+  ir_str_printf(em->out, "const bool kaligned = ");
+  for (int v = 0; v < em->nvloads; v++) {
+    vec_addr(addr, sizeof addr, em->vloads[v]->buf, em->vloads[v]->a, chain, n, "lo");
+    ir_str_printf(em->out, "kiln_aligned16(%s) && ", addr);
+  }
+  for (const kstmt *s = iter; s; s = s->next) {
+    vec_addr(addr, sizeof addr, s->buf, s->index, chain, n, "lo");
+    ir_str_printf(em->out, "kiln_aligned16(%s)%s", addr, s->next ? " && " : ";\n");
+  }
+  indent(em);
+  ir_str_printf(em->out, "const long long kend = kaligned ? lo + (hi - lo) / %dLL * %dLL : lo;\n", lanes, lanes);
+}
+
+/* The lanes of a group: the iterations kg + ke, their loads from the
+ * group's vectors q<id>, their stores into vectors w<store number>. */
+static void emit_lanes(cuda_em *em, const kstmt *const *chain, int n, const kstmt *iter, int lanes) {
+  char i[16];
+  flat_name(i, sizeof i, chain, n);
+  indent(em);
+  ir_str_printf(em->out, "#pragma unroll\n");
+  indent(em);
+  ir_str_printf(em->out, "for (int ke = 0; ke < %d; ke++) {\n", lanes);
+  em->lanes = true;
+  em->nstore = 0;
+  bool reads_i = false;
+  for (int d = 0; d < n; d++) reads_i = reads_i || reads_var(em, iter, chain[d]->var);
+  if (reads_i) {
+    indent(em);
+    ir_str_printf(em->out, "  const long long %s = kg + ke;\n", i);
+  }
+  emit_flat_body(em, chain, n, iter, i);
+  em->lanes = false;
+}
+
+/* The vector path of an elementwise kernel (vector_lanes): groups of lanes
+ * iterations from lo while the accesses are aligned; per group each thread
+ * loads its inputs by vectors, runs the lanes into vectors of the results
+ * and stores those. The scalar loop that follows starts at kend: the tail,
+ * or everything when not aligned. */
+static void emit_vector_loop(cuda_em *em, const kstmt *const *chain, int n, const kstmt *iter, int lanes) {
+  char addr[96], vt[48];
+  emit_vector_bounds(em, chain, n, iter, lanes);
+  indent(em);
+  ir_str_printf(em->out,
+                "for (long long kg = lo + ((long long)blockIdx.x * blockDim.x + threadIdx.x) * %dLL; kg < kend; "
+                "kg += (long long)gridDim.x * blockDim.x * %dLL) {\n", lanes, lanes);
+  em->depth++;
+  for (int v = 0; v < em->nvloads; v++) {
+    const kexpr *e = em->vloads[v];
+    vec_type(vt, sizeof vt, em->k->params[e->buf].dtype, lanes);
+    vec_addr(addr, sizeof addr, e->buf, e->a, chain, n, "kg");
+    indent(em);
+    ir_str_printf(em->out, "const %s q%d = *(const %s *)(%s);\n", vt, e->id, vt, addr);
+  }
+  int w = 0;
+  for (const kstmt *s = iter; s; s = s->next) {
+    vec_type(vt, sizeof vt, em->k->params[s->buf].dtype, lanes);
+    indent(em);
+    ir_str_printf(em->out, "%s w%d;\n", vt, w++);
+  }
+  emit_lanes(em, chain, n, iter, lanes);
+  w = 0;
+  for (const kstmt *s = iter; s; s = s->next) {
+    vec_type(vt, sizeof vt, em->k->params[s->buf].dtype, lanes);
+    vec_addr(addr, sizeof addr, s->buf, s->index, chain, n, "kg");
+    indent(em);
+    ir_str_printf(em->out, "*(%s *)(%s) = w%d;\n", vt, addr, w++);
+  }
+  em->depth--;
+  indent(em);
+  ir_str_printf(em->out, "}\n");
 }
 
 /* ---- the kernel function ------------------------------------------------ */
@@ -553,7 +911,39 @@ static void emit_signature(cuda_em *em, int block) {
     if (pp->args) ir_str_printf(em->out, "const %s_args p%d, ", k->name, p);
     else ir_str_printf(em->out, "%s%s *__restrict__ p%d, ", pp->output ? "" : "const ", stype(pp->dtype), p);
   }
-  ir_str_printf(em->out, "long long lo, long long hi) {\n");
+  ir_str_printf(em->out, "long long lo, long long hi, void *scratch) {\n");
+}
+
+/* A row per block, blocks striding over the rows. A kernel that is one row
+ * whose reduction is long (grid_blocks) runs it on the whole grid instead,
+ * every block taking the one iteration. */
+static void emit_rows(cuda_em *em, const kstmt *const *chain, int n, const kstmt *iter, cuda_launch *launch) {
+  const kstmt *loop = NULL;
+  launch->grid = n ? grid_for(launch->range, 1) : grid_blocks(em, iter, &loop);
+  em->grid_loop = launch->grid > 1 && !n ? loop : NULL;
+  launch->block = em->grid_loop ? CUDA_ROW_BLOCK : row_block(row_width(em, iter), launch->range);
+  launch->scratch = em->grid_loop ? 16 + 8 * (int64_t)grid_slots(em, loop) * CUDA_MAX_GRID : 0;
+  emit_signature(em, launch->block);
+  em->depth = 1;
+  em->block_wide = true;
+  if (em->grid_loop) emit_flat_loop(em, chain, n, iter, "lo", "hi", "1");
+  else emit_flat_loop(em, chain, n, iter, "lo + (long long)blockIdx.x", "hi", "(long long)gridDim.x");
+}
+
+/* A thread per iteration; with a vector path (vector_lanes), each thread
+ * first runs groups of iterations by vectors, then the scalar loop. */
+static void emit_threads(cuda_em *em, const kstmt *const *chain, int n, const kstmt *iter, cuda_launch *launch) {
+  int lanes = vector_lanes(em, chain, n, iter);
+  launch->block = CUDA_BLOCK;
+  launch->grid = grid_for(launch->range, (int64_t)CUDA_BLOCK * lanes);
+  launch->scratch = 0;
+  emit_signature(em, launch->block);
+  em->depth = 1;
+  em->block_wide = false;
+  if (lanes > 1) emit_vector_loop(em, chain, n, iter, lanes);
+  emit_flat_loop(em, chain, n, iter, lanes > 1 ? "kend + (long long)blockIdx.x * blockDim.x + threadIdx.x"
+                                               : "lo + (long long)blockIdx.x * blockDim.x + threadIdx.x",
+                 "hi", "(long long)gridDim.x * blockDim.x");
 }
 
 /* The parallel loop (the only top-level statement when there is one) and
@@ -569,14 +959,7 @@ static void emit_kernel(cuda_em *em, cuda_launch *launch) {
   bool rows = contains(iter, KS_ACC) && !(n && has_load(em, iter, chain[n - 1]->var)) &&
               !has_load(em, b, -1);
   launch->range = chain_extent(chain, n);
-  launch->block = rows ? row_block(row_width(em, iter), launch->range) : CUDA_BLOCK;
-  emit_signature(em, launch->block);
-  em->depth = 1;
-  em->block_wide = rows;
-  if (rows) emit_flat_loop(em, chain, n, iter, "lo + (long long)blockIdx.x", "hi", "(long long)gridDim.x");
-  else
-    emit_flat_loop(em, chain, n, iter, "lo + (long long)blockIdx.x * blockDim.x + threadIdx.x", "hi",
-                   "(long long)gridDim.x * blockDim.x");
+  (rows ? emit_rows : emit_threads)(em, chain, n, iter, launch);
   ir_str_printf(em->out, "}\n\n");
 }
 
@@ -592,8 +975,9 @@ bool cuda_emit(kernel *k, ir_str *src, cuda_launch *launch, char **err) {
   }
   size_t n = (size_t)k->nexprs + 1;
   cuda_em em = {.k = k, .out = src, .done = calloc(n, sizeof(bool)), .defined = calloc(n, sizeof(int)),
-                .reads_acc = malloc(n), .seen = malloc(n), .acc_stamp = calloc((size_t)k->naccs + 1, sizeof(int))};
-  IR_ASSERT(em.done && em.defined && em.reads_acc && em.seen && em.acc_stamp);
+                .reads_acc = malloc(n), .seen = malloc(n), .acc_stamp = calloc((size_t)k->naccs + 1, sizeof(int)),
+                .vec = calloc(n, sizeof(bool)), .vloads = malloc(sizeof(kexpr *) * n)};
+  IR_ASSERT(em.done && em.defined && em.reads_acc && em.seen && em.acc_stamp && em.vec && em.vloads);
   memset(em.reads_acc, -1, n);
   emit_kernel(&em, launch);
   free(em.done);
@@ -601,5 +985,7 @@ bool cuda_emit(kernel *k, ir_str *src, cuda_launch *launch, char **err) {
   free(em.reads_acc);
   free(em.seen);
   free(em.acc_stamp);
+  free(em.vec);
+  free(em.vloads);
   return true;
 }

@@ -247,6 +247,15 @@ KD float kiln_geluf(float x) {
 }
 KD double kiln_gelu(double x) { return kiln_gelu_from(x, erfc(fabs(x) * KILN_SQRT1_2)); }
 
+/* ---- gelu_tanh = x/2 (1 + tanh z) = x / (1 + e^-2z), z = sqrt(2/pi) (x +
+ * 0.044715 x^3): no cancellation for x << 0; f32 in f64 as on the CPU ----- */
+KD double kiln_gelu_tanh_m2z(double x) { return x * -1.5957691216057308 * (1.0 + x * x * 0.044715); }
+KD float kiln_gelu_tanhf(float x) {
+  double xd = x;
+  return (float)(xd / (1.0 + kiln_exp2d(kiln_gelu_tanh_m2z(xd) * KILN_LOG2E)));
+}
+KD double kiln_gelu_tanh(double x) { return x / (1.0 + exp(kiln_gelu_tanh_m2z(x))); }
+
 /* ---- f32 pow = 2^(b log2|a|) in f64, then C's special cases -------------- */
 KD float kiln_powf(float a, float b) {
   float mag = (float)kiln_exp2d((double)b * kiln_log2d(fabs((double)a)));
@@ -347,3 +356,47 @@ template <class V, class B> KD void kiln_block_argfold(V &v, long long &i, B bet
   v = r.v;
   i = r.i;
 }
+
+/* ---- grid-wide reductions -----------------------------------------------
+ * A full reduction too long for one block runs on the whole grid in one
+ * launch (CUDA's threadFenceReduction sample): each block folds its
+ * grid-stride share as above, thread 0 puts the block's results in the
+ * scratch, fences, and counts the block in; the last block to arrive reads
+ * every block's results back, folds them in block order (the same sum
+ * whichever block comes last) and runs the epilogue. atomicInc wraps the
+ * counter back to 0, ready for the next launch. Layout (codegen_cuda/cuda.h):
+ * the counter, then slot s of block b at byte 16 + 8 (s gridDim.x + b). */
+KD void *kiln_grid_slot(void *scratch, int s, unsigned b) {
+  return (char *)scratch + 16 + 8ull * ((unsigned long long)s * gridDim.x + b);
+}
+template <class T> KD void kiln_grid_put(void *scratch, int s, T v) {
+  if (threadIdx.x == 0) *(T *)kiln_grid_slot(scratch, s, blockIdx.x) = v;
+}
+/* volatile: written by other blocks, so never from this SM's L1 */
+template <class T> KD T kiln_grid_get(void *scratch, int s, unsigned b) {
+  return *(volatile T *)kiln_grid_slot(scratch, s, b);
+}
+/* Whether this block is the last to finish its share (the whole block
+ * learns it; every thread must call this, after kiln_grid_put). */
+KD bool kiln_grid_last(void *scratch) {
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicInc((unsigned *)scratch, gridDim.x - 1) == gridDim.x - 1;
+  }
+  __syncthreads();
+  return last;
+}
+/* One block's arg-reduction result merged into a thread's (v, i). */
+template <class V, class B> KD void kiln_argmerge(V &v, long long &i, V bv, long long bi, B better) {
+  kiln_arg<V> a = {v, i}, b = {bv, bi};
+  kiln_arg<V> r = kiln_argpick(a, b, better);
+  v = r.v;
+  i = r.i;
+}
+
+/* ---- vectors of elementwise kernels -------------------------------------
+ * L elements of storage type T moved by one 128-bit load or store; a kernel
+ * takes this path only where kiln_aligned16 says every address is. */
+template <class T, int L> struct alignas(16) kiln_vec { T v[L]; };
+KD bool kiln_aligned16(const void *p) { return ((unsigned long long)p & 15) == 0; }

@@ -194,8 +194,8 @@ static ir_node *elementwise(const char *f, int l, ir_op op, int nt, ir_node *con
 
 UNARY(NEG, neg) UNARY(ABS, abs) UNARY(EXP, exp) UNARY(LOG, log) UNARY(SQRT, sqrt)
 UNARY(RSQRT, rsqrt) UNARY(SIN, sin) UNARY(COS, cos) UNARY(TANH, tanh) UNARY(SIGMOID, sigmoid)
-UNARY(RELU, relu) UNARY(GELU, gelu) UNARY(SILU, silu) UNARY(FLOOR, floor) UNARY(CEIL, ceil)
-UNARY(ROUND, round) UNARY(SIGN, sign) UNARY(RECIPROCAL, reciprocal) UNARY(LOGICAL_NOT, logical_not)
+UNARY(RELU, relu) UNARY(GELU, gelu) UNARY(GELU_TANH, gelu_tanh) UNARY(SILU, silu) UNARY(FLOOR, floor)
+UNARY(CEIL, ceil) UNARY(ROUND, round) UNARY(SIGN, sign) UNARY(RECIPROCAL, reciprocal) UNARY(LOGICAL_NOT, logical_not)
 BINARY(ADD, add) BINARY(SUB, sub) BINARY(MUL, mul) BINARY(DIV, div) BINARY(POW, pow)
 BINARY(MAXIMUM, maximum) BINARY(MINIMUM, minimum) BINARY(EQ, eq) BINARY(NE, ne)
 BINARY(LT, lt) BINARY(LE, le) BINARY(GT, gt) BINARY(GE, ge)

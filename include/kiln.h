@@ -145,7 +145,7 @@ void kiln_manual_seed(uint64_t seed);
   kiln_tensor *kiln_##name##s_at(const char *f, int l, kiln_tensor *a, double b);
 KILN_UNARY_(neg) KILN_UNARY_(abs) KILN_UNARY_(exp) KILN_UNARY_(log)
 KILN_UNARY_(sqrt) KILN_UNARY_(rsqrt) KILN_UNARY_(sin) KILN_UNARY_(cos)
-KILN_UNARY_(tanh) KILN_UNARY_(sigmoid) KILN_UNARY_(relu) KILN_UNARY_(gelu)
+KILN_UNARY_(tanh) KILN_UNARY_(sigmoid) KILN_UNARY_(relu) KILN_UNARY_(gelu) KILN_UNARY_(gelu_tanh)
 KILN_UNARY_(silu) KILN_UNARY_(floor) KILN_UNARY_(ceil) KILN_UNARY_(round)
 KILN_UNARY_(sign) KILN_UNARY_(reciprocal) KILN_UNARY_(logical_not)
 KILN_BINARY_(add) KILN_BINARY_(sub) KILN_BINARY_(mul) KILN_BINARY_(div)
@@ -170,6 +170,10 @@ kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dtype dt);
 #define kiln_sigmoid(a) kiln_sigmoid_at(__FILE__, __LINE__, a)
 #define kiln_relu(a) kiln_relu_at(__FILE__, __LINE__, a)
 #define kiln_gelu(a) kiln_gelu_at(__FILE__, __LINE__, a)
+/* PyTorch's gelu(x, approximate='tanh'): x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+ * kiln_gelu is the exact erf form; this one is what cuBLASLt's GELU epilogue
+ * computes, so on a GPU it fuses into the matrix product. */
+#define kiln_gelu_tanh(a) kiln_gelu_tanh_at(__FILE__, __LINE__, a)
 #define kiln_silu(a) kiln_silu_at(__FILE__, __LINE__, a)
 #define kiln_floor(a) kiln_floor_at(__FILE__, __LINE__, a)
 #define kiln_ceil(a) kiln_ceil_at(__FILE__, __LINE__, a)

@@ -64,7 +64,7 @@ static bool free_node(const ir_node *n) {
 static bool cheap(ir_op op) {
   switch (op) {
   case IR_EXP: case IR_LOG: case IR_SIN: case IR_COS: case IR_TANH: case IR_SIGMOID:
-  case IR_GELU: case IR_SILU: case IR_POW: return false;
+  case IR_GELU: case IR_GELU_TANH: case IR_SILU: case IR_POW: return false;
   default: return ir_op_has(op, IR_EW);
   }
 }

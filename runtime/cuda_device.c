@@ -7,7 +7,9 @@
  * copy and launch is queued on (so work runs in the order realize issued it
  * and a freed block can be handed out again at once: its next user is
  * queued after its last), a caching allocator by size class, two pinned
- * staging buffers for large copies, and the loaded modules by kernel key.
+ * staging buffers for large copies, and the loaded modules by kernel key
+ * (with the scratch of a grid-wide reduction: a few KiB per such kernel,
+ * outside the allocator and its statistics).
  * The host waits only when it reads a result (copy_out), and before memory
  * goes back to the driver.
  *
@@ -32,7 +34,6 @@
 #define STAGE_MIN ((size_t)1 << 20)    /* copies this large go through pinned staging */
 #define STAGE_CHUNK ((size_t)8 << 20)  /* bytes per staging buffer */
 #define MODULE_BUCKETS 1024
-#define BLOCKS_PER_SM 16                /* grid cap: a grid-stride loop covers the rest */
 
 /* ---- the driver's functions ----------------------------------------------- */
 #define XSTR(x) STR(x)
@@ -40,9 +41,9 @@
 #define CU_FUNCTIONS(X)                                                                            \
   X(cuDeviceGet) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) \
   X(cuCtxSetCurrent) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuMemAlloc)    \
-  X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)       \
-  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuModuleLoadData)   \
-  X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuGetErrorName)
+  X(cuMemFree) X(cuMemsetD8Async) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyHtoDAsync)         \
+  X(cuMemcpyDtoHAsync) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)  \
+  X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuGetErrorName)
 
 /* A field per function, typed by cuda.h's own prototype; cuda.h's macros
  * rename both the field and the looked-up symbol to the versioned name. */
@@ -60,6 +61,8 @@ struct rt_device_kernel {
   CUmodule module;
   CUfunction fn;
   cuda_launch launch;
+  CUdeviceptr scratch;  /* launch.scratch bytes for the kernel alone, zeroed
+                           when loaded; 0 when it takes none (codegen_cuda/cuda.h) */
 };
 
 /* A device allocation; the public struct first, so an rt_buffer * is one. */
@@ -77,7 +80,6 @@ typedef struct {
   CUcontext ctx;
   CUstream stream;
   int cc;               /* compute capability, major*10 + minor */
-  int sms;
   dev_block *free[RT_NUM_CLASSES];
   rt_alloc_stats mem;   /* live_bytes: blocks in use; cached_bytes: in the free lists */
   void *stage[2];       /* pinned host memory, STAGE_CHUNK each, made on first large copy */
@@ -142,9 +144,6 @@ static kiln_status setup(cuda_dev *d, int index) {
                   "cuDeviceGetAttribute");
   if (st == KILN_OK)
     st = cu_check(cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev),
-                  "cuDeviceGetAttribute");
-  if (st == KILN_OK)
-    st = cu_check(cu.cuDeviceGetAttribute(&d->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->dev),
                   "cuDeviceGetAttribute");
   if (st != KILN_OK) {
     if (d->stream) cu.cuStreamDestroy(d->stream);
@@ -345,10 +344,11 @@ static rt_device_kernel *module_lookup(cuda_dev *d, uint64_t h, const ir_str *ke
 }
 
 /* The translation unit of k (the prelude, then k) compiled for the device's
- * arch through the disk cache, into *bin. */
+ * arch through the disk cache, into *bin. KILN_DEBUG=3 shows the source and
+ * NVRTC's log. */
 static kiln_status build(cuda_dev *d, kernel *k, int debug, ir_str *bin, cuda_launch *launch) {
   ir_str src = {0};
-  char *err = NULL, arch[32];
+  char *err = NULL, *log = NULL, arch[32];
   ir_str_printf(&src, "%s", cuda_prelude());
   kiln_status st = KILN_OK;
   if (!cuda_emit(k, &src, launch, &err)) {
@@ -358,16 +358,26 @@ static kiln_status build(cuda_dev *d, kernel *k, int debug, ir_str *bin, cuda_la
     cuda_cache_info info;
     cuda_arch(d->cc, arch);
     if (debug >= 3)
-      fprintf(stderr, "kiln: CUDA C of %s for %s (grid-stride over %lld, %d threads per block)\n%s", k->name,
-              arch, (long long)launch->range, launch->block, src.s);
-    if (!cuda_compile_cached(src.s, arch, bin, &info, &err)) {
+      fprintf(stderr, "kiln: CUDA C of %s for %s (grid=%d block=%d range=%lld)\n%s", k->name, arch, launch->grid,
+              launch->block, (long long)launch->range, src.s);
+    if (!cuda_compile_cached(src.s, arch, bin, &info, &log, &err)) {
       ir_error_setf("%s: NVRTC failed for %s: %s", k->name, arch, err ? err : "unknown error");
       st = KILN_ERR_COMPILE;
+    } else if (debug >= 3) {
+      if (info.hit) fprintf(stderr, "kiln: NVRTC log of %s: none (binary from the disk cache)\n", k->name);
+      else fprintf(stderr, "kiln: NVRTC log of %s:\n%s\n", k->name, log && *log ? log : "(empty)");
     }
   }
+  free(log);
   free(err);
   ir_str_free(&src);
   return st;
+}
+
+/* The module and the scratch of m (the stream must be done with them). */
+static void unload(rt_device_kernel *m) {
+  if (m->scratch) cu.cuMemFree(m->scratch);
+  cu.cuModuleUnload(m->module);
 }
 
 static kiln_status dev_compile(int index, kernel *k, int debug, rt_device_kernel **out, bool *hit) {
@@ -387,9 +397,15 @@ static kiln_status dev_compile(int index, kernel *k, int debug, rt_device_kernel
     if (st == KILN_OK) st = cu_check(cu.cuModuleLoadData(&m.module, bin.s), "cuModuleLoadData");
     if (st == KILN_OK) {
       st = cu_check(cu.cuModuleGetFunction(&m.fn, m.module, k->name), "cuModuleGetFunction");
-      if (st != KILN_OK) cu.cuModuleUnload(m.module);
+      if (st != KILN_OK) unload(&m);
     }
     ir_str_free(&bin);
+    if (st == KILN_OK && m.launch.scratch > 0) {
+      st = cu_check(cu.cuMemAlloc(&m.scratch, (size_t)m.launch.scratch), "cuMemAlloc");
+      if (st == KILN_OK)
+        st = cu_check(cu.cuMemsetD8Async(m.scratch, 0, (size_t)m.launch.scratch, d->stream), "cuMemsetD8Async");
+      if (st != KILN_OK) unload(&m);
+    }
     if (st == KILN_OK) {
       *out = malloc(sizeof **out);
       m.key = malloc(key.len + 1);
@@ -407,14 +423,13 @@ static kiln_status dev_compile(int index, kernel *k, int debug, rt_device_kernel
 }
 
 /* The generated kernel takes each buffer's address, the args struct by
- * value (k->args has its layout: long long v[nargs]), then lo and hi
- * (codegen_cuda/cuda.h). The grid is capped: the kernel's grid-stride loop
- * covers any range. */
+ * value (k->args has its layout: long long v[nargs]), then lo, hi and its
+ * scratch (codegen_cuda/cuda.h); it runs on the grid the emitter chose. */
 static kiln_status dev_launch(int index, rt_device_kernel *dk, kernel *k, void *const *bufs, int debug) {
   cuda_dev *d = device(index);
   if (!d) return KILN_ERR_DEVICE;
   CUdeviceptr *ptrs = malloc(sizeof *ptrs * ((size_t)k->nparams + 1));
-  void **params = malloc(sizeof *params * ((size_t)k->nparams + 2));
+  void **params = malloc(sizeof *params * ((size_t)k->nparams + 3));
   IR_ASSERT(ptrs && params);
   for (int p = 0; p < k->nparams; p++) {
     ptrs[p] = (CUdeviceptr)(uintptr_t)bufs[p];
@@ -423,13 +438,12 @@ static kiln_status dev_launch(int index, rt_device_kernel *dk, kernel *k, void *
   long long lo = 0, hi = dk->launch.range;
   params[k->nparams] = &lo;
   params[k->nparams + 1] = &hi;
-  int64_t blocks = (hi + dk->launch.block - 1) / dk->launch.block, cap = (int64_t)d->sms * BLOCKS_PER_SM;
-  unsigned grid = (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
+  params[k->nparams + 2] = &dk->scratch;
+  const cuda_launch *l = &dk->launch;
   if (debug >= 3)
-    fprintf(stderr, "kiln: launch %s on cuda:%d: %u blocks x %d threads over %lld\n", k->name, index, grid,
-            dk->launch.block, hi);
-  kiln_status st = cu_check(cu.cuLaunchKernel(dk->fn, grid, 1, 1, (unsigned)dk->launch.block, 1, 1, 0, d->stream,
-                                              params, NULL),
+    fprintf(stderr, "kiln: launch %s grid=%d block=%d range=%lld\n", k->name, l->grid, l->block, hi);
+  kiln_status st = cu_check(cu.cuLaunchKernel(dk->fn, (unsigned)l->grid, 1, 1, (unsigned)l->block, 1, 1, 0,
+                                              d->stream, params, NULL),
                             "cuLaunchKernel");
   free(ptrs);
   free(params);
@@ -453,7 +467,7 @@ static void teardown(cuda_dev *d) {
   for (int b = 0; b < MODULE_BUCKETS; b++) {
     for (rt_device_kernel *m = d->modules[b], *next; m; m = next) {
       next = m->next;
-      cu.cuModuleUnload(m->module);
+      unload(m);
       free(m->key);
       free(m);
     }
@@ -474,6 +488,11 @@ void rt_cuda_device_shutdown(void) {
   pthread_mutex_lock(&cd.lock);
   cd.loaded = false;   /* the driver is closed next: its addresses go stale */
   pthread_mutex_unlock(&cd.lock);
+}
+
+void *rt_cuda_stream(int index) {
+  cuda_dev *d = device(index);
+  return d ? (void *)d->stream : NULL;
 }
 
 #else  /* no CUDA toolkit: kiln has no CUDA back end to run anything with */

@@ -12,6 +12,7 @@
 #ifndef KILN_DEVICE_H
 #define KILN_DEVICE_H
 
+#include "codegen_cuda/cuda.h"
 #include "ir/kernel.h"
 #include "runtime/rt.h"
 
@@ -55,5 +56,23 @@ void rt_cuda_empty_cache(void);
  * still alive afterwards are dropped without a driver call: the memory went
  * with the context. */
 void rt_cuda_device_shutdown(void);
+/* cuda:index's stream (a CUstream), with the device's context current on
+ * this thread, for libraries that queue work of their own (cuBLASLt); NULL
+ * with the last error set when the device cannot be used. */
+void *rt_cuda_stream(int index);
+
+/* ---- matrix products on a CUDA device: cuBLASLt (cublas.c) ----------------- */
+/* Loads cuBLASLt (dlopen of $KILN_CUBLASLT, default libcublasLt.so.13, then
+ * that name in the toolkit's library directory) once. KILN_OK, or
+ * KILN_ERR_DEVICE with "CUDA not available: libcublasLt.so.13 not found"
+ * (or "... lacks <function>") as the last error. */
+kiln_status rt_cublas_load(void);
+/* Queues g's calls (codegen_cuda/gemm.c) on cuda:index's stream. bufs are
+ * the device addresses of the split kernel's parameters; temp holds D when
+ * g->temp > 0. Errors: "cuBLASLt error <status> in <call>". */
+kiln_status rt_cublas_matmul(int index, const cuda_gemm *g, void *const *bufs, void *temp, int debug);
+/* Destroys the handles and workspaces and closes the library (kiln_shutdown,
+ * before the devices' contexts go). */
+void rt_cublas_shutdown(void);
 
 #endif

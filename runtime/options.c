@@ -1,5 +1,6 @@
 /* options.c: kiln's settings, read once from the environment (KILN_DEBUG,
- * KILN_EAGER, KILN_NUM_THREADS, KILN_PASSES, KILN_MAX_PENDING). The struct
+ * KILN_EAGER, KILN_NUM_THREADS, KILN_PASSES, KILN_MAX_PENDING,
+ * KILN_ALLOW_TF32, KILN_CUBLASLT, KILN_VALIDATE). The struct
  * stays mutable so kiln_set_eager can flip the mode at run time. */
 #include "runtime/rt.h"
 
@@ -35,6 +36,10 @@ static void opts_init(void) {
   opts.passes = p && *p ? p : NULL;
   int64_t mp = env_int("KILN_MAX_PENDING", 100000);
   opts.max_pending = mp < 1 ? 1 : mp;
+  opts.allow_tf32 = env_int("KILN_ALLOW_TF32", 0) != 0;
+  opts.validate = env_int("KILN_VALIDATE", 0) != 0;
+  const char *lt = getenv("KILN_CUBLASLT");
+  opts.cublaslt = lt && *lt ? lt : NULL;
 }
 
 rt_options *rt_opts(void) {

@@ -41,7 +41,7 @@ static uint64_t kernel_bytes(const kernel *k) {
 /* Splits the parallel range so each chunk holds at least ~16K innermost
  * iterations: tiny kernels run on the calling thread with no synchronisation
  * at all. */
-static void execute(const kernel *k, cpu_kernel_fn fn, void *const *bufs) {
+void rt_execute(const kernel *k, cpu_kernel_fn fn, void *const *bufs) {
   launch l = {fn, bufs};
   int64_t cost, extent = k_parallel(k, &cost);
   if (extent == 0) {
@@ -168,7 +168,7 @@ static kiln_status run_group(pass_graph *g, int gi, const pass_config *cfg, ir_n
   }
   bind_params(k, out, inputs, bufs);
   double t0 = now_ms();
-  if (k->work > 0) execute(k, fn, bufs);
+  if (k->work > 0) rt_execute(k, fn, bufs);
   count_launch(k, hit);
   if (cfg->debug >= 1) debug_line(k, now_ms() - t0, hit);
   set_outputs(pg, out, lv);
@@ -237,16 +237,87 @@ static bool has_matmul(const pass_graph *g, int gi) {
   return false;
 }
 
+/* cuBLASLt calls count as launches that were never compiled. */
+static void count_library_calls(const kernel *k, int64_t calls) {
+  kiln_stats_t *s = rt_stats_mut();
+  s->kernels_launched += (uint64_t)calls;
+  s->bytes_moved += kernel_bytes(k);
+}
+
+/* cuBLASLt's product into the output or the temp, then the rest of the
+ * epilogue reading it. The temp goes back to the allocator at once: its
+ * next user is queued after the rest. */
+static kiln_status queue_gemm(const rt_device *d, int index, const cuda_gemm *gm, rt_device_kernel *dk,
+                              void *const *bufs, int debug) {
+  rt_buffer *temp = gm->temp > 0 ? d->alloc(index, (size_t)gm->temp * ir_dtypes[gm->compute].size) : NULL;
+  if (gm->temp > 0 && !temp) return KILN_ERR_MEMORY;
+  void *t = temp ? temp->data : NULL;
+  kiln_status st = rt_cublas_matmul(index, gm, bufs, t, debug);
+  if (st == KILN_OK && gm->rest) {
+    const kernel *r = gm->rest;
+    void **rbufs = malloc(sizeof *rbufs * ((size_t)r->nparams + 1));
+    IR_ASSERT(rbufs);
+    for (int q = 0; q < r->nparams; q++)
+      rbufs[q] = r->params[q].args ? (void *)r->args : gm->rest_src[q] < 0 ? t : bufs[gm->rest_src[q]];
+    st = d->launch(index, dk, gm->rest, rbufs, debug);
+    free(rbufs);
+  }
+  rt_buffer_release(temp);
+  return st;
+}
+
+/* A group with a matmul (codegen_cuda/gemm.c): cuBLASLt computes the product
+ * and the head of the epilogue it can apply; the rest of the epilogue, if
+ * any, is compiled and launched like any other kernel. */
+static kiln_status run_device_gemm(pass_graph *g, int gi, const pass_config *cfg, ir_node **inputs, liveness *lv) {
+  pass_group *pg = &g->groups[gi];
+  kiln_device dev = pg->outs[0]->device;
+  const rt_device *d = rt_device_of(dev);
+  int ninputs = 0;
+  kernel *k = pass_run_kernel(g, gi, inputs, &ninputs, cfg);
+  rt_buffer **out = malloc(sizeof *out * (size_t)pg->nout);
+  void **bufs = malloc(sizeof *bufs * ((size_t)k->nparams + 1));
+  IR_ASSERT(out && bufs);
+  cuda_gemm gm;
+  char *err = NULL;
+  rt_device_kernel *dk = NULL;
+  bool hit = false;
+  kiln_status st = KILN_OK;
+  if (!cuda_gemm_split(k, &gm, &err)) {
+    ir_error_setf("not supported on %s:%d: %s", d->name, dev.index, err ? err : "matrix product");
+    st = locate_error(pg->outs[0], KILN_ERR_DEVICE);
+  } else if (gm.rest && (st = d->compile(dev.index, gm.rest, cfg->debug, &dk, &hit)) != KILN_OK) {
+    locate_error(pg->outs[0], st);
+  } else if ((st = alloc_outputs(pg, out)) == KILN_OK) {
+    bind_params(k, out, inputs, bufs);
+    if (k->work > 0 && (st = queue_gemm(d, dev.index, &gm, dk, bufs, cfg->debug)) != KILN_OK) {
+      locate_error(pg->outs[0], st);
+      for (int o = 0; o < pg->nout; o++) rt_buffer_release(out[o]);
+    }
+  }
+  if (st == KILN_OK) {
+    if (k->work > 0 && gm.call) count_library_calls(k, cuda_gemm_calls(&gm));
+    if (k->work > 0 && gm.rest) count_launch(gm.rest, hit);
+    if (cfg->debug >= 1)
+      fprintf(stderr, "kiln: %s %lld elems queued on %s:%d (cuBLASLt%s%s)\n", k->name, (long long)k->work, d->name,
+              dev.index, gm.rest ? " + " : "", gm.rest ? gm.rest->name : "");
+    set_outputs(pg, out, lv);
+  }
+  cuda_gemm_free(&gm);
+  free(err);
+  free(out);
+  free(bufs);
+  k_free(k);
+  return st;
+}
+
 /* A group on a device: the kernel IR the CPU would run, compiled and queued
  * by the device. It runs asynchronously; a copy to the host waits for it. */
 static kiln_status run_device_group(pass_graph *g, int gi, const pass_config *cfg, ir_node **inputs, liveness *lv) {
   pass_group *pg = &g->groups[gi];
   kiln_device dev = pg->outs[0]->device;
   const rt_device *d = rt_device_of(dev);
-  if (has_matmul(g, gi)) {
-    ir_error_setf("not supported on %s:%d yet (cuBLAS)", d->name, dev.index);
-    return locate_error(pg->outs[0], KILN_ERR_DEVICE);
-  }
+  if (has_matmul(g, gi)) return run_device_gemm(g, gi, cfg, inputs, lv);
   int ninputs = 0;
   kernel *k = pass_run_kernel(g, gi, inputs, &ninputs, cfg);
   rt_buffer **out = malloc(sizeof *out * (size_t)pg->nout);
@@ -259,7 +330,9 @@ static kiln_status run_device_group(pass_graph *g, int gi, const pass_config *cf
     locate_error(pg->outs[0], st);
   } else if ((st = alloc_outputs(pg, out)) == KILN_OK) {
     bind_params(k, out, inputs, bufs);
-    if (k->work > 0 && (st = d->launch(dev.index, dk, k, bufs, cfg->debug)) != KILN_OK) {
+    if (k->work > 0 && (st = d->launch(dev.index, dk, k, bufs, cfg->debug)) == KILN_OK && rt_opts()->validate)
+      st = rt_validate(k, out, inputs, cfg->debug);
+    if (st != KILN_OK) {
       locate_error(pg->outs[0], st);
       for (int o = 0; o < pg->nout; o++) rt_buffer_release(out[o]);
     }
@@ -326,6 +399,7 @@ void rt_shutdown(void) {
   rt_cache_shutdown();
   rt_pool_shutdown();
   rt_buffer_cache_free();
+  rt_cublas_shutdown();
   rt_cuda_device_shutdown();
   rt_cuda_shutdown();
 }

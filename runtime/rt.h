@@ -13,6 +13,9 @@ typedef struct {
   int num_threads;      /* KILN_NUM_THREADS, default: all cores */
   const char *passes;   /* KILN_PASSES: "-fuse,-simplify" switches passes off */
   int64_t max_pending;  /* nodes a pending graph may hold before it is realized (KILN_MAX_PENDING) */
+  bool allow_tf32;      /* KILN_ALLOW_TF32=1: f32 matmuls on a GPU may round their inputs to TF32 */
+  const char *cublaslt; /* KILN_CUBLASLT: the cuBLASLt library to dlopen, NULL for the default */
+  bool validate;        /* KILN_VALIDATE=1: every device kernel is checked against the CPU back end */
 } rt_options;
 rt_options *rt_opts(void);
 

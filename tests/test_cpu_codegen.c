@@ -111,6 +111,8 @@ static const op_row op_rows[] = {
   {IR_SIGMOID, KILN_F64, 0, KILN_F64, 2, 0, 0, 0.8807970779778823},
   {IR_GELU, KILN_F32, 0, KILN_F32, 1, 0, 0, 0.8413447460685429},
   {IR_GELU, KILN_F64, 0, KILN_F64, -1, 0, 0, -0.15865525393145707},
+  {IR_GELU_TANH, KILN_F32, 0, KILN_F32, 1, 0, 0, 0.8411919906082768},
+  {IR_GELU_TANH, KILN_F64, 0, KILN_F64, -1, 0, 0, -0.15880800939172324},
   {IR_SILU, KILN_F32, 0, KILN_F32, 1, 0, 0, 0.7310585786300049},
   {IR_SILU, KILN_F64, 0, KILN_F64, -2, 0, 0, -0.2384058440442351},
   {IR_RELU, KILN_I32, 0, KILN_I32, -3, 0, 0, 0},
@@ -498,7 +500,8 @@ END_TEST
  * (x86-64 with FMA, ~3M inputs each) -> asserted bound:
  *   exp 1 -> 1 ulp, log 1 -> 1, sin 1 -> 1 (every float, huge ones too),
  *   cos 1 -> 1, tanh 1 -> 2, sigmoid 2 -> 2, silu 3 -> 3, gelu 2 -> 3
- *   (Numerical Recipes' erfc fit, 1.2e-7 relative), pow 1 -> 1 (grid below).
+ *   (Numerical Recipes' erfc fit, 1.2e-7 relative), gelu_tanh 1 -> 1 (f64
+ *   inside), pow 1 -> 1 (grid below).
  * Subnormal results count in subnormal ulps. */
 typedef struct {
   ir_op op;
@@ -509,7 +512,7 @@ typedef struct {
 static const acc_row acc_rows[] = {
   {IR_EXP, -104, 89, 1},    {IR_LOG, 0, 100, 1},        {IR_SIN, -100, 100, 1},
   {IR_COS, -100, 100, 1},   {IR_TANH, -10, 10, 2},      {IR_SIGMOID, -110, 110, 2},
-  {IR_SILU, -110, 110, 3},  {IR_GELU, -15, 15, 3},
+  {IR_SILU, -110, 110, 3},  {IR_GELU, -15, 15, 3},      {IR_GELU_TANH, -15, 15, 1},
 };
 
 static double ref(ir_op op, double x) {
@@ -522,6 +525,7 @@ static double ref(ir_op op, double x) {
   case IR_SIGMOID: return 1 / (1 + exp(-x));
   case IR_SILU: return isinf(x) && x < 0 ? NAN : x / (1 + exp(-x));
   case IR_GELU: return 0.5 * x * erfc(-x * M_SQRT1_2);
+  case IR_GELU_TANH: return x / (1 + exp(-2 * sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
   default: ck_abort_msg("ref: op");
   }
   return 0;

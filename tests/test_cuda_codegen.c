@@ -4,7 +4,8 @@
  * ptxas checks it) and as PTX; a failure prints NVRTC's log and the source
  * around the error. Then the disk cache: hit, corrupt and truncated entries
  * recompiled, an unusable directory only warns; the cases the emitter
- * refuses (KS_GEMM); and how reductions map to blocks and threads. */
+ * refuses (KS_GEMM); how reductions map to blocks and threads, and which
+ * elementwise kernels take the 128-bit vector path, with the grids asked for. */
 #include "check_main.h"
 #include "codegen_cuda/cuda.h"
 #include "cuda_emu/cases.h"
@@ -119,7 +120,7 @@ static cuda_cache_info cached(const char *src, ir_str *bin) {
   cuda_cache_info info;
   char *err = NULL;
   bin->len = 0;
-  ck_assert_msg(cuda_compile_cached(src, "sm_90", bin, &info, &err), "%s", err);
+  ck_assert_msg(cuda_compile_cached(src, "sm_90", bin, &info, NULL, &err), "%s", err);
   ck_assert_uint_gt(bin->len, 100);
   return info;
 }
@@ -216,12 +217,21 @@ START_TEST(test_arch_choice) {
 }
 END_TEST
 
+/* A failed compile carries NVRTC's log in its error, also through the disk
+ * cache (the runtime's path, whose message adds the kernel's name). */
 START_TEST(test_compile_error_has_log) {
   ir_str bin = {0};
-  char *err = NULL;
-  ck_assert(!cuda_compile("extern \"C\" __global__ void f() { undeclared_thing(); }", "sm_90", &bin, NULL, &err));
+  char *err = NULL, *log = NULL;
+  const char *bad = "extern \"C\" __global__ void f() { undeclared_thing(); }";
+  ck_assert(!cuda_compile(bad, "sm_90", &bin, NULL, &err));
   ck_assert_ptr_nonnull(strstr(err, "undeclared_thing"));
   free(err);
+  cuda_cache_info info;
+  ck_assert(!cuda_compile_cached(bad, "sm_90", &bin, &info, &log, &err));
+  ck_assert_ptr_nonnull(strstr(err, "undeclared_thing"));
+  ck_assert_ptr_nonnull(strstr(log, "undeclared_thing"));
+  free(err);
+  free(log);
 }
 END_TEST
 
@@ -250,9 +260,9 @@ START_TEST(test_gemm_refused) {
 END_TEST
 
 /* The mapping of reductions to threads (emit.c): a row of a softmax is one
- * block with block-wide folds and a split store loop; a whole-tensor sum is
- * one row on the biggest block; a column sum (contiguous across columns)
- * stays one thread per column. */
+ * block with block-wide folds and a split store loop; a long whole-tensor
+ * sum runs on the whole grid (grid-wide reduction with scratch), a short
+ * one, or one with a second reduction after the first, on one block. */
 static void emit_one(kiln_tensor *y, ir_str *src, cuda_launch *l) {
   rt_planned *plan;
   ck_assert_int_eq(rt_plan(1, &y, &plan), 1);
@@ -271,19 +281,84 @@ START_TEST(test_reduction_mapping) {
   ck_assert_ptr_nonnull(strstr(src.s, "v0 += (long long)gridDim.x)"));  /* rows by block */
   ck_assert_ptr_nonnull(strstr(src.s, "kiln_block_fold"));
   ck_assert_ptr_nonnull(strstr(src.s, "< 1000LL; v1 += (long long)blockDim.x"));  /* the store loop split */
+  ck_assert_int_eq(l.grid, 64);
+  ck_assert_int_eq(l.scratch, 0);
   src.len = 0;
   emit_one(kiln_sum(x), &src, &l);
   ck_assert_int_eq(l.range, 1);
+  ck_assert_int_eq(l.block, 256);
+  ck_assert_int_eq(l.grid, 16);  /* 64000 elements, 16 a thread */
+  ck_assert_int_eq(l.scratch, 16 + 8 * CUDA_MAX_GRID);
+  ck_assert_ptr_nonnull(strstr(src.s, "< 64000LL; f0 += (long long)gridDim.x * blockDim.x"));  /* one split loop */
+  ck_assert_ptr_nonnull(strstr(src.s, "kiln_grid_last(scratch)"));
+  src.len = 0;
+  emit_one(kiln_argmax(x), &src, &l);  /* value and index: two slots */
+  ck_assert_int_eq(l.scratch, 16 + 16 * CUDA_MAX_GRID);
+  ck_assert_ptr_nonnull(strstr(src.s, "kiln_argmerge"));
+  src.len = 0;
+  emit_one(kiln_var(x, 1), &src, &l);  /* mean, then the squares: one block */
+  ck_assert_int_eq(l.grid, 1);
   ck_assert_int_eq(l.block, 1024);
-  ck_assert_ptr_nonnull(strstr(src.s, "< 64000LL;"));  /* both dims as one split loop */
+  ck_assert_int_eq(l.scratch, 0);
+  src.len = 0;
+  kiln_tensor *x1 = tu_data(KILN_F32, KILN_SHAPE(1000), 3, TU_SMALL);
+  emit_one(kiln_sum(x1), &src, &l);  /* too short for a second block */
+  ck_assert_int_eq(l.grid, 1);
+  ck_assert_int_eq(l.block, 1024);
+  ck_assert_int_eq(l.scratch, 0);
+  kiln_release(x1);
   src.len = 0;
   kiln_tensor *xs = tu_data(KILN_F32, KILN_SHAPE(64, 20), 2, TU_SMALL);
   emit_one(kiln_argmax_dim(xs, -1, 0), &src, &l);
   ck_assert_int_eq(l.block, 32);  /* a warp for a short row */
+  ck_assert_int_eq(l.grid, 64);
   ck_assert_ptr_nonnull(strstr(src.s, "kiln_block_argfold"));
   kiln_release(xs);
   kiln_release(x);
   ir_str_free(&src);
+}
+END_TEST
+
+/* Which elementwise kernels get the 128-bit vector path (emit.c), and the
+ * grid they ask for: ceil(range / (block * lanes)), at most CUDA_MAX_GRID. */
+static bool vectorized(kiln_tensor *y, cuda_launch *l) {
+  ir_str src = {0};
+  emit_one(y, &src, l);
+  bool v = strstr(src.s, "kiln_aligned16") != NULL;
+  ir_str_free(&src);
+  return v;
+}
+
+START_TEST(test_vector_path) {
+  cuda_launch l;
+  kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(64, 1000), 1, TU_SMALL);
+  kiln_tensor *b = tu_data(KILN_F32, KILN_SHAPE(64, 1000), 2, TU_SMALL);
+  kiln_tensor *h = tu_data(KILN_F16, KILN_SHAPE(1 << 24), 3, TU_SMALL);
+  kiln_tensor *row = tu_data(KILN_F32, KILN_SHAPE(1000), 4, TU_SMALL);
+  kiln_tensor *two = kiln_scalar(2, KILN_F32);
+  ck_assert(vectorized(kiln_add(a, b), &l));
+  ck_assert_int_eq(l.grid, 63);  /* 64000 / (256 * 4) */
+  ck_assert(vectorized(kiln_mul(a, two), &l));  /* a broadcast scalar stays scalar */
+  kiln_scope_begin();
+  kiln_tensor *tail = kiln_keep(kiln_neg(kiln_slice(row, 0, 3, 1000, 1)));
+  kiln_scope_end();
+  ck_assert(vectorized(tail, &l));  /* an offset view: the kernel checks alignment */
+  ck_assert(vectorized(kiln_neg(h), &l));  /* 2-byte elements: 8 lanes */
+  ck_assert_int_eq(l.grid, CUDA_MAX_GRID);
+  ck_assert(vectorized(kiln_rand(KILN_SHAPE(4096), KILN_F32), &l));  /* args are no loads */
+  ck_assert(!vectorized(kiln_add(a, row), &l));  /* a broadcast row moves with the iteration */
+  ck_assert_int_eq(l.grid, 250);  /* one element a thread */
+  kiln_scope_begin();
+  kiln_tensor *t = kiln_keep(kiln_neg(kiln_transpose(a, 0, 1)));
+  kiln_scope_end();
+  ck_assert(!vectorized(t, &l));
+  ck_assert(!vectorized(kiln_gt(a, b), &l));  /* 4-byte loads, 1-byte stores */
+  ck_assert(!vectorized(kiln_cast(a, KILN_F64), &l));
+  kiln_release(a);
+  kiln_release(b);
+  kiln_release(h);
+  kiln_release(row);
+  kiln_release(two);
 }
 END_TEST
 
@@ -296,6 +371,7 @@ static Suite *cuda_codegen_suite(void) {
   tcase_add_test(tc, test_compile_error_has_log);
   tcase_add_test(tc, test_gemm_refused);
   tcase_add_test(tc, test_reduction_mapping);
+  tcase_add_test(tc, test_vector_path);
   tc = tu_tcase(s, "cache");
   tcase_add_checked_fixture(tc, cache_setup, cache_teardown);
   tcase_add_test(tc, test_cache_hit);

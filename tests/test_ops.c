@@ -15,8 +15,8 @@ static const struct { ir_op op; tu_range range; } unary_ops[] = {
   {IR_NEG, TU_FULL},     {IR_ABS, TU_FULL},      {IR_EXP, TU_FULL},       {IR_LOG, TU_FULL},
   {IR_SQRT, TU_FULL},    {IR_RSQRT, TU_FULL},    {IR_SIN, TU_MODERATE},   {IR_COS, TU_MODERATE},
   {IR_TANH, TU_FULL},    {IR_SIGMOID, TU_FULL},  {IR_RELU, TU_FULL},      {IR_GELU, TU_FULL},
-  {IR_SILU, TU_FULL},    {IR_FLOOR, TU_FULL},    {IR_CEIL, TU_FULL},      {IR_ROUND, TU_FULL},
-  {IR_SIGN, TU_FULL},    {IR_RECIPROCAL, TU_FULL}, {IR_LOGICAL_NOT, TU_FULL},
+  {IR_GELU_TANH, TU_FULL}, {IR_SILU, TU_FULL},  {IR_FLOOR, TU_FULL},     {IR_CEIL, TU_FULL},
+  {IR_ROUND, TU_FULL},   {IR_SIGN, TU_FULL},     {IR_RECIPROCAL, TU_FULL}, {IR_LOGICAL_NOT, TU_FULL},
 };
 enum { NUNARY = sizeof unary_ops / sizeof *unary_ops };
 
@@ -315,6 +315,7 @@ START_TEST(odd_sizes) {
     binary_case(binary_row(IR_GE), KILN_F16, s, KILN_F16, s),
     unary_case(unary_row(IR_EXP), KILN_F32, s),
     unary_case(unary_row(IR_GELU), KILN_F64, s),
+    unary_case(unary_row(IR_GELU_TANH), KILN_F32, s),
     {F_WHERE, 0, 3, {KILN_BOOL, KILN_F32, KILN_F32}, {s, s, SHAPE(1)}, {0}, 0, TU_FULL},
     {F_CAST, 0, 1, {KILN_F32}, {s}, {0}, KILN_I32, TU_FULL},
     {F_CAST, 0, 1, {KILN_F64}, {s}, {0}, KILN_BF16, TU_FULL},

@@ -164,7 +164,7 @@ static double unit(kiln_dtype dt) {
 
 static bool transcendental(ir_op op) {
   return op == IR_EXP || op == IR_LOG || op == IR_SIN || op == IR_COS || op == IR_TANH ||
-         op == IR_SIGMOID || op == IR_GELU || op == IR_SILU;
+         op == IR_SIGMOID || op == IR_GELU || op == IR_GELU_TANH || op == IR_SILU;
 }
 
 /* Rounding drift of one op's result in half-ulps: a few more for polynomial
@@ -203,7 +203,7 @@ static void unary_bounds(ir_op op, double m, double *mag, double *lip) {
   case IR_RSQRT: *mag = 1, *lip = 0.5; break;
   case IR_SIN: case IR_COS: case IR_TANH: case IR_RECIPROCAL: case IR_LOGICAL_NOT: case IR_SIGN: *mag = 1; break;
   case IR_SIGMOID: *mag = 1, *lip = 0.25; break;
-  case IR_GELU: case IR_SILU: *lip = 1.13; break;
+  case IR_GELU: case IR_GELU_TANH: case IR_SILU: *lip = 1.13; break;
   case IR_FLOOR: case IR_CEIL: case IR_ROUND: *mag = m + 1; break;
   default: break;
   }
@@ -416,7 +416,8 @@ static int gen_cast(program *p, int a) {
 }
 
 static const ir_op unary_pool[] = {IR_NEG, IR_ABS, IR_EXP, IR_SIN, IR_COS, IR_TANH, IR_SIGMOID, IR_RELU,
-                                   IR_GELU, IR_SILU, IR_FLOOR, IR_CEIL, IR_ROUND, IR_SIGN, IR_LOGICAL_NOT};
+                                   IR_GELU, IR_GELU_TANH, IR_SILU, IR_FLOOR, IR_CEIL, IR_ROUND, IR_SIGN,
+                                   IR_LOGICAL_NOT};
 static const ir_op shifted_pool[] = {IR_LOG, IR_SQRT, IR_RSQRT, IR_RECIPROCAL};
 static const ir_op binary_pool[] = {IR_ADD, IR_SUB, IR_MUL, IR_MAXIMUM, IR_MINIMUM, IR_EQ, IR_NE,
                                     IR_LT, IR_LE, IR_GT, IR_GE, IR_LOGICAL_AND, IR_LOGICAL_OR};

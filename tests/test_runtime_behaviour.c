@@ -1,7 +1,9 @@
 /* test_runtime_behaviour.c: what the runtime promises beyond values: the
  * kernel cache compiles an expression once, eager mode runs one kernel per
- * op, realized nodes drop their inputs, scopes release buffers, and Philox
- * random numbers depend only on the seed (not on threads or reruns). */
+ * op, realized nodes drop their inputs, scopes release buffers, Philox
+ * random numbers depend only on the seed (not on threads or reruns), and
+ * KILN_VALIDATE's comparison (its device half needs a GPU: here the
+ * "device" outputs are host buffers). */
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +11,9 @@
 #include <unistd.h>
 
 #include "check_main.h"
+#include "runtime/inspect.h"
 #include "runtime/rt.h"
+#include "runtime/rt_internal.h"
 #include "util/testutil.h"
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -309,6 +313,67 @@ START_TEST(dead_intermediates_are_reused) {
 }
 END_TEST
 
+/* ---- KILN_VALIDATE ----------------------------------------------------------- */
+/* Rows of (dtype, device value, CPU value, whether they count as equal). */
+START_TEST(validate_tolerance_by_dtype) {
+  static const struct { kiln_dtype dt; double got, want; bool same; } rows[] = {
+    {KILN_I32, 7, 7, true},          {KILN_I32, 7, 8, false},
+    {KILN_BOOL, 1, 1, true},         {KILN_BOOL, 0, 1, false},
+    {KILN_I64, 1e15, 1e15 + 1, false}, {KILN_U8, 255, 255, true},
+    {KILN_F32, 1.0, 1.0 + 3e-7, true},   /* a few ulp: another summation order */
+    {KILN_F32, 1.0, 1.001, false},   {KILN_F32, 1e-9, -1e-9, true},  /* cancelled to near zero */
+    {KILN_F32, NAN, NAN, true},      {KILN_F32, NAN, 1, false},      {KILN_F32, 1, NAN, false},
+    {KILN_F32, INFINITY, INFINITY, true}, {KILN_F32, INFINITY, -INFINITY, false},
+    {KILN_F32, INFINITY, 3e38, false},
+    {KILN_F64, 1.0, 1.0 + 1e-13, true}, {KILN_F64, 1.0, 1.0 + 1e-8, false},
+    {KILN_F16, 1.0, 1.0009765625, true}, {KILN_F16, 1.0, 1.0625, false},  /* 1 ulp; 64 ulp */
+    {KILN_BF16, 1.0, 1.0078125, true}, {KILN_BF16, 1.0, 1.5, false},
+  };
+  for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+    unsigned char got[3][8], want[3][8];  /* the pair is element 1 of 3 equal ones */
+    kiln_tensor *t = kiln_from_data((const double[]){5, rows[r].got, 5}, KILN_F64, KILN_SHAPE(3));
+    kiln_tensor *u = kiln_from_data((const double[]){5, rows[r].want, 5}, KILN_F64, KILN_SHAPE(3));
+    kiln_tensor *tc = kiln_cast(t, rows[r].dt), *uc = kiln_cast(u, rows[r].dt);
+    size_t bytes = 3 * ir_dtypes[rows[r].dt].size;
+    ck_assert_int_eq(kiln_copy_to_host(tc, got, bytes), KILN_OK);
+    ck_assert_int_eq(kiln_copy_to_host(uc, want, bytes), KILN_OK);
+    ck_assert_msg(rt_validate_diff(rows[r].dt, got, want, 3) == (rows[r].same ? -1 : 1), "row %zu", r);
+    kiln_release(t);
+    kiln_release(u);
+    kiln_release(tc);
+    kiln_release(uc);
+  }
+}
+END_TEST
+
+/* rt_validate on a kernel whose "device" ran on the host: outputs equal to
+ * the CPU's pass; one wrong element is reported with the kernel's name,
+ * its index and both values. */
+START_TEST(validate_names_the_first_difference) {
+  enum { N = 1000 };
+  kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(N), 1, TU_SMALL), *b = tu_data(KILN_F32, KILN_SHAPE(N), 2, TU_SMALL);
+  kiln_tensor *y = kiln_add(a, b);
+  rt_planned *plan;
+  ck_assert_int_eq(rt_plan(1, &y, &plan), 1);
+  rt_buffer *out = rt_buffer_alloc(N * sizeof(float));
+  const float *pa = kiln_data(a), *pb = kiln_data(b);
+  float *po = out->data;
+  for (int i = 0; i < N; i++) po[i] = pa[i] + pb[i];
+  ck_assert_int_eq(rt_validate(plan[0].k, &out, plan[0].inputs, 0), KILN_OK);
+  po[123] = 42.5f;
+  ck_assert_int_eq(rt_validate(plan[0].k, &out, plan[0].inputs, 0), KILN_ERR_COMPILE);
+  char want[256];
+  snprintf(want, sizeof want, "KILN_VALIDATE: kernel %s, output 0 (f32): element 123 is 42.5 on the device, %.9g on the CPU",
+           plan[0].k->name, pa[123] + pb[123]);
+  ck_assert_str_eq(kiln_last_error(), want);
+  rt_buffer_release(out);
+  rt_plan_free(plan, 1);
+  kiln_release(y);
+  kiln_release(a);
+  kiln_release(b);
+}
+END_TEST
+
 static Suite *runtime_behaviour_suite(void) {
   Suite *s = suite_create("runtime_behaviour");
   TCase *tc = tu_tcase(s, "cache");
@@ -326,6 +391,9 @@ static Suite *runtime_behaviour_suite(void) {
   tcase_add_loop_test(tc, rand_matches_oracle_any_thread_count, 0, 4);
   tcase_add_loop_test(tc, same_seed_same_bits, 0, NRAND);
   tcase_add_loop_test(tc, unseeded_draws_differ, 0, NRAND);
+  tc = tu_tcase(s, "validate");
+  tcase_add_test(tc, validate_tolerance_by_dtype);
+  tcase_add_test(tc, validate_names_the_first_difference);
   return s;
 }
 

@@ -320,8 +320,84 @@ static bool fam_whole(int j, cuda_case *c) {
   return finish(c, y, tol);
 }
 
+/* ---- grid-wide reductions: whole tensors long enough for several blocks --
+ * (emit.c gives a block 4096 elements): first indices and nans of arg-
+ * reductions across blocks, any/all decided by the very last element, an
+ * epilogue (mean), integer sums that must be exact, and a reduction of 2
+ * blocks that the emulator also runs on 3. */
+static bool fam_grid(int j, cuda_case *c) {
+  static const char *names[] = {"grid_sum",    "grid_mean_f64", "grid_argmax", "grid_argmin", "grid_any",
+                                "grid_all",    "grid_sum_i32",  "grid_max_i16", "grid_sum_sq", "grid_sum_2blocks"};
+  snprintf(c->name, sizeof c->name, "%s", names[j]);
+  ref_tol exact = {0, 0}, tol = {1e-4, 1e-4};
+  kiln_tensor *x, *y;
+  switch (j) {
+  case 0: case 8: x = data(KILN_F32, KILN_SHAPE(4, 5003), (uint64_t)j, TU_SMALL); break;
+  case 1: x = data(KILN_F64, KILN_SHAPE(20000), (uint64_t)j, TU_SMALL); break;
+  case 2: x = tie_data(5, 4001); break;   /* row 1 holds nans: the first wins */
+  case 3: x = tie_data(1, 20011); break;  /* ties only: the first -2 wins */
+  case 4: case 5: x = bool_rows(5, 20000); break;
+  case 6: x = data(KILN_I32, KILN_SHAPE(30000), (uint64_t)j, TU_FULL); break;
+  case 7: x = data(KILN_I16, KILN_SHAPE(5, 4001), (uint64_t)j, TU_FULL); break;
+  default: x = data(KILN_F32, KILN_SHAPE(5000), (uint64_t)j, TU_SMALL); break;
+  }
+  switch (j) {
+  case 0: case 9: y = kiln_sum(x); break;
+  case 1: y = kiln_mean(x); break;
+  case 2: y = kiln_argmax(x); tol = exact; break;
+  case 3: y = kiln_argmin(x); tol = exact; break;
+  case 4: case 5: {  /* row 1: only the last element true; row 3: only the last element false */
+    kiln_tensor *row = kiln_select(x, 0, j == 4 ? 1 : 3);
+    y = j == 4 ? kiln_any(row) : kiln_all(row);
+    kiln_release(row);
+    tol = exact;
+    break;
+  }
+  case 6: y = kiln_sum(x); tol = exact; break;
+  case 7: y = kiln_max(x); tol = exact; break;
+  default: {
+    kiln_tensor *sq = kiln_mul(x, x);
+    y = kiln_sum(sq);
+    kiln_release(sq);
+    break;
+  }
+  }
+  kiln_release(x);
+  c->reduces = true;
+  return finish(c, y, tol);
+}
+
+/* ---- the vector path of elementwise kernels (emit.c) -------------------- */
+/* Lengths that leave a scalar tail; an offset view of 3 elements misaligns
+ * its input (the scalar fallback even on aligned buffers), one of 4 keeps
+ * it aligned; 2-byte dtypes take 8 lanes; a 2-d iteration is one flat run. */
+static bool fam_vector(int j, cuda_case *c) {
+  static const char *names[] = {"vec_add_f32", "vec_view_off3", "vec_view_off4", "vec_add_f16",
+                                "vec_mul_i32", "vec_exp_bf16",  "vec_sub_2d",    "vec_scalar_f32"};
+  snprintf(c->name, sizeof c->name, "%s", names[j]);
+  kiln_dtype dt = j == 3 ? KILN_F16 : j == 4 ? KILN_I32 : j == 5 ? KILN_BF16 : KILN_F32;
+  kiln_tensor *a = data(dt, KILN_SHAPE(4099), (uint64_t)j, j == 4 ? TU_FULL : TU_SMALL);
+  kiln_tensor *b = data(dt, KILN_SHAPE(4099), (uint64_t)j + 1, j == 4 ? TU_FULL : TU_SMALL);
+  kiln_tensor *y = NULL;
+  kiln_scope_begin();
+  switch (j) {
+  case 1:
+  case 2: y = kiln_adds(kiln_slice(a, 0, j + 2, 4099, 1), 1); break;
+  case 5: y = kiln_exp(a); break;
+  case 6: y = kiln_sub(kiln_reshape(kiln_slice(a, 0, 0, 37 * 41, 1), KILN_SHAPE(37, 41)),
+                       kiln_reshape(kiln_slice(b, 0, 0, 37 * 41, 1), KILN_SHAPE(37, 41))); break;
+  case 7: y = kiln_mul(a, kiln_scalar(0.5, KILN_F32)); break;
+  default: y = j == 4 ? kiln_mul(a, b) : kiln_add(a, b); break;
+  }
+  kiln_keep(y);
+  kiln_scope_end();
+  kiln_release(a);
+  kiln_release(b);
+  return finish(c, y, ref_tol_dtype(dt));
+}
+
 static const family *families(int *n) {
-  static family f[9];
+  static family f[11];
   if (!f[0].build) {
     f[0] = (family){count_ops(1) * NDT, fam_unary};
     f[1] = (family){count_ops(2) * NDT, fam_binary};
@@ -332,8 +408,10 @@ static const family *families(int *n) {
     f[6] = (family){15, fam_reduce};
     f[7] = (family){NLENS * NROWOPS, fam_rows};
     f[8] = (family){14, fam_whole};
+    f[9] = (family){10, fam_grid};
+    f[10] = (family){8, fam_vector};
   }
-  *n = 9;
+  *n = 11;
   return f;
 }
 

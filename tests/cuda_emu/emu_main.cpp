@@ -1,8 +1,8 @@
 // emu_main.cpp: the run-time half of the emulation harness. Runs each
 // generated kernel (kernels.cu, compiled here as host C++ with shim.h) on
-// host buffers as a small grid of pthread blocks, then compares the output
-// with the reference evaluator (within the case's tolerance) and with the
-// CPU back end (bit for bit, nan matching nan, unless the case reduces:
+// host buffers as grids of pthread blocks, then compares the output with
+// the reference evaluator (within the case's tolerance) and with the CPU
+// back end (bit for bit, nan matching nan, unless the case reduces:
 // summation order may differ). Prints each failure; exits 1 if any.
 #include "shim.h"
 
@@ -20,9 +20,11 @@ struct emu_param {
 };
 struct emu_case {
   const char *name;
-  void (*run)(void **bufs, long long lo, long long hi);
+  void (*run)(void **bufs, long long lo, long long hi, void *scratch);
   long long range;
   int block;                    // threads per block the kernel was emitted for
+  int grid;                     // blocks it asks for
+  long long scratch;            // bytes of scratch it needs (codegen_cuda/cuda.h)
   int nparams;
   const emu_param *params;
   int out_dtype;
@@ -67,19 +69,34 @@ static bool same(int dt, const unsigned char *a, const unsigned char *b, long lo
   return dt >= F16 && isnan(load(dt, a, i)) && isnan(load(dt, b, i));
 }
 
-// Runs one case on a grid of grid blocks of block threads; returns the
-// number of mismatches.
-static int run_case(const emu_case &c, unsigned grid, unsigned block) {
+// Room for bytes at a 64-byte aligned address, plus shift bytes: the GPU's
+// allocations are aligned, and shift moves a buffer off it.
+static unsigned char *place(std::vector<unsigned char> &v, size_t bytes, size_t shift) {
+  v.resize(bytes + shift + 64);
+  return (unsigned char *)(((uintptr_t)v.data() + 63) & ~(uintptr_t)63) + shift;
+}
+
+// Runs one case on a grid of grid blocks of block threads (the last block
+// first when reverse), each buffer one element off its alignment when
+// shifted (the vector path's fallback); scratch is the case's, zeroed, and
+// must be zeroed again afterwards. Returns the number of mismatches.
+static int run_case(const emu_case &c, unsigned grid, unsigned block, bool reverse, bool shifted,
+                    unsigned char *scratch) {
   std::vector<std::vector<unsigned char>> store(c.nparams);
   std::vector<void *> bufs(c.nparams);
   for (int p = 0; p < c.nparams; p++) {
     const emu_param &pp = c.params[p];
-    if (pp.data) store[p].assign(pp.data, pp.data + pp.bytes);
-    else store[p].assign((size_t)pp.numel * dsize[pp.dtype] + 1, 0xcd);  // unwritten shows
-    bufs[p] = store[p].data();
+    size_t bytes = pp.data ? pp.bytes : (size_t)pp.numel * dsize[pp.dtype] + 1;
+    unsigned char *b = place(store[p], bytes, shifted ? dsize[pp.dtype] : 0);
+    if (pp.data) memcpy(b, pp.data, bytes);
+    else memset(b, 0xcd, bytes);  // unwritten shows
+    bufs[p] = b;
   }
-  if (c.range > 0) emu_launch(grid, block, [&] { c.run(bufs.data(), 0, c.range); });
-  const unsigned char *out = store[0].data();
+  if (c.range > 0) emu_launch(grid, block, reverse, [&] { c.run(bufs.data(), 0, c.range, scratch); });
+  unsigned counter = 0;  // finished blocks: the last one resets it
+  if (scratch) memcpy(&counter, scratch, sizeof counter);
+  if (counter) printf("FAIL %s (%u blocks of %u): scratch counter left at %u\n", c.name, grid, block, counter);
+  const unsigned char *out = (const unsigned char *)bufs[0];
   int bad = 0;
   for (long long i = 0; i < c.numel; i++) {
     double got = load(c.out_dtype, out, i);
@@ -89,17 +106,24 @@ static int run_case(const emu_case &c, unsigned grid, unsigned block) {
     printf("FAIL %s[%lld] (%u blocks of %u): emulated %.9g, reference %.9g, CPU %.9g%s\n", c.name, i, grid, block,
            got, c.want[i], load(c.out_dtype, c.cpu, i), ok ? " (differs from the CPU)" : "");
   }
-  return bad;
+  return bad + (counter != 0);
 }
 
 int main() {
   int failed = 0, n = (int)(sizeof emu_cases / sizeof *emu_cases);
-  // 3 blocks of 40 threads (two warps, one partial) make grid-stride loops
-  // wrap and block-wide folds meet a partial warp; a kernel that reduces
-  // also runs on 2 blocks of the size it was emitted for (full warps only).
+  // Each case runs on the grid and block it was emitted for, with aligned
+  // buffers (the vector path where there is one); then on 3 blocks of 40
+  // threads (two warps, one partial), last block first, every buffer one
+  // element off its alignment: grid-stride loops wrap, block-wide folds
+  // meet a partial warp, the vector path falls back to scalars, and a
+  // grid-wide reduction reuses the scratch the first run left.
   for (int i = 0; i < n; i++) {
     const emu_case &c = emu_cases[i];
-    failed += run_case(c, 3, 40) + (c.exact_cpu ? 0 : run_case(c, 2, (unsigned)c.block)) > 0;
+    std::vector<unsigned char> scratch_store;
+    unsigned char *scratch = c.scratch ? place(scratch_store, (size_t)c.scratch, 0) : nullptr;
+    if (scratch) memset(scratch, 0, (size_t)c.scratch);
+    int bad = run_case(c, (unsigned)c.grid, (unsigned)c.block, false, false, scratch);
+    failed += bad + run_case(c, 3, 40, true, true, scratch) > 0;
   }
   printf("cuda_emu: %d cases, %d failed\n", n, failed);
   return failed ? 1 : 0;

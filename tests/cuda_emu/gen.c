@@ -39,15 +39,16 @@ static const char *stype(kiln_dtype t) {
                           "float", "double"}[t];
 }
 
-/* static void cN_run(void **b, long long lo, long long hi) { k_..(typed b[i]..., lo, hi); } */
+/* static void cN_run(void **b, long long lo, long long hi, void *scratch) {
+ *   k_..(typed b[i]..., lo, hi, scratch); } */
 static void launcher(FILE *f, int id, const kernel *k) {
-  fprintf(f, "static void c%d_run(void **b, long long lo, long long hi) {\n  %s(", id, k->name);
+  fprintf(f, "static void c%d_run(void **b, long long lo, long long hi, void *scratch) {\n  %s(", id, k->name);
   for (int p = 0; p < k->nparams; p++) {
     const kparam *pp = &k->params[p];
     if (pp->args) fprintf(f, "*(const %s_args *)b[%d], ", k->name, p);
     else fprintf(f, "(%s%s *)b[%d], ", pp->output ? "" : "const ", stype(pp->dtype), p);
   }
-  fprintf(f, "lo, hi);\n}\n");
+  fprintf(f, "lo, hi, scratch);\n}\n");
 }
 
 /* The params' data: inputs' buffers, the args, nothing for the output. */
@@ -122,9 +123,11 @@ static bool write_case(FILE *src, FILE *inc, int id, cuda_case *c, ir_str *seen)
     doubles_array(inc, name, want);
     ok = cpu_result(inc, id, c, want->numel);
     if (ok)
-      fprintf(inc, "#define CASE_%d {\"%s\", c%d_run, %lld, %d, %d, c%d_params, %d, %lld, c%d_want, c%d_cpu, %a, %a, %d}\n",
-              id, c->name, id, (long long)l.range, l.block, k->nparams, id, (int)k->params[0].dtype,
-              (long long)want->numel, id, id, c->tol.rtol, c->tol.atol, (int)!c->reduces);
+      fprintf(inc,
+              "#define CASE_%d {\"%s\", c%d_run, %lld, %d, %d, %lld, %d, c%d_params, %d, %lld, c%d_want, c%d_cpu, "
+              "%a, %a, %d}\n",
+              id, c->name, id, (long long)l.range, l.block, l.grid, (long long)l.scratch, k->nparams, id,
+              (int)k->params[0].dtype, (long long)want->numel, id, id, c->tol.rtol, c->tol.atol, (int)!c->reduces);
   }
   ref_free(want);
   if (n >= 0) rt_plan_free(plan, n);

@@ -1,11 +1,13 @@
 /* shim.h: just enough CUDA for generated kiln kernels to compile as host C++
  * and run on the CPU (the emulation harness; never a runtime path). A launch
- * runs its blocks one after another and the threads of a block as pthreads,
- * so __shared__ (function statics) is per block, __syncthreads is a block
- * barrier, warp shuffles exchange through per-warp slots between barriers of
- * the lanes their mask names (which must all call them, as on the GPU), and
- * atomics take one lock. The intrinsics keep their CUDA
- * meaning: bit casts, and f16 conversions that round to nearest even. */
+ * runs its blocks one after another (in either order: a grid-wide reduction
+ * must not care which block finishes last) and the threads of a block as
+ * pthreads, so __shared__ (function statics) is per block, __syncthreads is
+ * a block barrier, warp shuffles exchange through per-warp slots between
+ * barriers of the lanes their mask names (which must all call them, as on
+ * the GPU), atomics take one lock and __threadfence is a full fence. The
+ * intrinsics keep their CUDA meaning: bit casts, and f16 conversions that
+ * round to nearest even. */
 #ifndef KILN_CUDA_SHIM_H
 #define KILN_CUDA_SHIM_H
 
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -127,6 +130,14 @@ template <class T> inline T atomicAdd(T *p, T v) {
   *p = old + v;
   return old;
 }
+/* old >= limit wraps to 0, else old + 1 (CUDA's atomicInc) */
+inline unsigned atomicInc(unsigned *p, unsigned limit) {
+  std::lock_guard<std::mutex> g(emu_atomic_lock);
+  unsigned old = *p;
+  *p = old >= limit ? 0 : old + 1;
+  return old;
+}
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 template <class T> inline T atomicMax(T *p, T v) {
   std::lock_guard<std::mutex> g(emu_atomic_lock);
   T old = *p;
@@ -140,12 +151,13 @@ template <class T> inline T atomicCAS(T *p, T cmp, T v) {
   return old;
 }
 
-/* Runs fn as a grid of blocks of threads: blocks in order, threads of one
- * block concurrently. */
-inline void emu_launch(unsigned grid, unsigned block, const std::function<void()> &fn) {
+/* Runs fn as a grid of blocks of threads: blocks one at a time, in order or
+ * (reverse) last first, threads of one block concurrently. */
+inline void emu_launch(unsigned grid, unsigned block, bool reverse, const std::function<void()> &fn) {
   gridDim = dim3(grid);
   blockDim = dim3(block);
-  for (unsigned b = 0; b < grid; b++) {
+  for (unsigned i = 0; i < grid; i++) {
+    unsigned b = reverse ? grid - 1 - i : i;
     emu_block blk;
     pthread_barrier_init(&blk.all, nullptr, block);
     blk.warps = std::vector<emu_lane_barrier>((block + 31) / 32);

@@ -33,6 +33,9 @@ double ref_get(const ref_tensor *r, int64_t k);   /* element k as a double */
  * match by sign, integers exactly, floats within atol + rtol*|expected|. On
  * mismatch writes the first bad index, both values, dtype and shape to why. */
 bool ref_check(ref_tensor *expect, kiln_tensor *t, double rtol, double atol, char *why, size_t n);
+/* The same comparison of contiguous raw storage of expect's dtype (a result
+ * a test computed outside kiln_realize). */
+bool ref_check_data(const ref_tensor *expect, const void *data, double rtol, double atol, char *why, size_t n);
 
 /* Per-op tolerance of one op on one result dtype: zero for exact ops
  * (arithmetic that rounds once, comparisons, selects, casts, rounding) and

@@ -139,7 +139,7 @@ static const tu_unary_fn unary_fns[IR_NUM_OPS] = {
   [IR_NEG] = kiln_neg_at, [IR_ABS] = kiln_abs_at, [IR_EXP] = kiln_exp_at, [IR_LOG] = kiln_log_at,
   [IR_SQRT] = kiln_sqrt_at, [IR_RSQRT] = kiln_rsqrt_at, [IR_SIN] = kiln_sin_at, [IR_COS] = kiln_cos_at,
   [IR_TANH] = kiln_tanh_at, [IR_SIGMOID] = kiln_sigmoid_at, [IR_RELU] = kiln_relu_at,
-  [IR_GELU] = kiln_gelu_at, [IR_SILU] = kiln_silu_at, [IR_FLOOR] = kiln_floor_at,
+  [IR_GELU] = kiln_gelu_at, [IR_GELU_TANH] = kiln_gelu_tanh_at, [IR_SILU] = kiln_silu_at, [IR_FLOOR] = kiln_floor_at,
   [IR_CEIL] = kiln_ceil_at, [IR_ROUND] = kiln_round_at, [IR_SIGN] = kiln_sign_at,
   [IR_RECIPROCAL] = kiln_reciprocal_at, [IR_LOGICAL_NOT] = kiln_logical_not_at,
 };

@@ -1,0 +1,470 @@
+/* test_cuda_gemm.c: matrix products for cuBLASLt, without a GPU
+ * (codegen_cuda/gemm.c, runtime/cublas.c). Each graph of the table is
+ * planned (rt_plan_graph: nothing runs) and its KS_GEMM kernel split into a
+ * cuBLASLt call and a rest kernel; the call's epilogue, transposes and
+ * batching are checked against the row. Then the whole plan runs on the
+ * host: ordinary kernels and the rest on the CPU back end, the call through
+ * lt_matmul below, which is cublasLtMatmul's column-major semantics written
+ * out (transposes, leading dimensions, offsets, strided batches, bias, relu,
+ * tanh gelu), and the result is compared with the reference evaluator: that
+ * is what proves the folding of kiln's strides into cuBLASLt's terms without
+ * a GPU. Every rest kernel is compiled by NVRTC for sm_80 and sm_90. Also:
+ * the operands that are refused, the error without a driver, and loading
+ * cuBLASLt (present on these machines; a wrong library gives clean errors). */
+#include "check_main.h"
+#include "codegen_cpu/cpu.h"
+#include "codegen_cuda/cuda.h"
+#include "runtime/device.h"
+#include "runtime/inspect.h"
+#include "util/testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the graphs ----------------------------------------------------------- */
+static uint64_t seed;
+
+static kiln_tensor *in(kiln_dtype dt, int ndim, const int64_t *shape) {
+  return tu_data(dt, ndim, shape, ++seed, TU_SMALL);
+}
+
+static kiln_tensor *T(kiln_tensor *t) { return kiln_transpose(t, -2, -1); }
+
+static kiln_tensor *linear(kiln_dtype dt) {
+  return kiln_linear(in(dt, KILN_SHAPE(6, 8)), in(dt, KILN_SHAPE(5, 8)), in(dt, KILN_SHAPE(5)));
+}
+
+static kiln_tensor *mm(kiln_dtype dt) { return kiln_mm(in(dt, KILN_SHAPE(5, 7)), in(dt, KILN_SHAPE(7, 3))); }
+
+static kiln_tensor *g_plain(kiln_dtype dt) { return mm(dt); }
+static kiln_tensor *g_xwt(kiln_dtype dt) { return kiln_matmul(in(dt, KILN_SHAPE(6, 8)), T(in(dt, KILN_SHAPE(5, 8)))); }
+static kiln_tensor *g_atb(kiln_dtype dt) { return kiln_matmul(T(in(dt, KILN_SHAPE(7, 5))), in(dt, KILN_SHAPE(7, 3))); }
+static kiln_tensor *g_atbt(kiln_dtype dt) {
+  return kiln_matmul(T(in(dt, KILN_SHAPE(7, 5))), T(in(dt, KILN_SHAPE(3, 7))));
+}
+static kiln_tensor *g_batched(kiln_dtype dt) {
+  return kiln_matmul(in(dt, KILN_SHAPE(4, 5, 7)), in(dt, KILN_SHAPE(4, 7, 3)));
+}
+static kiln_tensor *g_batched_t(kiln_dtype dt) {
+  return kiln_matmul(in(dt, KILN_SHAPE(4, 5, 7)), T(in(dt, KILN_SHAPE(4, 3, 7))));
+}
+/* A 2-D operand times a batch: it is broadcast (batch stride 0). */
+static kiln_tensor *g_bcast(kiln_dtype dt) {
+  return kiln_matmul(in(dt, KILN_SHAPE(5, 7)), in(dt, KILN_SHAPE(4, 7, 3)));
+}
+/* b is broadcast over the first batch dim only: one call per index of it. */
+static kiln_tensor *g_outer(kiln_dtype dt) {
+  return kiln_matmul(in(dt, KILN_SHAPE(2, 3, 5, 7)), in(dt, KILN_SHAPE(3, 7, 4)));
+}
+/* A flipped batch: calls at offsets that run backwards. */
+static kiln_tensor *g_flipped_batch(kiln_dtype dt) {
+  return kiln_matmul(kiln_flip(in(dt, KILN_SHAPE(4, 5, 7)), KILN_DIMS(0)), in(dt, KILN_SHAPE(4, 7, 3)));
+}
+static kiln_tensor *g_batch4d(kiln_dtype dt) {
+  return kiln_matmul(in(dt, KILN_SHAPE(2, 3, 5, 7)), in(dt, KILN_SHAPE(2, 3, 7, 4)));
+}
+/* [...,M,K] x [K,N] merges the rows: one 2-D product. */
+static kiln_tensor *g_rows(kiln_dtype dt) {
+  return kiln_matmul(in(dt, KILN_SHAPE(2, 3, 5, 7)), in(dt, KILN_SHAPE(7, 4)));
+}
+static kiln_tensor *g_vecmat(kiln_dtype dt) { return kiln_matmul(in(dt, KILN_SHAPE(7)), in(dt, KILN_SHAPE(7, 3))); }
+static kiln_tensor *g_matvec(kiln_dtype dt) { return kiln_matmul(in(dt, KILN_SHAPE(5, 7)), in(dt, KILN_SHAPE(7))); }
+static kiln_tensor *g_dot(kiln_dtype dt) { return kiln_dot(in(dt, KILN_SHAPE(7)), in(dt, KILN_SHAPE(7))); }
+static kiln_tensor *g_linear(kiln_dtype dt) { return linear(dt); }
+static kiln_tensor *g_linear_nobias(kiln_dtype dt) {
+  return kiln_linear(in(dt, KILN_SHAPE(6, 8)), in(dt, KILN_SHAPE(5, 8)), NULL);
+}
+static kiln_tensor *g_linear_3d(kiln_dtype dt) {
+  return kiln_relu(kiln_linear(in(dt, KILN_SHAPE(2, 3, 8)), in(dt, KILN_SHAPE(5, 8)), in(dt, KILN_SHAPE(5))));
+}
+static kiln_tensor *g_relu_linear(kiln_dtype dt) { return kiln_relu(linear(dt)); }
+static kiln_tensor *g_gelu_tanh_linear(kiln_dtype dt) { return kiln_gelu_tanh(linear(dt)); }
+static kiln_tensor *g_gelu_linear(kiln_dtype dt) { return kiln_gelu(linear(dt)); }
+static kiln_tensor *g_affine_linear(kiln_dtype dt) { return kiln_adds(kiln_muls(linear(dt), 2), 1); }
+static kiln_tensor *g_relu_mm(kiln_dtype dt) { return kiln_relu(mm(dt)); }
+static kiln_tensor *g_gelu_tanh_mm(kiln_dtype dt) { return kiln_gelu_tanh(mm(dt)); }
+/* The product is read outside relu too: relu cannot go to cuBLASLt. */
+static kiln_tensor *g_relu_plus(kiln_dtype dt) {
+  kiln_tensor *y = mm(dt);
+  return kiln_add(kiln_relu(y), y);
+}
+/* A bias along the rows (kiln's i), not cuBLASLt's. */
+static kiln_tensor *g_row_bias(kiln_dtype dt) { return kiln_add(mm(dt), in(dt, KILN_SHAPE(5, 1))); }
+static kiln_tensor *g_batch_bias(kiln_dtype dt) {
+  kiln_tensor *y = kiln_matmul(in(dt, KILN_SHAPE(3, 5, 7)), in(dt, KILN_SHAPE(3, 7, 4)));
+  return kiln_relu(kiln_add(y, in(dt, KILN_SHAPE(4))));
+}
+/* A computed operand is stored by a kernel of its own first. */
+static kiln_tensor *g_exp_operand(kiln_dtype dt) {
+  return kiln_mm(kiln_exp(in(dt, KILN_SHAPE(5, 7))), in(dt, KILN_SHAPE(7, 3)));
+}
+/* Offsets and leading dimensions wider than the matrix. */
+static kiln_tensor *g_sliced(kiln_dtype dt) {
+  return kiln_mm(kiln_index(in(dt, KILN_SHAPE(8, 9)), "1:6, 2:9"), T(kiln_index(in(dt, KILN_SHAPE(4, 10)), "1:, :7")));
+}
+static kiln_tensor *g_zero_k(kiln_dtype dt) {
+  return kiln_relu(kiln_mm(in(dt, KILN_SHAPE(3, 0)), in(dt, KILN_SHAPE(0, 4))));
+}
+
+typedef kiln_tensor *(*graph_fn)(kiln_dtype dt);
+
+enum { ANY = -1 };
+typedef struct {
+  const char *name;
+  graph_fn build;
+  kiln_dtype dt;
+  int bias;             /* the bias goes to cuBLASLt (1) or not (0) */
+  cuda_act act;
+  int rest;             /* a rest kernel runs after the call */
+  int trans_a, trans_b; /* cuBLASLt's (its A is kiln's B) */
+  int64_t batch;
+  int nouter;
+  bool call;            /* false: nothing to multiply */
+} gemm_row;
+
+#define NONE CUDA_ACT_NONE
+#define RELU CUDA_ACT_RELU
+#define GELU CUDA_ACT_GELU_TANH
+static const gemm_row rows[] = {
+  {"plain", g_plain, KILN_F32, 0, NONE, 0, 0, 0, 1, 0, true},
+  {"x@W^T", g_xwt, KILN_F32, 0, NONE, 0, 1, 0, 1, 0, true},
+  {"A^T@B", g_atb, KILN_F32, 0, NONE, 0, 0, 1, 1, 0, true},
+  {"A^T@B^T", g_atbt, KILN_F32, 0, NONE, 0, 1, 1, 1, 0, true},
+  {"batched", g_batched, KILN_F32, 0, NONE, 0, 0, 0, 4, 0, true},
+  {"batched x@W^T", g_batched_t, KILN_F32, 0, NONE, 0, 1, 0, 4, 0, true},
+  {"broadcast batch", g_bcast, KILN_F32, 0, NONE, 0, 0, 0, 4, 0, true},
+  {"outer batch", g_outer, KILN_F32, 0, NONE, 0, 0, 0, 3, 1, true},
+  {"4-d batch", g_batch4d, KILN_F32, 0, NONE, 0, 0, 0, 6, 0, true},
+  {"flipped batch", g_flipped_batch, KILN_F32, 0, NONE, 0, 0, 0, 1, 1, true},
+  {"merged rows", g_rows, KILN_F32, 0, NONE, 0, 0, 0, 1, 0, true},
+  {"vector @ matrix", g_vecmat, KILN_F32, 0, NONE, ANY, ANY, ANY, 1, 0, true},
+  {"matrix @ vector", g_matvec, KILN_F32, 0, NONE, ANY, ANY, ANY, 1, 0, true},
+  {"dot", g_dot, KILN_F32, 0, NONE, ANY, ANY, ANY, 1, 0, true},
+  {"linear", g_linear, KILN_F32, 1, NONE, 0, 1, 0, 1, 0, true},
+  {"linear, no bias", g_linear_nobias, KILN_F32, 0, NONE, 0, 1, 0, 1, 0, true},
+  /* the rows merge into a 2-D product whose reshaped view the epilogue
+   * reads: fuse keeps the bias and relu in a kernel of their own */
+  {"relu(linear 3-d)", g_linear_3d, KILN_F32, 0, NONE, 0, 1, 0, 1, 0, true},
+  {"relu(linear)", g_relu_linear, KILN_F32, 1, RELU, 0, 1, 0, 1, 0, true},
+  {"gelu_tanh(linear)", g_gelu_tanh_linear, KILN_F32, 1, GELU, 0, 1, 0, 1, 0, true},
+  {"gelu(linear)", g_gelu_linear, KILN_F32, 1, NONE, 1, 1, 0, 1, 0, true},
+  {"(x@W^T+b)*2+1", g_affine_linear, KILN_F32, 1, NONE, 1, 1, 0, 1, 0, true},
+  {"relu(A@B)", g_relu_mm, KILN_F32, 0, RELU, 0, 0, 0, 1, 0, true},
+  {"gelu_tanh(A@B)", g_gelu_tanh_mm, KILN_F32, 0, GELU, 0, 0, 0, 1, 0, true},
+  {"relu(y)+y", g_relu_plus, KILN_F32, 0, NONE, 1, 0, 0, 1, 0, true},
+  {"row bias", g_row_bias, KILN_F32, 0, NONE, 1, 0, 0, 1, 0, true},
+  {"relu(batched + b)", g_batch_bias, KILN_F32, 1, RELU, 0, 0, 0, 3, 0, true},
+  {"exp(A)@B", g_exp_operand, KILN_F32, 0, NONE, 0, 0, 0, 1, 0, true},
+  {"sliced", g_sliced, KILN_F32, 0, NONE, 0, 1, 0, 1, 0, true},
+  {"k = 0", g_zero_k, KILN_F32, 0, NONE, 1, ANY, ANY, ANY, ANY, false},
+  {"f16 plain", g_plain, KILN_F16, 0, NONE, 0, 0, 0, 1, 0, true},
+  {"f16 relu(linear)", g_relu_linear, KILN_F16, 1, RELU, 0, 1, 0, 1, 0, true},
+  /* the temp is f32, the bias f16: the rest adds it */
+  {"f16 (x@W^T+b)*2+1", g_affine_linear, KILN_F16, 0, NONE, 1, 1, 0, 1, 0, true},
+  {"bf16 gelu_tanh(linear)", g_gelu_tanh_linear, KILN_BF16, 1, GELU, 0, 1, 0, 1, 0, true},
+  {"bf16 batched", g_batched_t, KILN_BF16, 0, NONE, 0, 1, 0, 4, 0, true},
+  {"f64 plain", g_plain, KILN_F64, 0, NONE, 0, 0, 0, 1, 0, true},
+  /* f64 keeps its epilogue in the rest */
+  {"f64 relu(linear)", g_relu_linear, KILN_F64, 0, NONE, 1, 1, 0, 1, 0, true},
+};
+enum { NROWS = sizeof rows / sizeof *rows };
+
+/* ---- cublasLtMatmul on the host -------------------------------------------- */
+/* Element (r, c) of op(X) for product p. */
+static double elem(const cuda_gemm_matrix *x, const void *base, int64_t off, int64_t p, int64_t r, int64_t c) {
+  int64_t row = x->trans ? c : r, col = x->trans ? r : c;
+  return ref_load_f(x->dtype, base, x->off + off + p * x->batch_stride + row + col * x->ld);
+}
+
+static double act(cuda_act a, double v) {
+  if (a == CUDA_ACT_RELU) return v < 0 ? 0 : v;
+  if (a == CUDA_ACT_GELU_TANH) return 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+  return v;
+}
+
+/* D = act(op(A) op(B) + bias) per call and batch, column-major, summed in
+ * f64 and rounded once to D's dtype. */
+static void lt_matmul(const cuda_gemm *g, void *const *bufs, void *temp) {
+  if (!g->call) return;
+  void *d = g->d.param >= 0 ? bufs[g->d.param] : temp;
+  for (int64_t c = 0; c < cuda_gemm_calls(g); c++) {
+    int64_t off[3];
+    cuda_gemm_offsets(g, c, off);
+    for (int64_t p = 0; p < g->batch; p++)
+      for (int64_t i = 0; i < g->m; i++)
+        for (int64_t j = 0; j < g->n; j++) {
+          double s = 0;
+          for (int64_t q = 0; q < g->k; q++)
+            s += elem(&g->a, bufs[g->a.param], off[0], p, i, q) * elem(&g->b, bufs[g->b.param], off[1], p, q, j);
+          if (g->bias >= 0) s += ref_load_f(g->d.dtype, bufs[g->bias], i);
+          int64_t at = g->d.off + off[2] + p * g->d.batch_stride + i + j * g->d.ld;
+          ref_store_f(g->d.dtype, d, at, ref_round(g->d.dtype, act(g->act, s)));
+        }
+  }
+}
+
+/* ---- running a plan on the host --------------------------------------------- */
+static cpu_jit *jit;
+
+static void jit_setup(void) {
+  char *err = NULL;
+  jit = cpu_jit_new(&err);
+  ck_assert_msg(jit != NULL, "cpu_jit_new: %s", err ? err : "");
+}
+
+static void jit_teardown(void) { cpu_jit_free(jit); }
+
+static void run_cpu(kernel *k, void *const *bufs) {
+  char *err = NULL;
+  cpu_kernel_fn fn = cpu_jit_compile(jit, k, NULL, &err);
+  ck_assert_msg(fn != NULL, "cpu_jit_compile: %s", err ? err : "");
+  int64_t cost, extent = k_parallel(k, &cost);
+  if (k->work > 0) fn(bufs, 0, extent ? extent : 1);
+}
+
+static bool has_gemm(const kernel *k) {
+  const kstmt *s = k->body;
+  while (s && s->kind == KS_LOOP) s = s->body;
+  return s && s->kind == KS_GEMM;
+}
+
+/* Host storage of the nodes the plan's kernels stored. */
+typedef struct {
+  int n;
+  ir_node *node[64];
+  void *data[64];
+} stored;
+
+static void *storage_of(const stored *st, ir_node *n) {
+  if (n->op == IR_BUFFER) return n->buf->data;
+  for (int i = 0; i < st->n; i++)
+    if (st->node[i] == n) return st->data[i];
+  ck_abort_msg("node %%%d is read before it is stored", n->scratch);
+  return NULL;
+}
+
+static size_t bytes_of(kiln_dtype dt, int64_t numel) { return (size_t)(numel > 0 ? numel : 1) * ir_dtypes[dt].size; }
+
+/* The split of the plan's KS_GEMM kernel, checked against the row. */
+static void check_split(const gemm_row *r, const cuda_gemm *g, const kernel *k) {
+  ir_str text = {0};
+  k_print(&text, (kernel *)k);
+  ck_assert_msg(g->call == r->call, "%s: call %d\n%s", r->name, g->call, text.s);
+  ck_assert_msg((g->bias >= 0) == (r->bias == 1), "%s: bias param %d\n%s", r->name, g->bias, text.s);
+  ck_assert_msg(g->act == r->act, "%s: act %d, want %d\n%s", r->name, g->act, r->act, text.s);
+  if (r->rest != ANY) ck_assert_msg((g->rest != NULL) == r->rest, "%s: rest %p\n%s", r->name, (void *)g->rest, text.s);
+  if (r->trans_a != ANY) ck_assert_msg(g->a.trans == r->trans_a, "%s: transa %d", r->name, g->a.trans);
+  if (r->trans_b != ANY) ck_assert_msg(g->b.trans == r->trans_b, "%s: transb %d", r->name, g->b.trans);
+  if (r->batch != ANY) ck_assert_msg(g->batch == r->batch, "%s: batch %lld", r->name, (long long)g->batch);
+  if (r->nouter != ANY) ck_assert_msg(g->nouter == r->nouter, "%s: %d outer dims", r->name, g->nouter);
+  ck_assert_msg((g->temp > 0) == (g->rest && g->call), "%s: temp %lld", r->name, (long long)g->temp);
+  ck_assert_msg((g->d.param < 0) == (g->temp > 0) || !g->call, "%s: D param %d", r->name, g->d.param);
+  ir_str_free(&text);
+}
+
+/* The split kernel: the call by lt_matmul, then the rest on the CPU. */
+static void run_gemm(const gemm_row *r, kernel *k, void **bufs, ir_str *rest_src) {
+  cuda_gemm g;
+  char *err = NULL;
+  ck_assert_msg(cuda_gemm_split(k, &g, &err), "%s: %s", r->name, err);
+  check_split(r, &g, k);
+  void *temp = calloc(1, bytes_of(g.compute, g.temp));
+  lt_matmul(&g, bufs, temp);
+  if (g.rest) {
+    void **rb = calloc((size_t)g.rest->nparams + 1, sizeof *rb);
+    for (int q = 0; q < g.rest->nparams; q++)
+      rb[q] = g.rest->params[q].args ? (void *)g.rest->args : g.rest_src[q] < 0 ? temp : bufs[g.rest_src[q]];
+    run_cpu(g.rest, rb);
+    free(rb);
+    if (rest_src) {
+      cuda_launch l;
+      ck_assert_msg(cuda_emit(g.rest, rest_src, &l, &err), "%s: %s", r->name, err);
+    }
+  }
+  free(temp);
+  cuda_gemm_free(&g);
+}
+
+/* Runs the plan of r's graph on the host and compares with the oracle. */
+static void run_row(const gemm_row *r, ir_str *rest_src) {
+  kiln_scope_begin();
+  kiln_tensor *t = r->build(r->dt);
+  ck_assert_msg(kiln_status_of(t) == KILN_OK, "%s: %s", r->name, kiln_last_error());
+  ref_tensor *want = ref_eval(t);
+  rt_graph_plan p;
+  ck_assert_msg(rt_plan_graph(1, &t, &p) == KILN_OK, "%s: %s", r->name, kiln_last_error());
+  stored st = {0};
+  int ngemm = 0;
+  for (int i = 0; i < p.g.ngroups; i++) {
+    rt_planned *pl = &p.kernels[i];
+    const pass_group *pg = &p.g.groups[p.g.order[i]];
+    kernel *k = pl->k;
+    void **bufs = calloc((size_t)k->nparams + 1, sizeof *bufs);
+    for (int q = 0, o = 0, ii = 0; q < k->nparams; q++) {
+      if (k->params[q].args) {
+        bufs[q] = k->args;
+      } else if (k->params[q].output) {
+        bufs[q] = st.data[st.n] = calloc(1, bytes_of(k->params[q].dtype, k->params[q].numel));
+        st.node[st.n++] = pg->outs[o++];
+      } else {
+        bufs[q] = storage_of(&st, pl->inputs[ii++]);
+      }
+    }
+    if (has_gemm(k)) {
+      run_gemm(r, k, bufs, rest_src);
+      ngemm++;
+    } else {
+      run_cpu(k, bufs);
+    }
+    free(bufs);
+  }
+  ck_assert_msg(ngemm == 1, "%s: %d matrix product kernels", r->name, ngemm);
+  if (rest_src == NULL) {
+    ref_tol tol = ref_tol_dtype(r->dt);
+    double rtol = 4 * tol.rtol;  /* sums of 8 products, rounded in other orders */
+    char why[512];
+    ck_assert_msg(ref_check_data(want, storage_of(&st, t), rtol, rtol, why, sizeof why), "%s: %s", r->name, why);
+  }
+  for (int i = 0; i < st.n; i++) free(st.data[i]);
+  ref_free(want);
+  rt_graph_plan_free(&p);
+  kiln_scope_end();
+}
+
+START_TEST(test_gemm_rows) { run_row(&rows[_i], NULL); }
+END_TEST
+
+/* Every rest kernel in one translation unit, compiled as CUBIN (ptxas
+ * checks it) for each arch. */
+START_TEST(test_rest_kernels_compile) {
+  static const char *const archs[] = {"sm_80", "sm_90"};
+  ir_str src = {0};
+  ir_str_printf(&src, "%s", cuda_prelude());
+  size_t prelude = src.len;
+  for (int i = 0; i < NROWS; i++) run_row(&rows[i], &src);
+  ck_assert_uint_gt(src.len, prelude + 1000);
+  for (int a = 0; a < 2; a++) {
+    ir_str bin = {0};
+    char *err = NULL;
+    ck_assert_msg(cuda_compile(src.s, archs[a], &bin, NULL, &err), "%s", err);
+    ck_assert_uint_gt(bin.len, 100);
+    ir_str_free(&bin);
+  }
+  ir_str_free(&src);
+}
+END_TEST
+
+/* ---- what cuBLASLt cannot read in place ---------------------------------------- */
+static void expect_refused(kiln_tensor *t, const char *want) {
+  rt_planned *plan;
+  int n = rt_plan(1, &t, &plan);
+  ck_assert_int_ge(n, 1);
+  bool seen = false;
+  for (int i = 0; i < n; i++) {
+    if (!has_gemm(plan[i].k)) continue;
+    cuda_gemm g;
+    char *err = NULL;
+    ck_assert(!cuda_gemm_split(plan[i].k, &g, &err));
+    ck_assert_msg(err && strstr(err, want), "%s", err ? err : "(no message)");
+    free(err);
+    seen = true;
+  }
+  ck_assert(seen);
+  rt_plan_free(plan, n);
+}
+
+START_TEST(test_refused_operands) {
+  kiln_scope_begin();
+  kiln_tensor *b = in(KILN_F32, KILN_SHAPE(7, 3));
+  expect_refused(kiln_mm(kiln_flip(in(KILN_F32, KILN_SHAPE(5, 7)), KILN_DIMS(1)), b),
+                 "a (5, 7) matrix operand with strides (7, -1) is not a transpose");
+  expect_refused(kiln_mm(kiln_index(in(KILN_F32, KILN_SHAPE(5, 14)), ":, ::2"), b), "strides (14, 2)");
+  expect_refused(kiln_mm(kiln_expand(in(KILN_F32, KILN_SHAPE(1, 7)), KILN_SHAPE(5, 7)), b), "strides (0, 1)");
+  kiln_scope_end();
+}
+END_TEST
+
+/* When cuBLASLt takes the whole epilogue it writes the output itself: D is
+ * parameter 0, row-major (m x n) read as cuBLASLt's column-major (n x m). */
+START_TEST(test_direct_output_layout) {
+  kiln_scope_begin();
+  kiln_tensor *t = g_relu_linear(KILN_F32);
+  rt_planned *plan;
+  ck_assert_int_eq(rt_plan(1, &t, &plan), 1);
+  cuda_gemm g;
+  char *err = NULL;
+  ck_assert_msg(cuda_gemm_split(plan[0].k, &g, &err), "%s", err);
+  ck_assert_int_eq(g.d.param, 0);
+  ck_assert_int_eq(g.d.dtype, KILN_F32);
+  ck_assert_int_eq(g.m, 5);   /* cuBLASLt's m: kiln's columns (out features) */
+  ck_assert_int_eq(g.n, 6);
+  ck_assert_int_eq(g.k, 8);
+  ck_assert_int_eq(g.d.ld, 5);
+  ck_assert_int_eq(g.a.ld, 8);  /* W (5, 8) row-major: W^T is W read transposed, ld 8 */
+  ck_assert_int_eq(g.b.ld, 8);  /* x (6, 8) row-major: x^T column-major, ld 8 */
+  ck_assert_int_eq(plan[0].k->params[g.bias].numel, 5);
+  cuda_gemm_free(&g);
+  rt_plan_free(plan, 1);
+  kiln_scope_end();
+}
+END_TEST
+
+/* ---- without a driver -------------------------------------------------------- */
+START_TEST(test_matmul_on_cuda_without_driver) {
+  if (kiln_cuda_is_available()) return;
+  kiln_scope_begin();
+  kiln_device cuda0 = {KILN_CUDA, 0};
+  kiln_tensor *a = kiln_to(in(KILN_F32, KILN_SHAPE(4, 3)), cuda0), *b = kiln_to(in(KILN_F32, KILN_SHAPE(3, 2)), cuda0);
+  kiln_tensor *y = kiln_relu(kiln_matmul(a, b));
+  ck_assert_int_eq(kiln_realize(y), KILN_ERR_DEVICE);
+  ck_assert_ptr_nonnull(strstr(kiln_last_error(), "CUDA not available"));
+  kiln_scope_end();
+}
+END_TEST
+
+/* ---- loading cuBLASLt ----------------------------------------------------------- */
+/* cublas.c loads once per process: each check starts from a closed library. */
+static kiln_status load_as(const char *lib) {
+  rt_cublas_shutdown();
+  rt_opts()->cublaslt = lib;
+  kiln_status st = rt_cublas_load();
+  rt_opts()->cublaslt = NULL;
+  rt_cublas_shutdown();
+  return st;
+}
+
+START_TEST(test_cublaslt_loads) {
+  ck_assert_msg(load_as(NULL) == KILN_OK, "%s", kiln_last_error());   /* every function resolved */
+}
+END_TEST
+
+START_TEST(test_cublaslt_missing_or_wrong) {
+  ck_assert_int_eq(load_as("/nonexistent/libcublasLt.so.13"), KILN_ERR_DEVICE);
+  ck_assert_str_eq(kiln_last_error(), "CUDA not available: /nonexistent/libcublasLt.so.13 not found");
+  ck_assert_int_eq(load_as("libm.so.6"), KILN_ERR_DEVICE);
+  ck_assert_str_eq(kiln_last_error(), "CUDA not available: libm.so.6 lacks cublasLtCreate");
+  ck_assert_int_eq(rt_cublas_matmul(0, &(cuda_gemm){.call = false}, NULL, NULL, 0), KILN_OK);  /* nothing to call */
+}
+END_TEST
+
+static Suite *cuda_gemm_suite(void) {
+  Suite *s = suite_create("cuda_gemm");
+  TCase *tc = tu_tcase(s, "split");
+  tcase_add_checked_fixture(tc, jit_setup, jit_teardown);
+  tcase_add_loop_test(tc, test_gemm_rows, 0, NROWS);
+  tcase_add_test(tc, test_refused_operands);
+  tcase_add_test(tc, test_direct_output_layout);
+  tc = tu_tcase(s, "nvrtc");
+  tcase_set_timeout(tc, 600);
+  tcase_add_checked_fixture(tc, jit_setup, jit_teardown);
+  tcase_add_test(tc, test_rest_kernels_compile);
+  tc = tu_tcase(s, "runtime");
+  tcase_add_test(tc, test_matmul_on_cuda_without_driver);
+  tcase_add_test(tc, test_cublaslt_loads);
+  tcase_add_test(tc, test_cublaslt_missing_or_wrong);
+  return s;
+}
+
+KILN_TEST_MAIN(cuda_gemm_suite)
