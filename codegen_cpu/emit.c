@@ -7,6 +7,8 @@
 #include "codegen_cpu/cpu_impl.h"
 #include "ir/philox.h"
 
+#include <llvm-c/DebugInfo.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,6 +203,7 @@ static LLVMValueRef emit_op(emitter *em, const kexpr *e, LLVMValueRef a, LLVMVal
     return sg ? intr(em, "llvm.abs", a, LLVMConstInt(em->g.i1, 0, 0)) : a;
   case IR_EXP: case IR_LOG: case IR_SIN: case IR_COS:
   case IR_TANH: case IR_SIGMOID: case IR_GELU: case IR_GELU_TANH: case IR_SILU:
+    em->math_calls++;
     return cpu_math_unary(&em->g, e->op, a);
   case IR_SQRT: return intr(em, "llvm.sqrt", a, NULL);
   case IR_RSQRT: return LLVMBuildFDiv(B, one_of(a), intr(em, "llvm.sqrt", a, NULL), "");
@@ -222,7 +225,7 @@ static LLVMValueRef emit_op(emitter *em, const kexpr *e, LLVMValueRef a, LLVMVal
     if (bo) return LLVMBuildAnd(B, a, b, "");
     return fl ? LLVMBuildFMul(B, a, b, "") : LLVMBuildMul(B, a, b, "");
   case IR_DIV: IR_ASSERT(fl); return LLVMBuildFDiv(B, a, b, "");
-  case IR_POW: return fl ? cpu_math_pow(&em->g, a, b) : cpu_math_ipow(&em->g, a, b, sg);
+  case IR_POW: em->math_calls++; return fl ? cpu_math_pow(&em->g, a, b) : cpu_math_ipow(&em->g, a, b, sg);
   case IR_MAXIMUM: return emit_minmax(em, a, b, t, true);
   case IR_MINIMUM: return emit_minmax(em, a, b, t, false);
   case IR_EQ: case IR_NE: case IR_LT: case IR_LE: case IR_GT: case IR_GE:
@@ -376,6 +379,32 @@ static void forget_since(emitter *em, int mark) {
   while (em->ndefined > mark) em->memo[em->defined[--em->ndefined]] = NULL;
 }
 
+/* A long loop of cheap arithmetic is not unrolled by LLVM: fully unrolled,
+ * GVN keeps a row's loads live from one loop to the next over the same row
+ * (layer_norm's mean and variance passes: 64 zmm values, spilled) and the
+ * kernel ran at half the speed of the same loops in C; the vectorizer's
+ * interleaving already gives such a loop its independent chains. A loop
+ * calling transcendentals keeps unrolling: its long polynomial chains gain
+ * from the overlap (softmax's exp is 20% slower without it). */
+#define UNROLL_MAX_EXTENT 64
+#define INTERLEAVE 4
+
+/* !llvm.loop !{self, !{"llvm.loop.unroll.disable"}, !{"llvm.loop.interleave.count", i32 4}}
+ * on a loop's latch. The unroll hint alone also stops the vectorizer's
+ * interleaving, which leaves a sum one chain of dependent adds (W5 ran at
+ * half the memory bandwidth): four interleaved vectors keep four chains. */
+static void forbid_unroll(cpu_cg *g, LLVMValueRef latch_br) {
+  static const char unroll[] = "llvm.loop.unroll.disable", interleave[] = "llvm.loop.interleave.count";
+  LLVMMetadataRef self = LLVMTemporaryMDNode(g->ctx, NULL, 0);
+  LLVMMetadataRef name = LLVMMDStringInContext2(g->ctx, unroll, sizeof unroll - 1);
+  LLVMMetadataRef count[2] = {LLVMMDStringInContext2(g->ctx, interleave, sizeof interleave - 1),
+                              LLVMValueAsMetadata(LLVMConstInt(g->i32, INTERLEAVE, 0))};
+  LLVMMetadataRef ops[3] = {self, LLVMMDNodeInContext2(g->ctx, &name, 1), LLVMMDNodeInContext2(g->ctx, count, 2)};
+  LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, 3);
+  LLVMMetadataReplaceAllUsesWith(self, loop);
+  LLVMSetMetadata(latch_br, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9), LLVMMetadataAsValue(g->ctx, loop));
+}
+
 /* for v in start..end, rotated: guard (parallel loops only: lo..hi may be
  * empty), body with the phi, latch `v+1 < end`. */
 static void emit_loop(emitter *em, const kstmt *s) {
@@ -392,13 +421,14 @@ static void emit_loop(emitter *em, const kstmt *s) {
   LLVMPositionBuilderAtEnd(g->b, body);
   LLVMValueRef iv = LLVMBuildPhi(g->b, g->i64, "v");
   em->vars[s->var] = iv;
-  int mark = em->ndefined;
+  int mark = em->ndefined, math = em->math_calls;
   emit_block(em, s->body);
   forget_since(em, mark);
   LLVMValueRef next = LLVMBuildNSWAdd(g->b, iv, LLVMConstInt(g->i64, 1, 0), "");
   LLVMSetNUW(next, 1);
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
-  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, next, end, ""), body, exit);
+  LLVMValueRef br = LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, next, end, ""), body, exit);
+  if (!par && s->extent > UNROLL_MAX_EXTENT && em->math_calls == math) forbid_unroll(g, br);
   LLVMAddIncoming(iv, (LLVMValueRef[]){start, next}, (LLVMBasicBlockRef[]){pre, latch}, 2);
   LLVMPositionBuilderAtEnd(g->b, exit);
 }

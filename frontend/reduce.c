@@ -129,19 +129,49 @@ kiln_tensor *kiln_mean_dims_at(const char *f, int l, kiln_tensor *t, int ndims, 
   return mean(f, l, t, ndims, dims, keepdim);
 }
 
-/* sum((x - mean)^2) / (n - unbiased), the two-pass form (no cancellation). */
+/* One pass over t, as a hand-written C loop does it: with d = t - s, where
+ * the shift s is t's first element along the reduced dims (a view),
+ *   var = (sum(d^2) - sum(d)^2 / n) / (n - unbiased),
+ * summed in f64 and clamped at 0. The shift keeps the cancellation small
+ * (s is one of the values, so sum(d)/n is about one standard deviation) and
+ * f64 sums make the rest exact to f32. Both sums, and a mean over the same
+ * dims, read t once: the fuser puts reductions of one shape over the same
+ * data in one kernel (W6's (x - mean) / std is one pass for the statistics,
+ * where the two-pass form needed two). */
 static ir_node *var(const char *f, int l, const char *op, ir_node *t, int ndims, const int64_t *dims, bool unbiased,
                     bool keepdim) {
   unsigned mask;
   ir_node *e = float_only(f, l, op, t);
   if (e || (e = dims_mask(f, l, op, t, ndims, dims, &mask))) return e;
-  ir_node *tmp[4];
-  tmp[0] = mean(f, l, t, ndims, dims, true);
-  tmp[1] = kiln_sub_at(f, l, t, tmp[0]);
-  tmp[2] = kiln_mul_at(f, l, tmp[1], tmp[1]);
-  tmp[3] = reduce(f, l, IR_SUM, tmp[2], ndims, dims, keepdim);
-  double n = (double)reduced_count(t, mask) - (unbiased ? 1 : 0);
-  return done(kiln_divs_at(f, l, tmp[3], n), 4, tmp);
+  ir_node *tmp[10], *shift = fe_same(t);
+  for (int d = 0; d < t->ndim; d++) {
+    if (!(mask & (1u << d))) continue;
+    ir_node *v = kiln_slice_at(f, l, shift, d, 0, 1, 1);
+    kiln_release(shift);
+    shift = v;
+  }
+  /* expanded before the cast: a view of t that every element reads, not a
+   * small tensor broadcast over leading dims (which fuse would store) */
+  ir_node *v = kiln_expand_at(f, l, shift, t->ndim, t->shape);
+  kiln_release(shift);
+  int n = 0;
+  tmp[n++] = v;
+  tmp[n++] = kiln_cast_at(f, l, t, KILN_F64);
+  tmp[n++] = kiln_cast_at(f, l, v, KILN_F64);
+  tmp[n++] = kiln_sub_at(f, l, tmp[1], tmp[2]);                            /* d */
+  tmp[n++] = reduce(f, l, IR_SUM, tmp[3], ndims, dims, keepdim);           /* sum(d) */
+  tmp[n++] = kiln_mul_at(f, l, tmp[3], tmp[3]);
+  tmp[n++] = reduce(f, l, IR_SUM, tmp[5], ndims, dims, keepdim);           /* sum(d^2) */
+  double count = (double)reduced_count(t, mask);
+  tmp[n++] = kiln_mul_at(f, l, tmp[4], tmp[4]);
+  tmp[n++] = kiln_divs_at(f, l, tmp[7], count);
+  tmp[n++] = kiln_sub_at(f, l, tmp[6], tmp[8]);
+  v = kiln_maximums_at(f, l, tmp[9], 0.0);
+  ir_node *r = kiln_divs_at(f, l, v, count - (unbiased ? 1 : 0));
+  kiln_release(v);
+  v = kiln_cast_at(f, l, r, t->dtype);
+  kiln_release(r);
+  return done(v, n, tmp);
 }
 
 kiln_tensor *kiln_var_at(const char *f, int l, kiln_tensor *t, int unbiased) {

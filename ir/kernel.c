@@ -149,6 +149,39 @@ kexpr *kx_philox(kernel *k, kexpr *key, kexpr *counter, int word) {
   return kx_intern(k, &(kexpr){.kind = KX_PHILOX, .type = KILN_I64, .i = word, .a = counter, .b = key});
 }
 
+typedef struct {
+  kernel *k;
+  kx_map_fn map;
+  void *ctx;
+  int n;                /* expressions that existed before: memo's size */
+  kexpr **memo;         /* by id: the rewritten expression */
+} kx_rewriter;
+
+static kexpr *rewrite(kx_rewriter *w, kexpr *e) {
+  if (!e) return NULL;
+  if (e->id < w->n && w->memo[e->id]) return w->memo[e->id];
+  kexpr *r = w->map(w->ctx, e);
+  if (!r) {
+    kexpr p = *e;
+    p.a = rewrite(w, e->a);
+    p.b = rewrite(w, e->b);
+    p.c = rewrite(w, e->c);
+    r = p.a == e->a && p.b == e->b && p.c == e->c ? e
+        : p.kind == KX_OP ? kx_op(w->k, p.op, p.type, p.a, p.b, p.c)
+        : kx_intern(w->k, &p);
+  }
+  if (e->id < w->n) w->memo[e->id] = r;
+  return r;
+}
+
+kexpr *kx_rewrite(kernel *k, kexpr *e, kx_map_fn map, void *ctx) {
+  kx_rewriter w = {k, map, ctx, k->nexprs, calloc((size_t)k->nexprs + 1, sizeof(kexpr *))};
+  IR_ASSERT(w.memo);
+  kexpr *r = rewrite(&w, e);
+  free(w.memo);
+  return r;
+}
+
 kexpr *k_arg(kernel *k, int64_t v) {
   int p = 0;
   while (p < k->nparams && !k->params[p].args) p++;

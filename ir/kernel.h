@@ -133,6 +133,12 @@ kexpr *k_arg(kernel *k, int64_t v);
 kexpr *kx_iadd(kernel *k, kexpr *a, kexpr *b);
 kexpr *kx_imul(kernel *k, kexpr *a, kexpr *b);
 
+/* e with every subexpression x for which map(ctx, x) is not NULL replaced
+ * by that, rebuilt through the hash-consing builders (so a renamed loop
+ * variable gives the expression the other loop already has). */
+typedef kexpr *(*kx_map_fn)(void *ctx, kexpr *x);
+kexpr *kx_rewrite(kernel *k, kexpr *e, kx_map_fn map, void *ctx);
+
 kstmt *ks_loop(kernel *k, int var, int64_t extent, kl_kind kind);
 kstmt *ks_store(kernel *k, int buf, kexpr *index, kexpr *value);
 kexpr *kx_acc(kernel *k, int acc, kiln_dtype t);

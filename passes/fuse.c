@@ -14,7 +14,9 @@
  * - Row reductions (reduced dims after the kept ones) are inlined like other
  *   computing nodes: the kernel runs their loop where their index is known
  *   (see lower.c). Column reductions are materialized: their kernel walks
- *   the reduced dims outermost and the kept ones vectorized inside.
+ *   the reduced dims outermost and the kept ones vectorized inside. Column
+ *   reductions over the same dims of same-shaped data that do not depend on
+ *   each other share that kernel, which reads the data once.
  * - A matmul's operands are buffers read in place through a strided view
  *   (transposes, slices, broadcasts fold into the GEMM's strides); any other
  *   operand is materialized. A kernel holds at most one matmul, whose shape is
@@ -61,13 +63,7 @@ static bool free_node(const ir_node *n) {
 }
 
 /* Ops cheap enough to recompute in every kernel that reads them. */
-static bool cheap(ir_op op) {
-  switch (op) {
-  case IR_EXP: case IR_LOG: case IR_SIN: case IR_COS: case IR_TANH: case IR_SIGMOID:
-  case IR_GELU: case IR_GELU_TANH: case IR_SILU: case IR_POW: return false;
-  default: return ir_op_has(op, IR_EW);
-  }
-}
+static bool cheap(ir_op op) { return ir_op_has(op, IR_EW) && !ir_op_has(op, IR_COSTLY); }
 
 /* Nodes that may be recomputed by every kernel reading them, in topo order
  * (sources first): cheap elementwise nodes and views over buffers, stored
@@ -211,6 +207,49 @@ static void build_users(pass_graph *g, fuse_ctx *c) {
   }
 }
 
+/* Whether `from` depends on `to` (a path along sources). seen: per node,
+ * visited by this search (cleared by the caller). */
+static bool reaches(const ir_node *from, const ir_node *to, unsigned char *seen) {
+  if (from == to) return true;
+  if (seen[from->scratch]) return false;
+  seen[from->scratch] = 1;
+  for (int s = 0; s < from->nsrc; s++)
+    if (reaches(from->src[s], to, seen)) return true;
+  return false;
+}
+
+static bool column_reduce(const pass_graph *g, int i, const int *group) {
+  return group[i] >= 0 && ir_op_has(g->topo[i]->op, IR_REDUCE) && !pass_reduce_trailing(g->topo[i]);
+}
+
+/* Column reductions over the same dims of same-shaped data, none depending
+ * on another, share one kernel: it walks the data once (W6's mean and the
+ * two sums of var). A later one joins an earlier one's kernel when it
+ * depends on none of that kernel's reductions (earlier ones cannot depend
+ * on it: topo order). */
+static void merge_columns(pass_graph *g, fuse_ctx *c, const int *group) {
+  unsigned char *seen = calloc((size_t)g->n + 1, 1);
+  IR_ASSERT(seen);
+  for (int j = 0; j < g->n; j++) {
+    if (!column_reduce(g, j, group)) continue;
+    for (int i = 0; i < j; i++) {
+      if (!column_reduce(g, i, group) || !pass_column_sibling(g->topo[i], g->topo[j])) continue;
+      int ri = uf_find(c->parent, group[i]), rj = uf_find(c->parent, group[j]);
+      bool ok = ri != rj;
+      for (int m = 0; ok && m < j; m++) {
+        if (!column_reduce(g, m, group) || uf_find(c->parent, group[m]) != ri) continue;
+        memset(seen, 0, (size_t)g->n + 1);
+        ok = !reaches(g->topo[j], g->topo[m], seen);
+      }
+      if (!ok) continue;
+      c->parent[rj] = ri;
+      c->kinds[ri] |= c->kinds[rj];
+      break;
+    }
+  }
+  free(seen);
+}
+
 /* Collects each root group's materialized nodes (topo order) as its outputs. */
 static void regroup(pass_graph *g, fuse_ctx *c, int *group, int ngroups, bool *mat) {
   int *dense = ir_arena_alloc(g->arena, sizeof(int) * (size_t)(ngroups + 1));
@@ -265,6 +304,7 @@ void pass_fuse(pass_graph *g, bool merge) {
       group[i] = place(g, &c, i, group, &ngroups, mat, recompute);
     }
   }
+  if (merge) merge_columns(g, &c, group);
   regroup(g, &c, group, ngroups, mat);
   free(recompute);
   free(mat);

@@ -605,13 +605,18 @@ static bool inlined_reduce_below(lower_ctx *c, const ir_node *n) {
   return false;
 }
 
-/* The reduced dims [*p, *q] must be one block; the output must hold the
- * accumulator exactly (its storage dtype is the accumulation dtype). */
+/* Every output is a column reduction over the same dims [*p, *q], which
+ * must be one block; each output holds its accumulator exactly (its storage
+ * dtype is the accumulation dtype). Several outputs: fuse put reductions of
+ * the same data in one kernel, which reads it once. */
 static bool column_reduction(lower_ctx *c, const pass_group *pg, int *p, int *q) {
+  for (int o = 0; o < pg->nout; o++) {
+    const ir_node *n = pg->outs[o];
+    if (!ir_op_has(n->op, IR_REDUCE) || !pass_column_sibling(pg->outs[0], n)) return false;
+    if (rule_of(n->op).arg || ir_compute_dtype(n->dtype) != n->dtype || n->dtype != n->attr.compute) return false;
+    if (n->op == IR_ANY || n->op == IR_ALL || inlined_reduce_below(c, n)) return false;
+  }
   const ir_node *n = pg->outs[0];
-  if (pg->nout != 1 || !ir_op_has(n->op, IR_REDUCE) || pass_reduce_trailing(n)) return false;
-  if (rule_of(n->op).arg || ir_compute_dtype(n->dtype) != n->dtype || n->dtype != n->attr.compute) return false;
-  if (n->op == IR_ANY || n->op == IR_ALL) return false;
   *p = *q = -1;
   for (int d = 0; d < n->ndim; d++)
     if (n->attr.axes >> d & 1) {
@@ -619,7 +624,7 @@ static bool column_reduction(lower_ctx *c, const pass_group *pg, int *p, int *q)
       if (*p < 0) *p = d;
       *q = d;
     }
-  return !inlined_reduce_below(c, n);
+  return true;
 }
 
 /* The largest divisor of n in [16, 1024], or n: blocks of the kept row the
@@ -634,7 +639,6 @@ static void column_nest(lower_ctx *c, const pass_group *pg, int p, int q) {
   kernel *k = c->k;
   const ir_node *n = pg->outs[0], *s = n->src[0];
   int nd = n->ndim;
-  kiln_dtype at = n->dtype;
   int64_t inner = ir_numel(nd - q - 1, n->shape + q + 1);
   kexpr *idx[KILN_MAX_DIMS], *sidx[KILN_MAX_DIMS];
   loop_nest(c, pg, p, idx);  /* outer kept dims; the first is parallel */
@@ -652,8 +656,11 @@ static void column_nest(lower_ctx *c, const pass_group *pg, int p, int q) {
   ir_contiguous_strides(nd, n->shape, ost);
   kexpr *o = linear(k, p, ost, 0, idx);  /* the output row: outer dims lead, reduced dims are 1 */
   int vi = k_var(k);
-  kstmt *init = ks_loop(k, vi, bs, KL_VECTOR);
-  init->body = ks_store(k, 0, kx_iadd(k, o, kx_iadd(k, t, kx_var(k, vi))), reduce_init(k, n->op, at));
+  kstmt *init = ks_loop(k, vi, bs, KL_VECTOR), **last = &init->body;
+  for (int i = 0; i < pg->nout; i++, last = &(*last)->next) {
+    const ir_node *r = pg->outs[i];
+    *last = ks_store(k, i, kx_iadd(k, o, kx_iadd(k, t, kx_var(k, vi))), reduce_init(k, r->op, r->dtype));
+  }
   frame_insert(home, init);
   kstmt *outer = NULL, **link = &outer;
   for (int d = p; d <= q; d++) {
@@ -675,8 +682,12 @@ static void column_nest(lower_ctx *c, const pass_group *pg, int p, int q) {
   }
   if (q + 1 < nd) sidx[q + 1] = rem;
   kexpr *out = kx_iadd(k, o, tj);
-  kexpr *v = kx_cast(k, emit(c, s, sidx), at);
-  row->body = ks_store(k, 0, out, kx_op(k, rule_of(n->op).update, at, kx_load(k, 0, out, at), v, NULL));
+  last = &row->body;
+  for (int i = 0; i < pg->nout; i++, last = &(*last)->next) {
+    const ir_node *r = pg->outs[i];
+    kexpr *v = kx_cast(k, emit(c, r->src[0], sidx), r->dtype);
+    *last = ks_store(k, i, out, kx_op(k, rule_of(r->op).update, r->dtype, kx_load(k, i, out, r->dtype), v, NULL));
+  }
   frame_insert(home, outer);
 }
 

@@ -50,6 +50,10 @@ bool pass_view_affine(const ir_node *n);
  * reduction): its loop runs innermost over contiguous data. Otherwise
  * (a column reduction) it is lowered with its loop outside the kept dims. */
 bool pass_reduce_trailing(const ir_node *n);
+/* Whether reductions a and b are column reductions (not trailing) over the
+ * same dims of sources of one shape: one kernel can compute both while
+ * reading their data once, in the same order. */
+bool pass_column_sibling(const ir_node *a, const ir_node *b);
 bool pass_view_strides(const ir_node *n, const int64_t *s, int64_t *strides, int64_t *off);
 /* merge=false (KILN_PASSES=-fuse) gives one kernel per computing node. */
 void pass_fuse(pass_graph *g, bool merge);
@@ -58,11 +62,15 @@ bool pass_schedule(pass_graph *g);
  * kernel's input parameters in param order (outputs come first: params
  * 0..nout-1; a param marked args is bound to k->args instead). */
 kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs);
+/* Kernel pass (stash.c): a costly value computed by a row's reduction loop
+ * and again by a later loop storing an output is stored once, then loaded. */
+void pass_stash(kernel *k);
 
 /* ---- pipeline ------------------------------------------------------------ */
 typedef struct {
   const char *off;      /* KILN_PASSES: "-fuse,-verify" switches those passes off */
   int debug;            /* KILN_DEBUG: >= 4 dumps the IR after each pass to stderr */
+  int target;           /* kiln_device_type the kernels are for; -1: each kernel's own device */
 } pass_config;
 /* Runs the graph passes in order with a dump after each. */
 kiln_status pass_run_graph(pass_graph *g, const pass_config *cfg);

@@ -1,7 +1,7 @@
 /* pipeline.c: the one list of passes, in order, each with a dump hook and a
  * name that KILN_PASSES can switch off (QBE's func(), Halide's lower_impl).
  * Graph: verify -> simplify -> cse -> fold_views -> dce -> fuse -> schedule.
- * Kernel: lower. */
+ * Kernel: lower -> stash. */
 #include "pass.h"
 
 #include <stdio.h>
@@ -84,13 +84,21 @@ kiln_status pass_run_graph(pass_graph *g, const pass_config *cfg) {
   return KILN_OK;
 }
 
+static void dump_kernel(kernel *k, const char *after) {
+  ir_str b = {0};
+  k_print(&b, k);
+  fprintf(stderr, "kiln: kernel after %s\n%s", after, b.s);
+  ir_str_free(&b);
+}
+
+/* stash: CPU kernels only (stash.c says why). */
 kernel *pass_run_kernel(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg) {
   kernel *k = pass_lower(g, gi, inputs, ninputs);
-  if (cfg->debug >= 4) {
-    ir_str b = {0};
-    k_print(&b, k);
-    fprintf(stderr, "kiln: kernel after lower\n%s", b.s);
-    ir_str_free(&b);
-  }
+  if (cfg->debug >= 4) dump_kernel(k, "lower");
+  int target = cfg->target >= 0 ? cfg->target : (int)g->groups[gi].outs[0]->device.type;
+  bool cpu = target == KILN_CPU;
+  bool stash = cpu && pass_enabled(cfg, "stash");
+  if (stash) pass_stash(k);
+  if (cfg->debug >= 4) dump_kernel(k, stash ? "stash" : "(skipped)");
   return k;
 }

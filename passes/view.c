@@ -68,3 +68,9 @@ bool pass_reduce_trailing(const ir_node *n) {
   }
   return true;
 }
+
+bool pass_column_sibling(const ir_node *a, const ir_node *b) {
+  const ir_node *sa = a->src[0], *sb = b->src[0];
+  return !pass_reduce_trailing(a) && !pass_reduce_trailing(b) && a->attr.axes == b->attr.axes &&
+         sa->ndim == sb->ndim && memcmp(sa->shape, sb->shape, sizeof(int64_t) * (size_t)sa->ndim) == 0;
+}

@@ -22,7 +22,7 @@ static rt_planned plan_group(pass_graph *g, int gi, const pass_config *cfg) {
 
 /* Holds every node as realize does: a rewrite that drops a node's last user
  * must not free it while the pass arrays still point at it. */
-kiln_status rt_plan_graph(int n, ir_node *const *nodes, rt_graph_plan *p) {
+static kiln_status plan_graph(int target, int n, ir_node *const *nodes, rt_graph_plan *p) {
   memset(p, 0, sizeof *p);
   p->nheld = ir_graph_collect(n, nodes, &p->held);
   for (int i = 0; i < p->nheld; i++) ir_node_retain(p->held[i]);
@@ -30,7 +30,7 @@ kiln_status rt_plan_graph(int n, ir_node *const *nodes, rt_graph_plan *p) {
                       .topo = malloc(sizeof(ir_node *) * ((size_t)p->nheld + 1))};
   IR_ASSERT(p->g.topo);
   memcpy(p->g.topo, p->held, sizeof(ir_node *) * (size_t)p->nheld);
-  pass_config cfg = {rt_opts()->passes, rt_opts()->debug};
+  pass_config cfg = {rt_opts()->passes, rt_opts()->debug, target};
   kiln_status st = pass_run_graph(&p->g, &cfg);
   if (st != KILN_OK) return st;
   p->kernels = calloc((size_t)p->g.ngroups + 1, sizeof *p->kernels);
@@ -38,6 +38,8 @@ kiln_status rt_plan_graph(int n, ir_node *const *nodes, rt_graph_plan *p) {
   for (int i = 0; i < p->g.ngroups; i++) p->kernels[i] = plan_group(&p->g, p->g.order[i], &cfg);
   return KILN_OK;
 }
+
+kiln_status rt_plan_graph(int n, ir_node *const *nodes, rt_graph_plan *p) { return plan_graph(-1, n, nodes, p); }
 
 void rt_graph_plan_free(rt_graph_plan *p) {
   if (p->kernels) rt_plan_free(p->kernels, p->g.ngroups);
@@ -48,17 +50,22 @@ void rt_graph_plan_free(rt_graph_plan *p) {
   memset(p, 0, sizeof *p);
 }
 
-int rt_plan(int n, ir_node *const *nodes, rt_planned **out) {
+static int plan(int target, int n, ir_node *const *nodes, rt_planned **out) {
   rt_graph_plan p;
   int count = -1;
   *out = NULL;
-  if (rt_plan_graph(n, nodes, &p) == KILN_OK) {
+  if (plan_graph(target, n, nodes, &p) == KILN_OK) {
     count = p.g.ngroups;
     *out = p.kernels;
     p.kernels = NULL;   /* the caller owns them now */
   }
   rt_graph_plan_free(&p);
   return count;
+}
+
+int rt_plan(int n, ir_node *const *nodes, rt_planned **out) { return plan(-1, n, nodes, out); }
+int rt_plan_for(kiln_device_type target, int n, ir_node *const *nodes, rt_planned **out) {
+  return plan((int)target, n, nodes, out);
 }
 
 void rt_plan_free(rt_planned *plan, int nkernels) {

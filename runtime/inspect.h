@@ -36,6 +36,10 @@ void rt_graph_plan_free(rt_graph_plan *p);
 /* The kernels alone, in *out (free with rt_plan_free). Returns their
  * number, or -1 with the last error set when the graph is invalid. */
 int rt_plan(int n, ir_node *const *nodes, rt_planned **out);
+/* The kernels as target's back end would get them, whatever device the
+ * nodes are on (the CUDA back end's tests plan graphs built on the host:
+ * CPU-only kernel passes such as stash stay off). */
+int rt_plan_for(kiln_device_type target, int n, ir_node *const *nodes, rt_planned **out);
 void rt_plan_free(rt_planned *plan, int nkernels);
 
 #endif

@@ -369,7 +369,7 @@ static kiln_status realize_locked(int n, ir_node *const *nodes) {
                   .topo = malloc(sizeof(ir_node *) * ((size_t)nheld + 1))};
   IR_ASSERT(g.topo);
   memcpy(g.topo, held, sizeof(ir_node *) * (size_t)nheld);
-  pass_config cfg = {rt_opts()->passes, rt_opts()->debug};
+  pass_config cfg = {rt_opts()->passes, rt_opts()->debug, -1};
   kiln_status st = pass_run_graph(&g, &cfg);
   ir_node **inputs = malloc(sizeof(ir_node *) * ((size_t)g.n + 1));
   IR_ASSERT(inputs);

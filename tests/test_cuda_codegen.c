@@ -29,7 +29,7 @@ static int emit_all(ir_str *src) {
     if (!cuda_case_build(i, &c)) continue;
     ncases++;
     rt_planned *plan;
-    int n = rt_plan(1, &c.t, &plan);
+    int n = rt_plan_for(KILN_CUDA, 1, &c.t, &plan);
     ck_assert_msg(n >= 0, "%s: rt_plan: %s", c.name, kiln_last_error());  /* 0: a no-op */
     for (int j = 0; j < n; j++) {
       ir_str key = {0};
@@ -93,7 +93,7 @@ static void one_kernel_source(ir_str *src, double v) {
   kiln_tensor *a = kiln_full(KILN_SHAPE(3), v, KILN_F32);
   kiln_tensor *y = kiln_exp(a);
   rt_planned *plan;
-  ck_assert_int_eq(rt_plan(1, &y, &plan), 1);
+  ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &y, &plan), 1);
   cuda_launch l;
   ir_str_printf(src, "%s", cuda_prelude());
   ck_assert(cuda_emit(plan[0].k, src, &l, NULL));
@@ -265,7 +265,7 @@ END_TEST
  * one, or one with a second reduction after the first, on one block. */
 static void emit_one(kiln_tensor *y, ir_str *src, cuda_launch *l) {
   rt_planned *plan;
-  ck_assert_int_eq(rt_plan(1, &y, &plan), 1);
+  ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &y, &plan), 1);
   ck_assert(cuda_emit(plan[0].k, src, l, NULL));
   rt_plan_free(plan, 1);
   kiln_release(y);

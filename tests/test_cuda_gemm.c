@@ -359,7 +359,7 @@ END_TEST
 /* ---- what cuBLASLt cannot read in place ---------------------------------------- */
 static void expect_refused(kiln_tensor *t, const char *want) {
   rt_planned *plan;
-  int n = rt_plan(1, &t, &plan);
+  int n = rt_plan_for(KILN_CUDA, 1, &t, &plan);
   ck_assert_int_ge(n, 1);
   bool seen = false;
   for (int i = 0; i < n; i++) {
@@ -392,7 +392,7 @@ START_TEST(test_direct_output_layout) {
   kiln_scope_begin();
   kiln_tensor *t = g_relu_linear(KILN_F32);
   rt_planned *plan;
-  ck_assert_int_eq(rt_plan(1, &t, &plan), 1);
+  ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &t, &plan), 1);
   cuda_gemm g;
   char *err = NULL;
   ck_assert_msg(cuda_gemm_split(plan[0].k, &g, &err), "%s", err);

@@ -3,10 +3,13 @@
  * layer_norm): each against the reference evaluator, fused and eager, over
  * dims, keepdim, dtypes, non-contiguous and computed inputs, 0-sized and
  * size-1 dims; kernel counts of the fusions the issue names; error paths. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "check_main.h"
+#include "runtime/inspect.h"
+#include "runtime/rt.h"
 #include "util/testutil.h"
 
 typedef kiln_tensor *(*red_fn)(kiln_tensor *x);
@@ -38,6 +41,14 @@ static kiln_tensor *r_sum_relu_T(kiln_tensor *x) { return kiln_sum_dims(kiln_rel
 static kiln_tensor *r_col_std(kiln_tensor *x) {  /* W6: (x - x.mean(0)) / x.std(0) */
   kiln_tensor *m = kiln_mean_dims(x, KILN_DIMS(0), 1), *s = kiln_std_dims(x, KILN_DIMS(0), 1, 1);
   return kiln_div(kiln_sub(x, m), s);
+}
+/* sibling column reductions: one kernel computes both */
+static kiln_tensor *r_col_sum_max(kiln_tensor *x) {
+  return kiln_add(kiln_sum_dims(x, KILN_DIMS(0), 0), kiln_max_dims(x, KILN_DIMS(0), 0));
+}
+/* a column reduction of data that depends on another: two kernels */
+static kiln_tensor *r_col_dependent(kiln_tensor *x) {
+  return kiln_sum_dims(kiln_mul(x, kiln_max_dims(x, KILN_DIMS(0), 1)), KILN_DIMS(0), 1);
 }
 
 typedef struct {
@@ -71,6 +82,8 @@ static const red_case cases[] = {
   {"layer_norm", r_layer_norm, true, false, false},
   {"sum_relu_T", r_sum_relu_T, false, true, false},
   {"col_std", r_col_std, true, false, false},
+  {"col_sum_max", r_col_sum_max, false, false, false},
+  {"col_dependent", r_col_dependent, false, false, false},
 };
 #define NCASES ((int)(sizeof cases / sizeof *cases))
 
@@ -173,6 +186,54 @@ START_TEST(fusion_counts) {
   kiln_tensor *w = tu_data(KILN_F32, KILN_SHAPE(33), 3, TU_SMALL);
   ck_assert_int_eq(kernels_of(kiln_layer_norm(a, 1, w, w, 1e-5)), 1);
   ck_assert_int_eq(kernels_of(kiln_mean(kiln_exp(a))), 1);
+  /* column statistics: one kernel reads a for the sum, the mean and both
+   * sums of var; then the two finishing rows and the output */
+  ck_assert_int_eq(kernels_of(r_col_std(a)), 4);
+  ck_assert_int_eq(kernels_of(r_col_sum_max(a)), 2);     /* both reductions, then the add */
+  ck_assert_int_eq(kernels_of(r_col_dependent(a)), 2);   /* the sum needs the max first */
+  kiln_scope_end();
+}
+END_TEST
+
+/* softmax's exp is computed once per element: the sum loop stores it in the
+ * output row and the normalizing loop loads it (stash.c); KILN_PASSES=-stash
+ * computes it twice. */
+static int exps_in_softmax_kernel(void) {
+  kiln_scope_begin();
+  kiln_tensor *y = kiln_softmax(tu_data(KILN_F32, KILN_SHAPE(8, 300), 1, TU_SMALL), -1);
+  rt_planned *plan;
+  ck_assert_int_eq(rt_plan(1, &y, &plan), 1);
+  ir_str text = {0};
+  k_print(&text, plan[0].k);
+  int n = 0;
+  for (const char *p = text.s; (p = strstr(p, " exp.f32 ")); p++) n++;
+  ck_assert_int_eq(strstr(text.s, "load.f32 p0[") != NULL, n == 1);  /* the output row read back */
+  ir_str_free(&text);
+  rt_plan_free(plan, 1);
+  kiln_scope_end();
+  return n;
+}
+
+START_TEST(stash_softmax) {
+  ck_assert_int_eq(exps_in_softmax_kernel(), 1);
+  rt_opts()->passes = "-stash";
+  ck_assert_int_eq(exps_in_softmax_kernel(), 2);
+  rt_opts()->passes = NULL;
+}
+END_TEST
+
+/* var is one pass (sums of x - x[0] in f64): exact where the two-pass form
+ * is, and no cancellation from a large common offset or an outlier first */
+START_TEST(var_one_pass) {
+  kiln_scope_begin();
+  kiln_tensor *x = kiln_from_data((float[]){10001, 10002, 10003, 10004}, KILN_F32, KILN_SHAPE(4));
+  ck_assert(kiln_item(kiln_var(x, 1)) == (float)(5.0 / 3.0));
+  ck_assert(kiln_item(kiln_var(x, 0)) == 1.25f);
+  kiln_tensor *o = kiln_from_data((double[]){1e8, 1, 2, 3}, KILN_F64, KILN_SHAPE(4));
+  double m = (1e8 + 6) / 4, want = ((1e8 - m) * (1e8 - m) + (1 - m) * (1 - m) + (2 - m) * (2 - m) + (3 - m) * (3 - m)) / 3;
+  ck_assert(fabs(kiln_item(kiln_var(o, 1)) - want) <= 1e-15 * want);
+  kiln_tensor *c = kiln_full(KILN_SHAPE(5), 3.25, KILN_F32);  /* constant: exactly 0, never negative */
+  ck_assert(kiln_item(kiln_var(c, 1)) == 0);
   kiln_scope_end();
 }
 END_TEST
@@ -216,6 +277,8 @@ static Suite *reduce_suite(void) {
   tcase_add_test(tc, empty_sum_is_zero);
   tcase_add_test(tc, hand_worked);
   tcase_add_test(tu_tcase(s, "fusion"), fusion_counts);
+  tcase_add_test(tu_tcase(s, "stash"), stash_softmax);
+  tcase_add_test(tu_tcase(s, "var"), var_one_pass);
   tcase_add_test(tu_tcase(s, "errors"), errors);
   return s;
 }

@@ -110,7 +110,7 @@ static bool cpu_result(FILE *inc, int id, cuda_case *c, int64_t numel) {
 /* One case; false when it is not one kernel with one output of plain inputs. */
 static bool write_case(FILE *src, FILE *inc, int id, cuda_case *c, ir_str *seen) {
   rt_planned *plan;
-  int n = rt_plan(1, &c->t, &plan);
+  int n = rt_plan_for(KILN_CUDA, 1, &c->t, &plan);
   ref_tensor *want = single_output(plan, n) ? ref_eval(c->t) : NULL;
   bool ok = want && param_rows(inc, id, &plan[0]);
   if (ok) {

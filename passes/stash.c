@@ -1,0 +1,155 @@
+/* stash.c: a kernel pass for row-wise kernels on the CPU. Softmax's kernel
+ * sums exp(x - max) over a row in one loop and divides exp(x - max) by the
+ * sum in the next: the costly exp would be computed twice per element. When
+ * a costly subexpression X of a reduction loop's update reappears, with the
+ * loop variable renamed, in the value that a later loop of the same extent
+ * stores to an output, the reduction loop also stores X to that output at
+ * the later loop's index, and the later loop loads it back instead: the
+ * output row is the scratch, still in cache when it is read.
+ *
+ * Sound because the output is written nowhere else in the kernel and read
+ * only by the new load, the later loop's store index is the output's flat
+ * index (each element once, in that loop), and X reads no accumulator that
+ * changes between the two loops. Only f32/f64 outputs of X's own type hold
+ * X exactly. On a GPU the recomputation is cheaper than the extra traffic,
+ * so pass_run_kernel runs this only for CPU kernels. */
+#include "pass.h"
+
+#include <stdlib.h>
+
+typedef struct {
+  kernel *k;
+  int from, to;         /* rename loop var `from` to `to` */
+  kexpr *old, *repl;    /* or replace old by repl */
+} subst;
+
+static kexpr *rename_var(void *ctx, kexpr *x) {
+  subst *s = ctx;
+  return x->kind == KX_VAR && x->var == s->from ? kx_var(s->k, s->to) : NULL;
+}
+
+static kexpr *replace(void *ctx, kexpr *x) {
+  subst *s = ctx;
+  return x == s->old ? s->repl : NULL;
+}
+
+static kexpr *renamed(kernel *k, kexpr *e, int from, int to) {
+  subst s = {k, from, to, NULL, NULL};
+  return kx_rewrite(k, e, rename_var, &s);
+}
+
+/* Whether e has x among its subexpressions (hash-consed: pointer equality). */
+static bool contains(const kexpr *e, const kexpr *x) {
+  if (!e) return false;
+  return e == x || contains(e->a, x) || contains(e->b, x) || contains(e->c, x);
+}
+
+static bool uses_var(const kexpr *e, int var) {
+  if (!e) return false;
+  if (e->kind == KX_VAR) return e->var == var;
+  return uses_var(e->a, var) || uses_var(e->b, var) || uses_var(e->c, var);
+}
+
+static bool costly(const kexpr *e) {
+  if (!e) return false;
+  return (e->kind == KX_OP && ir_op_has(e->op, IR_COSTLY)) || costly(e->a) || costly(e->b) || costly(e->c);
+}
+
+/* Stores to param buf and writes of accumulator acc in the statements of s
+ * (to the end of its list, nested ones included); -1 matches nothing. */
+static int writes(const kstmt *s, int buf, int acc) {
+  int n = 0;
+  for (; s; s = s->next) {
+    n += s->kind == KS_STORE && s->buf == buf;
+    n += (s->kind == KS_ACC || s->kind == KS_UPDATE || s->kind == KS_GEMM) && s->acc == acc;
+    n += s->kind == KS_UPDATE && s->acc2 >= 0 && s->acc2 == acc;
+    if (s->kind == KS_LOOP || s->kind == KS_GEMM) n += writes(s->body, buf, acc);
+  }
+  return n;
+}
+
+static bool loads_buf(const kexpr *e, int buf) {
+  if (!e) return false;
+  return (e->kind == KX_LOAD && e->buf == buf) || loads_buf(e->a, buf) || loads_buf(e->b, buf) || loads_buf(e->c, buf);
+}
+
+/* Whether any expression of the statements in s loads param buf. */
+static bool reads(const kstmt *s, int buf) {
+  for (; s; s = s->next) {
+    if (loads_buf(s->index, buf) || loads_buf(s->value, buf)) return true;
+    if ((s->kind == KS_LOOP || s->kind == KS_GEMM) && reads(s->body, buf)) return true;
+  }
+  return false;
+}
+
+/* The accumulators X reads are final from r (the reduction loop) through o
+ * (the later loop): none of the statements r .. o updates them. */
+static bool accs_settled(const kexpr *x, const kstmt *r, const kstmt *o) {
+  if (!x) return true;
+  if (x->kind == KX_ACC) {
+    for (const kstmt *s = r; s != o->next; s = s->next) {
+      kstmt one = *s;
+      one.next = NULL;
+      if (writes(&one, -1, x->var)) return false;
+    }
+    return true;
+  }
+  return accs_settled(x->a, r, o) && accs_settled(x->b, r, o) && accs_settled(x->c, r, o);
+}
+
+/* The largest costly subexpression of v (in loop r's variable) whose copy in
+ * loop o's variable is part of want; NULL if none. */
+static kexpr *shared_costly(kernel *k, kexpr *v, int rvar, int ovar, const kexpr *want) {
+  if (!v || !costly(v) || !uses_var(v, rvar)) return NULL;
+  if (v->kind == KX_OP && contains(want, renamed(k, v, rvar, ovar))) return v;
+  kexpr *x = shared_costly(k, v->a, rvar, ovar, want);
+  if (!x) x = shared_costly(k, v->b, rvar, ovar, want);
+  if (!x) x = shared_costly(k, v->c, rvar, ovar, want);
+  return x;
+}
+
+/* Tries the reduction loop r against the later loop o (siblings; root is
+ * the kernel's body, for the whole-kernel checks). */
+static bool stash_pair(kernel *k, const kstmt *root, kstmt *r, kstmt *o) {
+  if (r->extent != o->extent) return false;
+  for (kstmt *s = o->body; s; s = s->next) {
+    if (s->kind != KS_STORE || !uses_var(s->index, o->var)) continue;
+    kiln_dtype dt = k->params[s->buf].dtype;
+    if ((dt != KILN_F32 && dt != KILN_F64) || reads(root, s->buf)) continue;
+    if (writes(root, s->buf, -1) != 1) continue;  /* the later loop's store is the output's only writer */
+    for (kstmt *u = r->body; u; u = u->next) {
+      if (u->kind != KS_UPDATE) continue;
+      kexpr *x = shared_costly(k, u->value, r->var, o->var, s->value);
+      if (!x || x->type != dt || !accs_settled(x, r, o)) continue;
+      kstmt *st = ks_store(k, s->buf, renamed(k, s->index, o->var, r->var), x);
+      st->next = u->next;
+      u->next = st;
+      subst rep = {k, -1, -1, renamed(k, x, r->var, o->var), kx_load(k, s->buf, s->index, dt)};
+      s->value = kx_rewrite(k, s->value, replace, &rep);
+      return true;
+    }
+  }
+  return false;
+}
+
+static bool stash_block(kernel *k, const kstmt *root, kstmt *list) {
+  bool changed = false;
+  for (kstmt *r = list; r; r = r->next) {
+    if (r->kind != KS_LOOP) continue;
+    if (r->loop == KL_PARALLEL) {
+      changed |= stash_block(k, root, r->body);
+      continue;
+    }
+    for (kstmt *o = r->next; o; o = o->next) {
+      if (o->kind == KS_LOOP && o->loop != KL_PARALLEL && stash_pair(k, root, r, o)) {
+        changed = true;
+        break;
+      }
+    }
+  }
+  return changed;
+}
+
+void pass_stash(kernel *k) {
+  if (stash_block(k, k->body, k->body)) k->name[0] = '\0';  /* changed: k_key names it again */
+}
