@@ -387,20 +387,14 @@ static void forget_since(emitter *em, int mark) {
  * calling transcendentals keeps unrolling: its long polynomial chains gain
  * from the overlap (softmax's exp is 20% slower without it). */
 #define UNROLL_MAX_EXTENT 64
-#define INTERLEAVE 4
 
-/* !llvm.loop !{self, !{"llvm.loop.unroll.disable"}, !{"llvm.loop.interleave.count", i32 4}}
- * on a loop's latch. The unroll hint alone also stops the vectorizer's
- * interleaving, which leaves a sum one chain of dependent adds (W5 ran at
- * half the memory bandwidth): four interleaved vectors keep four chains. */
+/* !llvm.loop !{self, !{"llvm.loop.unroll.disable"}} on a loop's latch. */
 static void forbid_unroll(cpu_cg *g, LLVMValueRef latch_br) {
-  static const char unroll[] = "llvm.loop.unroll.disable", interleave[] = "llvm.loop.interleave.count";
+  static const char hint[] = "llvm.loop.unroll.disable";
   LLVMMetadataRef self = LLVMTemporaryMDNode(g->ctx, NULL, 0);
-  LLVMMetadataRef name = LLVMMDStringInContext2(g->ctx, unroll, sizeof unroll - 1);
-  LLVMMetadataRef count[2] = {LLVMMDStringInContext2(g->ctx, interleave, sizeof interleave - 1),
-                              LLVMValueAsMetadata(LLVMConstInt(g->i32, INTERLEAVE, 0))};
-  LLVMMetadataRef ops[3] = {self, LLVMMDNodeInContext2(g->ctx, &name, 1), LLVMMDNodeInContext2(g->ctx, count, 2)};
-  LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, 3);
+  LLVMMetadataRef name = LLVMMDStringInContext2(g->ctx, hint, sizeof hint - 1);
+  LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(g->ctx, &name, 1)};
+  LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, 2);
   LLVMMetadataReplaceAllUsesWith(self, loop);
   LLVMSetMetadata(latch_br, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9), LLVMMetadataAsValue(g->ctx, loop));
 }
