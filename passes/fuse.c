@@ -114,9 +114,15 @@ static ir_node *strided_leaf(ir_node *n) {
   return n;
 }
 
+/* A reduction to fewer values than this gets no parallel range from its
+ * own output: a reduction it reads is stored by a kernel of its own, whose
+ * rows the threads split (split_reduce.c's partials), not rerun inside it. */
+enum { SMALL_REDUCE = 64 };
+
 /* First-pass materialization: targets, computing nodes broadcast along a
- * leading dim, matmul operands that are not strided views of a buffer, and
- * with merging off every computing node. */
+ * leading dim, matmul operands that are not strided views of a buffer,
+ * reductions read by a small reduction, and with merging off every
+ * computing node. */
 static void mark_forced(pass_graph *g, bool merge, bool *mat) {
   for (int i = 0; i < g->n; i++) {
     ir_node *n = g->topo[i];
@@ -130,6 +136,11 @@ static void mark_forced(pass_graph *g, bool merge, bool *mat) {
     if (ir_op_has(n->op, IR_XFER)) {   /* a copy of a stored value, never a kernel */
       mat[i] = true;
       if (n->src[0]->op != IR_BUFFER) mat[n->src[0]->scratch] = true;
+    }
+    if (ir_op_has(n->op, IR_REDUCE) && ir_numel(n->ndim, n->shape) < SMALL_REDUCE) {
+      ir_node *s = n->src[0];
+      while (ir_op_has(s->op, IR_MOVE)) s = s->src[0];
+      if (ir_op_has(s->op, IR_REDUCE)) mat[s->scratch] = true;
     }
     for (int k = 0; n->op == IR_MATMUL && k < 2; k++) {
       ir_node *leaf = strided_leaf(n->src[k]);

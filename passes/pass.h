@@ -36,12 +36,18 @@ typedef struct {
                            kernel that loads it (-1: none); after it, its
                            buffer is dead unless a target or held by the user */
   ir_arena *arena;      /* owns groups and order */
+  int ncreated;
+  ir_node **created;    /* nodes passes made (one reference each), released
+                           with the graph: running a kernel drops its sources */
 } pass_graph;
 
 kiln_status pass_verify(pass_graph *g);
 void pass_simplify(pass_graph *g);
 void pass_cse(pass_graph *g);
 void pass_fold_views(pass_graph *g);
+void pass_split_reduce(pass_graph *g);
+/* Releases what passes created (g->created). */
+void pass_graph_release(pass_graph *g);
 /* view.c: the strided-view algebra of movement ops. pass_view_strides gives
  * n's strides and (in *off, updated) offset from its source's strides s;
  * false when n is not a strided view of its source. */

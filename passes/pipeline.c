@@ -1,6 +1,6 @@
 /* pipeline.c: the one list of passes, in order, each with a dump hook and a
  * name that KILN_PASSES can switch off (QBE's func(), Halide's lower_impl).
- * Graph: verify -> simplify -> cse -> fold_views -> dce -> fuse -> schedule.
+ * Graph: verify -> simplify -> cse -> split_reduce -> fold_views -> dce -> fuse -> schedule.
  * Kernel: lower -> stash. */
 #include "pass.h"
 
@@ -18,6 +18,7 @@ static kiln_status run_verify(pass_graph *g, bool on) { return on ? pass_verify(
 static kiln_status run_simplify(pass_graph *g, bool on) { if (on) pass_simplify(g); return KILN_OK; }
 static kiln_status run_cse(pass_graph *g, bool on) { if (on) pass_cse(g); return KILN_OK; }
 static kiln_status run_fold_views(pass_graph *g, bool on) { if (on) pass_fold_views(g); return KILN_OK; }
+static kiln_status run_split_reduce(pass_graph *g, bool on) { if (on) pass_split_reduce(g); return KILN_OK; }
 static kiln_status run_fuse(pass_graph *g, bool on) { pass_fuse(g, on); return KILN_OK; }
 
 /* dce: the nodes the rewrites above left unreachable from the targets are
@@ -43,11 +44,19 @@ static const graph_pass graph_passes[] = {
   {"verify", true, run_verify},
   {"simplify", true, run_simplify},
   {"cse", true, run_cse},
+  {"split_reduce", true, run_split_reduce},
   {"fold_views", true, run_fold_views},
   {"dce", true, run_dce},
   {"fuse", true, run_fuse},
   {"schedule", false, run_schedule},
 };
+
+void pass_graph_release(pass_graph *g) {
+  for (int i = 0; i < g->ncreated; i++) ir_node_release(g->created[i]);
+  free(g->created);
+  g->created = NULL;
+  g->ncreated = 0;
+}
 
 bool pass_enabled(const pass_config *cfg, const char *name) {
   if (!cfg->off) return true;

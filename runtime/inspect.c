@@ -43,6 +43,7 @@ kiln_status rt_plan_graph(int n, ir_node *const *nodes, rt_graph_plan *p) { retu
 
 void rt_graph_plan_free(rt_graph_plan *p) {
   if (p->kernels) rt_plan_free(p->kernels, p->g.ngroups);
+  pass_graph_release(&p->g);
   for (int i = 0; i < p->nheld; i++) ir_node_release(p->held[i]);
   free(p->held);
   free(p->g.topo);

@@ -381,6 +381,7 @@ static kiln_status realize_locked(int n, ir_node *const *nodes) {
   }
   liveness_free(&lv);
   free(inputs);
+  pass_graph_release(&g);
   for (int i = 0; i < nheld; i++) ir_node_release(held[i]);
   free(held);
   free(g.topo);

@@ -195,6 +195,35 @@ START_TEST(fusion_counts) {
 }
 END_TEST
 
+/* Big reductions to few values run as two kernels (split_reduce.c): P
+ * partials per kept element, in parallel, then the partials. Values match
+ * the reference evaluator whether split or not. */
+static const char *const big_cases[] = {"sum", "sum_last", "max", "min_dim", "mean", "std"};
+
+static const red_case *case_named(const char *name) {
+  for (int i = 0; i < NCASES; i++)
+    if (strcmp(cases[i].name, name) == 0) return &cases[i];
+  ck_abort_msg("no case %s", name);
+  return NULL;
+}
+
+START_TEST(big_reductions_split) {
+  const kiln_dtype dts[] = {KILN_F32, KILN_F64, KILN_I32};
+  for (size_t c = 0; c < sizeof big_cases / sizeof *big_cases; c++)
+    for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) check_case(case_named(big_cases[c]), dts[d], SHAPE(3, 1 << 20));
+  kiln_scope_begin();
+  kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(1 << 21), 5, TU_SMALL);
+  ck_assert_int_eq(kiln_realize(x), KILN_OK);
+  ck_assert_int_eq(kernels_of(kiln_sum(x)), 2);
+  ck_assert_int_eq(kernels_of(kiln_max(kiln_relu(x))), 2);
+  ck_assert_int_eq(kernels_of(kiln_sum(kiln_slice(x, 0, 0, 1000, 1))), 1);  /* small: one kernel */
+  rt_opts()->passes = "-split_reduce";
+  ck_assert_int_eq(kernels_of(kiln_sum(x)), 1);
+  rt_opts()->passes = NULL;
+  kiln_scope_end();
+}
+END_TEST
+
 /* softmax's exp is computed once per element: the sum loop stores it in the
  * output row and the normalizing loop loads it (stash.c); KILN_PASSES=-stash
  * computes it twice. */
@@ -278,6 +307,7 @@ static Suite *reduce_suite(void) {
   tcase_add_test(tc, hand_worked);
   tcase_add_test(tu_tcase(s, "fusion"), fusion_counts);
   tcase_add_test(tu_tcase(s, "stash"), stash_softmax);
+  tcase_add_test(tu_tcase(s, "split"), big_reductions_split);
   tcase_add_test(tu_tcase(s, "var"), var_one_pass);
   tcase_add_test(tu_tcase(s, "errors"), errors);
   return s;
