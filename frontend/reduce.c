@@ -60,26 +60,31 @@ static ir_node *reduce_check(const char *f, int l, ir_op op, ir_node *t, unsigne
   return e;
 }
 
+/* n (t reduced over mask, reduced dims kept as 1) without them unless
+ * keepdim; takes n's reference. */
+static ir_node *drop_reduced(const char *f, int l, ir_node *n, const ir_node *t, unsigned mask, bool keepdim) {
+  int64_t kept[KILN_MAX_DIMS];
+  int nkept = 0;
+  for (int d = 0; d < t->ndim; d++)
+    if (!(mask & (1u << d))) kept[nkept++] = t->shape[d];
+  if (keepdim || nkept == t->ndim) return n;
+  ir_node *r = kiln_reshape_at(f, l, n, nkept, kept);
+  kiln_release(n);
+  return r;
+}
+
 /* Keeps the reduced dims as size 1 (keepdim) or drops them with a view. */
 static ir_node *reduce(const char *f, int l, ir_op op, ir_node *t, int ndims, const int64_t *dims, bool keepdim) {
   const char *name = ir_ops[op].name;
   unsigned mask;
   ir_node *e = fe_check_arg(f, l, name, t, 1);
   if (e || (e = dims_mask(f, l, name, t, ndims, dims, &mask)) || (e = reduce_check(f, l, op, t, mask))) return e;
-  int64_t shape[KILN_MAX_DIMS], kept[KILN_MAX_DIMS];
-  int nkept = 0;
-  for (int d = 0; d < t->ndim; d++) {
-    shape[d] = mask & (1u << d) ? 1 : t->shape[d];
-    if (!(mask & (1u << d))) kept[nkept++] = t->shape[d];
-  }
+  int64_t shape[KILN_MAX_DIMS];
+  for (int d = 0; d < t->ndim; d++) shape[d] = mask & (1u << d) ? 1 : t->shape[d];
   ir_node *n = ir_node_new(op, reduce_dtype(op, t->dtype), t->ndim, shape, 1, &t, f, l);
   n->attr.axes = mask;
   n->attr.compute = op == IR_SUM || op == IR_PROD ? n->dtype : t->dtype;  /* the accumulated values' dtype */
-  n = fe_finish(n);
-  if (keepdim || nkept == t->ndim) return n;
-  ir_node *r = kiln_reshape_at(f, l, n, nkept, kept);
-  kiln_release(n);
-  return r;
+  return drop_reduced(f, l, fe_finish(n), t, mask, keepdim);
 }
 
 #define REDUCE(E, name) \
@@ -116,12 +121,23 @@ static ir_node *float_only(const char *f, int l, const char *op, ir_node *t) {
                   op, ir_dtypes[t->dtype].name);
 }
 
+/* mean and var of float data accumulate in f64, as a hand-written loop
+ * does: exact sums of f32 data, and mean and var built from the same
+ * sum(f64(t)) node, which CSE makes one, so the fuser reads t once for
+ * both (W6's (x - x.mean(0)) / x.std(0)). keepdim; n: the reduced count. */
+static ir_node *sum64(const char *f, int l, ir_node *t, int ndims, const int64_t *dims) {
+  ir_node *c = kiln_cast_at(f, l, t, KILN_F64);
+  return done(reduce(f, l, IR_SUM, c, ndims, dims, true), 1, &c);
+}
+
 static ir_node *mean(const char *f, int l, ir_node *t, int ndims, const int64_t *dims, bool keepdim) {
   unsigned mask;
   ir_node *e = float_only(f, l, "mean", t);
   if (e || (e = dims_mask(f, l, "mean", t, ndims, dims, &mask))) return e;
-  ir_node *s = reduce(f, l, IR_SUM, t, ndims, dims, keepdim);
-  return done(kiln_muls_at(f, l, s, 1.0 / (double)reduced_count(t, mask)), 1, &s);
+  ir_node *tmp[2];
+  tmp[0] = sum64(f, l, t, ndims, dims);
+  tmp[1] = kiln_muls_at(f, l, tmp[0], 1.0 / (double)reduced_count(t, mask));
+  return drop_reduced(f, l, done(kiln_cast_at(f, l, tmp[1], t->dtype), 2, tmp), t, mask, keepdim);
 }
 
 kiln_tensor *kiln_mean_at(const char *f, int l, kiln_tensor *t) { return mean(f, l, t, 0, NULL, false); }
@@ -129,49 +145,54 @@ kiln_tensor *kiln_mean_dims_at(const char *f, int l, kiln_tensor *t, int ndims, 
   return mean(f, l, t, ndims, dims, keepdim);
 }
 
-/* One pass over t, as a hand-written C loop does it: with d = t - s, where
- * the shift s is t's first element along the reduced dims (a view),
- *   var = (sum(d^2) - sum(d)^2 / n) / (n - unbiased),
- * summed in f64 and clamped at 0. The shift keeps the cancellation small
- * (s is one of the values, so sum(d)/n is about one standard deviation) and
- * f64 sums make the rest exact to f32. Both sums, and a mean over the same
- * dims, read t once: the fuser puts reductions of one shape over the same
- * data in one kernel (W6's (x - mean) / std is one pass for the statistics,
- * where the two-pass form needed two). */
+/* One pass over t: var = (sum(d^2) - sum(d)^2 / n) / (n - unbiased),
+ * clamped at 0, with d = f64(t) summed in f64 (sum64: the sum a mean over
+ * the same dims shares). Sums of f32 data in f64 leave the cancellation
+ * far below f32's precision. f64 data has no wider type: there d = t - s,
+ * where the shift s is t's first element along the reduced dims (a view),
+ * which keeps the cancellation to about one standard deviation. */
 static ir_node *var(const char *f, int l, const char *op, ir_node *t, int ndims, const int64_t *dims, bool unbiased,
                     bool keepdim) {
   unsigned mask;
   ir_node *e = float_only(f, l, op, t);
   if (e || (e = dims_mask(f, l, op, t, ndims, dims, &mask))) return e;
-  ir_node *tmp[10], *shift = fe_same(t);
-  for (int d = 0; d < t->ndim; d++) {
-    if (!(mask & (1u << d))) continue;
-    ir_node *v = kiln_slice_at(f, l, shift, d, 0, 1, 1);
-    kiln_release(shift);
-    shift = v;
-  }
-  /* expanded before the cast: a view of t that every element reads, not a
-   * small tensor broadcast over leading dims (which fuse would store) */
-  ir_node *v = kiln_expand_at(f, l, shift, t->ndim, t->shape);
-  kiln_release(shift);
+  ir_node *tmp[10];
   int n = 0;
-  tmp[n++] = v;
-  tmp[n++] = kiln_cast_at(f, l, t, KILN_F64);
-  tmp[n++] = kiln_cast_at(f, l, v, KILN_F64);
-  tmp[n++] = kiln_sub_at(f, l, tmp[1], tmp[2]);                            /* d */
-  tmp[n++] = reduce(f, l, IR_SUM, tmp[3], ndims, dims, keepdim);           /* sum(d) */
-  tmp[n++] = kiln_mul_at(f, l, tmp[3], tmp[3]);
-  tmp[n++] = reduce(f, l, IR_SUM, tmp[5], ndims, dims, keepdim);           /* sum(d^2) */
+  if (t->dtype == KILN_F64) {
+    ir_node *shift = fe_same(t);
+    for (int d = 0; d < t->ndim; d++) {
+      if (!(mask & (1u << d))) continue;
+      ir_node *v = kiln_slice_at(f, l, shift, d, 0, 1, 1);
+      kiln_release(shift);
+      shift = v;
+    }
+    /* expanded: a view of t read by every element, not a small tensor
+     * broadcast over leading dims (which fuse would store) */
+    tmp[n++] = kiln_expand_at(f, l, shift, t->ndim, t->shape);
+    kiln_release(shift);
+    tmp[n] = kiln_sub_at(f, l, t, tmp[n - 1]);
+    n++;
+  } else {
+    tmp[n++] = kiln_cast_at(f, l, t, KILN_F64);
+  }
+  ir_node *d = tmp[n - 1];
+  tmp[n++] = sum64(f, l, d, ndims, dims);                                 /* sum(d) */
+  ir_node *s1 = tmp[n - 1];
+  tmp[n++] = kiln_mul_at(f, l, d, d);
+  tmp[n] = sum64(f, l, tmp[n - 1], ndims, dims);                          /* sum(d^2) */
+  ir_node *s2 = tmp[n++];
   double count = (double)reduced_count(t, mask);
-  tmp[n++] = kiln_mul_at(f, l, tmp[4], tmp[4]);
-  tmp[n++] = kiln_divs_at(f, l, tmp[7], count);
-  tmp[n++] = kiln_sub_at(f, l, tmp[6], tmp[8]);
-  v = kiln_maximums_at(f, l, tmp[9], 0.0);
-  ir_node *r = kiln_divs_at(f, l, v, count - (unbiased ? 1 : 0));
-  kiln_release(v);
-  v = kiln_cast_at(f, l, r, t->dtype);
-  kiln_release(r);
-  return done(v, n, tmp);
+  tmp[n++] = kiln_mul_at(f, l, s1, s1);
+  tmp[n] = kiln_divs_at(f, l, tmp[n - 1], count);
+  n++;
+  tmp[n] = kiln_sub_at(f, l, s2, tmp[n - 1]);
+  n++;
+  tmp[n] = kiln_maximums_at(f, l, tmp[n - 1], 0.0);
+  n++;
+  tmp[n] = kiln_divs_at(f, l, tmp[n - 1], count - (unbiased ? 1 : 0));
+  n++;
+  ir_node *v = done(kiln_cast_at(f, l, tmp[n - 1], t->dtype), n, tmp);
+  return drop_reduced(f, l, v, t, mask, keepdim);
 }
 
 kiln_tensor *kiln_var_at(const char *f, int l, kiln_tensor *t, int unbiased) {
@@ -217,6 +238,15 @@ kiln_tensor *kiln_log_softmax_at(const char *f, int l, kiln_tensor *t, int64_t d
   return done(kiln_sub_at(f, l, tmp[0], tmp[3]), 4, tmp);
 }
 
+/* layer_norm's means: sums in the data's own precision (a row is short and
+ * its two passes stay in cache; f64 would halve the vector width). keepdim. */
+static ir_node *row_mean(const char *f, int l, ir_node *t, int ndims, const int64_t *dims) {
+  int64_t count = 1;
+  for (int i = 0; i < ndims; i++) count *= t->shape[dims[i]];
+  ir_node *s = reduce(f, l, IR_SUM, t, ndims, dims, true);
+  return done(kiln_muls_at(f, l, s, 1.0 / (double)count), 1, &s);
+}
+
 /* (x - mean) / sqrt(var + eps) over the last nlast dims (biased var), then
  * * weight + bias when given. */
 kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast, kiln_tensor *weight,
@@ -229,10 +259,10 @@ kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast,
   for (int i = 0; i < nlast; i++) dims[i] = x->ndim - nlast + i;
   ir_node *tmp[8];
   int n = 0;
-  tmp[n++] = mean(f, l, x, nlast, dims, true);
+  tmp[n++] = row_mean(f, l, x, nlast, dims);
   tmp[n++] = kiln_sub_at(f, l, x, tmp[0]);
   tmp[n++] = kiln_mul_at(f, l, tmp[1], tmp[1]);
-  tmp[n++] = mean(f, l, tmp[2], nlast, dims, true);
+  tmp[n++] = row_mean(f, l, tmp[2], nlast, dims);
   tmp[n++] = kiln_adds_at(f, l, tmp[3], eps);
   tmp[n++] = kiln_rsqrt_at(f, l, tmp[4]);
   ir_node *y = kiln_mul_at(f, l, tmp[1], tmp[5]);

@@ -662,14 +662,19 @@ static void column_nest(lower_ctx *c, const pass_group *pg, int p, int q) {
     *last = ks_store(k, i, kx_iadd(k, o, kx_iadd(k, t, kx_var(k, vi))), reduce_init(k, r->op, r->dtype));
   }
   frame_insert(home, init);
+  /* The innermost reduced dim runs `jam` source rows per step: each
+   * accumulator is loaded and stored once per step, not once per row (the
+   * stores bound the kernel otherwise); the fold order is unchanged. */
+  int64_t rows = s->shape[q], jam = rows % 4 == 0 ? 4 : rows % 2 == 0 ? 2 : 1;
   kstmt *outer = NULL, **link = &outer;
   for (int d = p; d <= q; d++) {
     int v = k_var(k);
-    kstmt *loop = ks_loop(k, v, s->shape[d], KL_SERIAL);
+    kstmt *loop = ks_loop(k, v, d == q ? rows / jam : s->shape[d], KL_SERIAL);
     *link = loop;
     link = &loop->body;
-    sidx[d] = kx_var(k, v);
+    sidx[d] = d == q ? kx_imul(k, kx_var(k, v), kx_int(k, KILN_I64, jam)) : kx_var(k, v);
   }
+  kexpr *row0 = sidx[q];
   int vj = k_var(k);
   kstmt *row = ks_loop(k, vj, bs, KL_VECTOR);
   *link = row;
@@ -685,8 +690,12 @@ static void column_nest(lower_ctx *c, const pass_group *pg, int p, int q) {
   last = &row->body;
   for (int i = 0; i < pg->nout; i++, last = &(*last)->next) {
     const ir_node *r = pg->outs[i];
-    kexpr *v = kx_cast(k, emit(c, r->src[0], sidx), r->dtype);
-    *last = ks_store(k, i, out, kx_op(k, rule_of(r->op).update, r->dtype, kx_load(k, i, out, r->dtype), v, NULL));
+    kexpr *acc = kx_load(k, i, out, r->dtype);
+    for (int64_t j = 0; j < jam; j++) {
+      sidx[q] = kx_iadd(k, row0, kx_int(k, KILN_I64, j));
+      acc = kx_op(k, rule_of(r->op).update, r->dtype, acc, kx_cast(k, emit(c, r->src[0], sidx), r->dtype), NULL);
+    }
+    *last = ks_store(k, i, out, acc);
   }
   frame_insert(home, outer);
 }

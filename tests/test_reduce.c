@@ -186,9 +186,9 @@ START_TEST(fusion_counts) {
   kiln_tensor *w = tu_data(KILN_F32, KILN_SHAPE(33), 3, TU_SMALL);
   ck_assert_int_eq(kernels_of(kiln_layer_norm(a, 1, w, w, 1e-5)), 1);
   ck_assert_int_eq(kernels_of(kiln_mean(kiln_exp(a))), 1);
-  /* column statistics: one kernel reads a for the sum, the mean and both
-   * sums of var; then the two finishing rows and the output */
-  ck_assert_int_eq(kernels_of(r_col_std(a)), 4);
+  /* column statistics: one kernel reads a for sum(x) and sum(x^2) (the
+   * mean's sum is var's); then the finishing row and the output */
+  ck_assert_int_eq(kernels_of(r_col_std(a)), 3);
   ck_assert_int_eq(kernels_of(r_col_sum_max(a)), 2);     /* both reductions, then the add */
   ck_assert_int_eq(kernels_of(r_col_dependent(a)), 2);   /* the sum needs the max first */
   kiln_scope_end();
@@ -251,8 +251,9 @@ START_TEST(stash_softmax) {
 }
 END_TEST
 
-/* var is one pass (sums of x - x[0] in f64): exact where the two-pass form
- * is, and no cancellation from a large common offset or an outlier first */
+/* var is one pass: sums of x and x^2 in f64 for float data (f64 data:
+ * of x - x[0]): exact where the two-pass form is, no cancellation from a
+ * large common offset or an outlier first element, never negative */
 START_TEST(var_one_pass) {
   kiln_scope_begin();
   kiln_tensor *x = kiln_from_data((float[]){10001, 10002, 10003, 10004}, KILN_F32, KILN_SHAPE(4));
