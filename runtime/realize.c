@@ -268,16 +268,10 @@ static kiln_status queue_gemm(const rt_device *d, int index, const cuda_gemm *gm
 
 /* A group with a matmul (codegen_cuda/gemm.c): cuBLASLt computes the product
  * and the head of the epilogue it can apply; the rest of the epilogue, if
- * any, is compiled and launched like any other kernel. */
-static kiln_status run_device_gemm(pass_graph *g, int gi, const pass_config *cfg, ir_node **inputs, liveness *lv) {
-  pass_group *pg = &g->groups[gi];
-  kiln_device dev = pg->outs[0]->device;
-  const rt_device *d = rt_device_of(dev);
-  int ninputs = 0;
-  kernel *k = pass_run_kernel(g, gi, inputs, &ninputs, cfg);
-  rt_buffer **out = malloc(sizeof *out * (size_t)pg->nout);
-  void **bufs = malloc(sizeof *bufs * ((size_t)k->nparams + 1));
-  IR_ASSERT(out && bufs);
+ * any, is compiled and launched like any other kernel. On success the
+ * outputs in out hold the results. */
+static kiln_status queue_matmul(const rt_device *d, kiln_device dev, const pass_group *pg, kernel *k, ir_node **inputs,
+                                rt_buffer **out, void **bufs, const pass_config *cfg) {
   cuda_gemm gm;
   char *err = NULL;
   rt_device_kernel *dk = NULL;
@@ -301,28 +295,16 @@ static kiln_status run_device_gemm(pass_graph *g, int gi, const pass_config *cfg
     if (cfg->debug >= 1)
       fprintf(stderr, "kiln: %s %lld elems queued on %s:%d (cuBLASLt%s%s)\n", k->name, (long long)k->work, d->name,
               dev.index, gm.rest ? " + " : "", gm.rest ? gm.rest->name : "");
-    set_outputs(pg, out, lv);
   }
   cuda_gemm_free(&gm);
   free(err);
-  free(out);
-  free(bufs);
-  k_free(k);
   return st;
 }
 
-/* A group on a device: the kernel IR the CPU would run, compiled and queued
- * by the device. It runs asynchronously; a copy to the host waits for it. */
-static kiln_status run_device_group(pass_graph *g, int gi, const pass_config *cfg, ir_node **inputs, liveness *lv) {
-  pass_group *pg = &g->groups[gi];
-  kiln_device dev = pg->outs[0]->device;
-  const rt_device *d = rt_device_of(dev);
-  if (has_matmul(g, gi)) return run_device_gemm(g, gi, cfg, inputs, lv);
-  int ninputs = 0;
-  kernel *k = pass_run_kernel(g, gi, inputs, &ninputs, cfg);
-  rt_buffer **out = malloc(sizeof *out * (size_t)pg->nout);
-  void **bufs = malloc(sizeof *bufs * ((size_t)k->nparams + 1));
-  IR_ASSERT(out && bufs);
+/* Any other group: the kernel IR the CPU would run, compiled and queued by
+ * the device (and checked on the CPU under KILN_VALIDATE). */
+static kiln_status queue_kernel(const rt_device *d, kiln_device dev, const pass_group *pg, kernel *k, ir_node **inputs,
+                                rt_buffer **out, void **bufs, const pass_config *cfg) {
   rt_device_kernel *dk = NULL;
   bool hit = false;
   kiln_status st = d->compile(dev.index, k, cfg->debug, &dk, &hit);
@@ -342,8 +324,22 @@ static kiln_status run_device_group(pass_graph *g, int gi, const pass_config *cf
     if (cfg->debug >= 1)
       fprintf(stderr, "kiln: %s %lld elems queued on %s:%d (%s)\n", k->name, (long long)k->work, d->name,
               dev.index, hit ? "cached" : "compiled");
-    set_outputs(pg, out, lv);
   }
+  return st;
+}
+
+/* A group on a device. It runs asynchronously; a copy to the host waits for it. */
+static kiln_status run_device_group(pass_graph *g, int gi, const pass_config *cfg, ir_node **inputs, liveness *lv) {
+  pass_group *pg = &g->groups[gi];
+  kiln_device dev = pg->outs[0]->device;
+  const rt_device *d = rt_device_of(dev);
+  int ninputs = 0;
+  kernel *k = pass_run_kernel(g, gi, inputs, &ninputs, cfg);
+  rt_buffer **out = malloc(sizeof *out * (size_t)pg->nout);
+  void **bufs = malloc(sizeof *bufs * ((size_t)k->nparams + 1));
+  IR_ASSERT(out && bufs);
+  kiln_status st = (has_matmul(g, gi) ? queue_matmul : queue_kernel)(d, dev, pg, k, inputs, out, bufs, cfg);
+  if (st == KILN_OK) set_outputs(pg, out, lv);
   free(out);
   free(bufs);
   k_free(k);
