@@ -243,11 +243,14 @@ static void micro_save(gemm *c, LLVMValueRef dst, int64_t row_stride) {
     }
 }
 
-/* The KS_GEMM body for each element (row0 + r, col0 + q), r < rows and
- * q < cols, of the finished tile. */
-static void epilogue_loops(gemm *c, LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef rows, LLVMValueRef cols) {
+/* The KS_GEMM body for each element (row0 + r, col0 + q) of the finished
+ * tile that lies inside the product; the body is emitted once, in a loop. */
+static void epilogue(gemm *c, LLVMValueRef row0, LLVMValueRef col0) {
   const kstmt *s = c->s;
   emitter *em = c->em;
+  micro_save(c, c->tile, c->nr);
+  LLVMValueRef rows = imin(c, c64(c, MR), sub(c, c->i1, row0));
+  LLVMValueRef cols = imin(c, c64(c, c->nr), sub(c, c64(c, s->gemm.n), col0));
   int mark = cpu_emit_mark(em);
   gloop lr, lq;
   LLVMValueRef r = loop_open(c, &lr, c64(c, 0), rows, 1);
@@ -260,30 +263,6 @@ static void epilogue_loops(gemm *c, LLVMValueRef row0, LLVMValueRef col0, LLVMVa
   loop_close(c, &lq);
   loop_close(c, &lr);
   cpu_emit_forget(em, mark);
-}
-
-/* The epilogue of a finished tile. A whole tile (all but the edges of the
- * product) runs loops of constant extent MR x NR, which LLVM vectorizes
- * without remainders or trip-count checks: W4's bias + gelu went from 20%
- * of the GEMM's time to a few percent. An edge tile runs the loops over the
- * part inside the product. */
-static void epilogue(gemm *c, LLVMValueRef row0, LLVMValueRef col0) {
-  micro_save(c, c->tile, c->nr);
-  LLVMValueRef rows = imin(c, c64(c, MR), sub(c, c->i1, row0));
-  LLVMValueRef cols = imin(c, c64(c, c->nr), sub(c, c64(c, c->s->gemm.n), col0));
-  LLVMValueRef whole = LLVMBuildAnd(c->b, LLVMBuildICmp(c->b, LLVMIntEQ, rows, c64(c, MR), ""),
-                                    LLVMBuildICmp(c->b, LLVMIntEQ, cols, c64(c, c->nr), ""), "");
-  LLVMBasicBlockRef full = LLVMAppendBasicBlockInContext(c->g->ctx, c->em->fn, "gemm.whole");
-  LLVMBasicBlockRef edge = LLVMAppendBasicBlockInContext(c->g->ctx, c->em->fn, "gemm.edge");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->g->ctx, c->em->fn, "gemm.done");
-  LLVMBuildCondBr(c->b, whole, full, edge);
-  LLVMPositionBuilderAtEnd(c->b, full);
-  epilogue_loops(c, row0, col0, c64(c, MR), c64(c, c->nr));
-  LLVMBuildBr(c->b, done);
-  LLVMPositionBuilderAtEnd(c->b, edge);
-  epilogue_loops(c, row0, col0, rows, cols);
-  LLVMBuildBr(c->b, done);
-  LLVMPositionBuilderAtEnd(c->b, done);
 }
 
 /* One micro-tile at rows row0.., columns col0.. (absolute; jc is the column
