@@ -175,19 +175,21 @@ static LLVMValueRef logf_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {
 }
 
 /* ---- f64 helpers for f32 functions that need more than f32 inside ------- */
-/* 2^y, relative error ~1e-15: y = n + f, |f| <= 1/2, 2^f by its Taylor
- * series to degree 13 (the f32 callers only need ~2^-30). */
+/* 2^y, relative error < 2^-36: y = n + f, |f| <= 1/2, 2^f by its Taylor
+ * series to degree EXP2D_DEGREE (the next term is (ln2/2)^11/11! < 2^-36;
+ * the f32 callers need ~2^-30). */
+enum { EXP2D_DEGREE = 10 };
 static LLVMValueRef exp2d_body(mb *m, LLVMValueRef y, LLVMValueRef unused) {
   (void)unused;
-  double c[14];
+  double c[EXP2D_DEGREE + 1];
   double t = 1;
-  for (int k = 0; k < 14; k++) {  /* c[13-k] = ln2^k / k! */
-    c[13 - k] = t;
+  for (int k = 0; k <= EXP2D_DEGREE; k++) {  /* c[DEGREE-k] = ln2^k / k! */
+    c[EXP2D_DEGREE - k] = t;
     t *= M_LN2 / (k + 1);
   }
   LLVMValueRef yc = clamp_(m, y, -1100, 1100);
   LLVMValueRef n = rint_(m, yc);
-  LLVMValueRef p = poly(m, sub(m, yc, n), c, 14);
+  LLVMValueRef p = poly(m, sub(m, yc, n), c, EXP2D_DEGREE + 1);
   p = scale2(m, p, LLVMBuildFPToSI(m->b, n, m->g->i64, ""));
   return sel(m, isnan_(m, y), y, p);
 }

@@ -147,10 +147,10 @@ KD float kiln_logf(float x) {
 }
 
 /* ---- f64 helpers of the f32 functions ----------------------------------- */
-KD double kiln_exp2d(double y) {  /* 2^y by Taylor to degree 13 */
-  double c[14], t = 1;
-  for (int k = 0; k < 14; k++) {
-    c[13 - k] = t;
+KD double kiln_exp2d(double y) {  /* 2^y by Taylor to degree 10, as math.c */
+  double c[11], t = 1;
+  for (int k = 0; k < 11; k++) {
+    c[10 - k] = t;
     t *= KILN_LN2 / (k + 1);
   }
   double yc = fmin(fmax(y, -1100.0), 1100.0);
