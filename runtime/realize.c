@@ -346,10 +346,32 @@ static kiln_status run_device_group(pass_graph *g, int gi, const pass_config *cf
   return st;
 }
 
+/* A group that is only a reshape of a stored, contiguous value (x.sum(0)
+ * without keepdim: the column reduction is stored, the reshape is the
+ * target) shares that value's buffer: the same elements in the same order,
+ * no copy kernel. */
+static bool reshape_alias(const pass_graph *g, int gi) {
+  const ir_node *n = g->groups[gi].outs[0], *s = n->src[0];
+  if (g->groups[gi].nout != 1 || n->op != IR_RESHAPE || s->op != IR_BUFFER || !s->buf) return false;
+  for (int i = 0; i < g->n; i++)
+    if (g->group_of[i] == gi && g->topo[i] != n) return false;
+  return s->offset == 0 && ir_node_is_contiguous(s);
+}
+
+static void run_alias(const pass_group *pg, liveness *lv) {
+  rt_buffer *b = pg->outs[0]->src[0]->buf;
+  rt_buffer_retain(b);
+  set_outputs(pg, &b, lv);
+}
+
 /* A transfer is a copy; every other group runs where its outputs live. */
 static kiln_status run_any(pass_graph *g, int gi, const pass_config *cfg, ir_node **inputs, liveness *lv) {
   const ir_node *first = g->groups[gi].outs[0];
   if (ir_op_has(first->op, IR_XFER)) return run_transfer(&g->groups[gi], lv);
+  if (reshape_alias(g, gi)) {
+    run_alias(&g->groups[gi], lv);
+    return KILN_OK;
+  }
   if (rt_device_of(first->device)) return run_device_group(g, gi, cfg, inputs, lv);
   return run_group(g, gi, cfg, inputs, lv);
 }

@@ -19,6 +19,7 @@ typedef struct { int ndim; int64_t d[KILN_MAX_DIMS]; } shape_t;
 static kiln_tensor *r_sum(kiln_tensor *x) { return kiln_sum(x); }
 static kiln_tensor *r_sum_last(kiln_tensor *x) { return kiln_sum_dims(x, KILN_DIMS(-1), 0); }
 static kiln_tensor *r_sum_first_keep(kiln_tensor *x) { return kiln_sum_dims(x, KILN_DIMS(0), 1); }
+static kiln_tensor *r_sum_first(kiln_tensor *x) { return kiln_sum_dims(x, KILN_DIMS(0), 0); }
 static kiln_tensor *r_sum_two(kiln_tensor *x) { return kiln_sum_dims(x, KILN_DIMS(0, 2), 0); }
 static kiln_tensor *r_prod(kiln_tensor *x) { return kiln_prod_dims(x, KILN_DIMS(1), 0); }
 static kiln_tensor *r_max(kiln_tensor *x) { return kiln_max(x); }
@@ -63,6 +64,7 @@ static const red_case cases[] = {
   {"sum", r_sum, false, false, false},
   {"sum_last", r_sum_last, false, false, false},
   {"sum_first_keep", r_sum_first_keep, false, false, false},
+  {"sum_first", r_sum_first, false, false, false},
   {"sum_two", r_sum_two, false, false, false},
   {"prod", r_prod, false, false, false},
   {"max", r_max, false, false, true},
@@ -191,6 +193,8 @@ START_TEST(fusion_counts) {
   ck_assert_int_eq(kernels_of(r_col_std(a)), 3);
   ck_assert_int_eq(kernels_of(r_col_sum_max(a)), 2);     /* both reductions, then the add */
   ck_assert_int_eq(kernels_of(r_col_dependent(a)), 2);   /* the sum needs the max first */
+  /* without keepdim the column sum's reshape shares its buffer: no copy */
+  ck_assert_int_eq(kernels_of(r_sum_first(a)), 1);
   kiln_scope_end();
 }
 END_TEST
