@@ -121,23 +121,31 @@ static ir_node *float_only(const char *f, int l, const char *op, ir_node *t) {
                   op, ir_dtypes[t->dtype].name);
 }
 
-/* mean and var of float data accumulate in f64, as a hand-written loop
- * does: exact sums of f32 data, and mean and var built from the same
- * sum(f64(t)) node, which CSE makes one, so the fuser reads t once for
- * both (W6's (x - x.mean(0)) / x.std(0)). keepdim; n: the reduced count. */
-static ir_node *sum64(const char *f, int l, ir_node *t, int ndims, const int64_t *dims) {
-  ir_node *c = kiln_cast_at(f, l, t, KILN_F64);
+/* sum(t) over dims, its elements converted to acc first, keepdim. */
+static ir_node *sum_in(const char *f, int l, ir_node *t, int ndims, const int64_t *dims, kiln_dtype acc) {
+  ir_node *c = kiln_cast_at(f, l, t, acc);
   return done(reduce(f, l, IR_SUM, c, ndims, dims, true), 1, &c);
+}
+
+/* The mean over mask's dims (dims) summed in acc, keepdim, in t's dtype.
+ * kiln_mean sums float data in f64, as a hand-written loop does: exact sums
+ * of f32 data, and the very sum(f64(t)) node that var builds, which CSE
+ * makes one, so the fuser reads t once for both (W6's
+ * (x - x.mean(0)) / x.std(0)). layer_norm's short rows sum in their own
+ * precision: they stay in cache, and f64 would halve the vector width. */
+static ir_node *mean_in(const char *f, int l, ir_node *t, int ndims, const int64_t *dims, unsigned mask,
+                        kiln_dtype acc) {
+  ir_node *tmp[2];
+  tmp[0] = sum_in(f, l, t, ndims, dims, acc);
+  tmp[1] = kiln_muls_at(f, l, tmp[0], 1.0 / (double)reduced_count(t, mask));
+  return done(kiln_cast_at(f, l, tmp[1], t->dtype), 2, tmp);
 }
 
 static ir_node *mean(const char *f, int l, ir_node *t, int ndims, const int64_t *dims, bool keepdim) {
   unsigned mask;
   ir_node *e = float_only(f, l, "mean", t);
   if (e || (e = dims_mask(f, l, "mean", t, ndims, dims, &mask))) return e;
-  ir_node *tmp[2];
-  tmp[0] = sum64(f, l, t, ndims, dims);
-  tmp[1] = kiln_muls_at(f, l, tmp[0], 1.0 / (double)reduced_count(t, mask));
-  return drop_reduced(f, l, done(kiln_cast_at(f, l, tmp[1], t->dtype), 2, tmp), t, mask, keepdim);
+  return drop_reduced(f, l, mean_in(f, l, t, ndims, dims, mask, KILN_F64), t, mask, keepdim);
 }
 
 kiln_tensor *kiln_mean_at(const char *f, int l, kiln_tensor *t) { return mean(f, l, t, 0, NULL, false); }
@@ -145,54 +153,47 @@ kiln_tensor *kiln_mean_dims_at(const char *f, int l, kiln_tensor *t, int ndims, 
   return mean(f, l, t, ndims, dims, keepdim);
 }
 
+/* The values var sums, in f64: f64(t) for narrower floats (sums of f32
+ * data in f64 leave the cancellation far below f32's precision); for f64
+ * data, which has no wider type, t - s with the shift s t's first element
+ * along mask's dims (a view), which keeps the cancellation to about one
+ * standard deviation. */
+static ir_node *deviations(const char *f, int l, ir_node *t, unsigned mask) {
+  if (t->dtype != KILN_F64) return kiln_cast_at(f, l, t, KILN_F64);
+  ir_node *shift = fe_same(t);
+  for (int d = 0; d < t->ndim; d++) {
+    if (!(mask & (1u << d))) continue;
+    ir_node *v = kiln_slice_at(f, l, shift, d, 0, 1, 1);
+    kiln_release(shift);
+    shift = v;
+  }
+  /* expanded: a view of t read by every element, not a small tensor
+   * broadcast over leading dims (which fuse would store) */
+  ir_node *full = kiln_expand_at(f, l, shift, t->ndim, t->shape);
+  kiln_release(shift);
+  return done(kiln_sub_at(f, l, t, full), 1, &full);
+}
+
 /* One pass over t: var = (sum(d^2) - sum(d)^2 / n) / (n - unbiased),
- * clamped at 0, with d = f64(t) summed in f64 (sum64: the sum a mean over
- * the same dims shares). Sums of f32 data in f64 leave the cancellation
- * far below f32's precision. f64 data has no wider type: there d = t - s,
- * where the shift s is t's first element along the reduced dims (a view),
- * which keeps the cancellation to about one standard deviation. */
+ * clamped at 0, d = deviations(t); sum(d) is the sum a mean over the same
+ * dims shares. */
 static ir_node *var(const char *f, int l, const char *op, ir_node *t, int ndims, const int64_t *dims, bool unbiased,
                     bool keepdim) {
   unsigned mask;
   ir_node *e = float_only(f, l, op, t);
   if (e || (e = dims_mask(f, l, op, t, ndims, dims, &mask))) return e;
-  ir_node *tmp[10];
-  int n = 0;
-  if (t->dtype == KILN_F64) {
-    ir_node *shift = fe_same(t);
-    for (int d = 0; d < t->ndim; d++) {
-      if (!(mask & (1u << d))) continue;
-      ir_node *v = kiln_slice_at(f, l, shift, d, 0, 1, 1);
-      kiln_release(shift);
-      shift = v;
-    }
-    /* expanded: a view of t read by every element, not a small tensor
-     * broadcast over leading dims (which fuse would store) */
-    tmp[n++] = kiln_expand_at(f, l, shift, t->ndim, t->shape);
-    kiln_release(shift);
-    tmp[n] = kiln_sub_at(f, l, t, tmp[n - 1]);
-    n++;
-  } else {
-    tmp[n++] = kiln_cast_at(f, l, t, KILN_F64);
-  }
-  ir_node *d = tmp[n - 1];
-  tmp[n++] = sum64(f, l, d, ndims, dims);                                 /* sum(d) */
-  ir_node *s1 = tmp[n - 1];
-  tmp[n++] = kiln_mul_at(f, l, d, d);
-  tmp[n] = sum64(f, l, tmp[n - 1], ndims, dims);                          /* sum(d^2) */
-  ir_node *s2 = tmp[n++];
   double count = (double)reduced_count(t, mask);
-  tmp[n++] = kiln_mul_at(f, l, s1, s1);
-  tmp[n] = kiln_divs_at(f, l, tmp[n - 1], count);
-  n++;
-  tmp[n] = kiln_sub_at(f, l, s2, tmp[n - 1]);
-  n++;
-  tmp[n] = kiln_maximums_at(f, l, tmp[n - 1], 0.0);
-  n++;
-  tmp[n] = kiln_divs_at(f, l, tmp[n - 1], count - (unbiased ? 1 : 0));
-  n++;
-  ir_node *v = done(kiln_cast_at(f, l, tmp[n - 1], t->dtype), n, tmp);
-  return drop_reduced(f, l, v, t, mask, keepdim);
+  ir_node *tmp[9];
+  tmp[0] = deviations(f, l, t, mask);
+  tmp[1] = kiln_mul_at(f, l, tmp[0], tmp[0]);
+  tmp[2] = sum_in(f, l, tmp[0], ndims, dims, KILN_F64);   /* sum(d) */
+  tmp[3] = sum_in(f, l, tmp[1], ndims, dims, KILN_F64);   /* sum(d^2) */
+  tmp[4] = kiln_mul_at(f, l, tmp[2], tmp[2]);
+  tmp[5] = kiln_divs_at(f, l, tmp[4], count);
+  tmp[6] = kiln_sub_at(f, l, tmp[3], tmp[5]);
+  tmp[7] = kiln_maximums_at(f, l, tmp[6], 0.0);
+  tmp[8] = kiln_divs_at(f, l, tmp[7], count - (unbiased ? 1 : 0));
+  return drop_reduced(f, l, done(kiln_cast_at(f, l, tmp[8], t->dtype), 9, tmp), t, mask, keepdim);
 }
 
 kiln_tensor *kiln_var_at(const char *f, int l, kiln_tensor *t, int unbiased) {
@@ -238,15 +239,6 @@ kiln_tensor *kiln_log_softmax_at(const char *f, int l, kiln_tensor *t, int64_t d
   return done(kiln_sub_at(f, l, tmp[0], tmp[3]), 4, tmp);
 }
 
-/* layer_norm's means: sums in the data's own precision (a row is short and
- * its two passes stay in cache; f64 would halve the vector width). keepdim. */
-static ir_node *row_mean(const char *f, int l, ir_node *t, int ndims, const int64_t *dims) {
-  int64_t count = 1;
-  for (int i = 0; i < ndims; i++) count *= t->shape[dims[i]];
-  ir_node *s = reduce(f, l, IR_SUM, t, ndims, dims, true);
-  return done(kiln_muls_at(f, l, s, 1.0 / (double)count), 1, &s);
-}
-
 /* (x - mean) / sqrt(var + eps) over the last nlast dims (biased var), then
  * * weight + bias when given. */
 kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast, kiln_tensor *weight,
@@ -256,13 +248,17 @@ kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast,
   if (nlast < 1 || nlast > x->ndim)
     return fe_error(KILN_ERR_ARG, f, l, "layer_norm: cannot normalize the last %d dims of a %d-dim tensor", nlast, x->ndim);
   int64_t dims[KILN_MAX_DIMS];
-  for (int i = 0; i < nlast; i++) dims[i] = x->ndim - nlast + i;
+  unsigned mask = 0;
+  for (int i = 0; i < nlast; i++) {
+    dims[i] = x->ndim - nlast + i;
+    mask |= 1u << dims[i];
+  }
   ir_node *tmp[8];
   int n = 0;
-  tmp[n++] = row_mean(f, l, x, nlast, dims);
+  tmp[n++] = mean_in(f, l, x, nlast, dims, mask, x->dtype);
   tmp[n++] = kiln_sub_at(f, l, x, tmp[0]);
   tmp[n++] = kiln_mul_at(f, l, tmp[1], tmp[1]);
-  tmp[n++] = row_mean(f, l, tmp[2], nlast, dims);
+  tmp[n++] = mean_in(f, l, tmp[2], nlast, dims, mask, tmp[2]->dtype);
   tmp[n++] = kiln_adds_at(f, l, tmp[3], eps);
   tmp[n++] = kiln_rsqrt_at(f, l, tmp[4]);
   ir_node *y = kiln_mul_at(f, l, tmp[1], tmp[5]);

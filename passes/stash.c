@@ -15,6 +15,7 @@
  * so pass_run_kernel runs this only for CPU kernels. */
 #include "pass.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 typedef struct {
@@ -38,45 +39,36 @@ static kexpr *renamed(kernel *k, kexpr *e, int from, int to) {
   return kx_rewrite(k, e, rename_var, &s);
 }
 
-/* Whether e has x among its subexpressions (hash-consed: pointer equality). */
-static bool contains(const kexpr *e, const kexpr *x) {
-  if (!e) return false;
-  return e == x || contains(e->a, x) || contains(e->b, x) || contains(e->c, x);
+/* Whether e or one of its subexpressions x has is(x, arg). */
+typedef bool (*kx_pred)(const kexpr *x, intptr_t arg);
+static bool has(const kexpr *e, kx_pred is, intptr_t arg) {
+  return e && (is(e, arg) || has(e->a, is, arg) || has(e->b, is, arg) || has(e->c, is, arg));
+}
+static bool is_node(const kexpr *x, intptr_t arg) { return x == (const kexpr *)arg; }  /* hash-consed */
+static bool is_var(const kexpr *x, intptr_t var) { return x->kind == KX_VAR && x->var == var; }
+static bool is_load(const kexpr *x, intptr_t buf) { return x->kind == KX_LOAD && x->buf == buf; }
+static bool is_costly(const kexpr *x, intptr_t unused) {
+  (void)unused;
+  return x->kind == KX_OP && ir_op_has(x->op, IR_COSTLY);
 }
 
-static bool uses_var(const kexpr *e, int var) {
-  if (!e) return false;
-  if (e->kind == KX_VAR) return e->var == var;
-  return uses_var(e->a, var) || uses_var(e->b, var) || uses_var(e->c, var);
-}
-
-static bool costly(const kexpr *e) {
-  if (!e) return false;
-  return (e->kind == KX_OP && ir_op_has(e->op, IR_COSTLY)) || costly(e->a) || costly(e->b) || costly(e->c);
-}
-
-/* Stores to param buf and writes of accumulator acc in the statements of s
- * (to the end of its list, nested ones included); -1 matches nothing. */
-static int writes(const kstmt *s, int buf, int acc) {
+/* Stores to param buf and writes of accumulator acc in the statements from
+ * s up to (not including) stop, nested ones included; -1 matches nothing. */
+static int writes(const kstmt *s, const kstmt *stop, int buf, int acc) {
   int n = 0;
-  for (; s; s = s->next) {
+  for (; s != stop; s = s->next) {
     n += s->kind == KS_STORE && s->buf == buf;
     n += (s->kind == KS_ACC || s->kind == KS_UPDATE || s->kind == KS_GEMM) && s->acc == acc;
     n += s->kind == KS_UPDATE && s->acc2 >= 0 && s->acc2 == acc;
-    if (s->kind == KS_LOOP || s->kind == KS_GEMM) n += writes(s->body, buf, acc);
+    if (s->kind == KS_LOOP || s->kind == KS_GEMM) n += writes(s->body, NULL, buf, acc);
   }
   return n;
-}
-
-static bool loads_buf(const kexpr *e, int buf) {
-  if (!e) return false;
-  return (e->kind == KX_LOAD && e->buf == buf) || loads_buf(e->a, buf) || loads_buf(e->b, buf) || loads_buf(e->c, buf);
 }
 
 /* Whether any expression of the statements in s loads param buf. */
 static bool reads(const kstmt *s, int buf) {
   for (; s; s = s->next) {
-    if (loads_buf(s->index, buf) || loads_buf(s->value, buf)) return true;
+    if (has(s->index, is_load, buf) || has(s->value, is_load, buf)) return true;
     if ((s->kind == KS_LOOP || s->kind == KS_GEMM) && reads(s->body, buf)) return true;
   }
   return false;
@@ -86,22 +78,15 @@ static bool reads(const kstmt *s, int buf) {
  * (the later loop): none of the statements r .. o updates them. */
 static bool accs_settled(const kexpr *x, const kstmt *r, const kstmt *o) {
   if (!x) return true;
-  if (x->kind == KX_ACC) {
-    for (const kstmt *s = r; s != o->next; s = s->next) {
-      kstmt one = *s;
-      one.next = NULL;
-      if (writes(&one, -1, x->var)) return false;
-    }
-    return true;
-  }
+  if (x->kind == KX_ACC) return writes(r, o->next, -1, x->var) == 0;
   return accs_settled(x->a, r, o) && accs_settled(x->b, r, o) && accs_settled(x->c, r, o);
 }
 
 /* The largest costly subexpression of v (in loop r's variable) whose copy in
  * loop o's variable is part of want; NULL if none. */
 static kexpr *shared_costly(kernel *k, kexpr *v, int rvar, int ovar, const kexpr *want) {
-  if (!v || !costly(v) || !uses_var(v, rvar)) return NULL;
-  if (v->kind == KX_OP && contains(want, renamed(k, v, rvar, ovar))) return v;
+  if (!has(v, is_costly, 0) || !has(v, is_var, rvar)) return NULL;
+  if (v->kind == KX_OP && has(want, is_node, (intptr_t)renamed(k, v, rvar, ovar))) return v;
   kexpr *x = shared_costly(k, v->a, rvar, ovar, want);
   if (!x) x = shared_costly(k, v->b, rvar, ovar, want);
   if (!x) x = shared_costly(k, v->c, rvar, ovar, want);
@@ -113,10 +98,10 @@ static kexpr *shared_costly(kernel *k, kexpr *v, int rvar, int ovar, const kexpr
 static bool stash_pair(kernel *k, const kstmt *root, kstmt *r, kstmt *o) {
   if (r->extent != o->extent) return false;
   for (kstmt *s = o->body; s; s = s->next) {
-    if (s->kind != KS_STORE || !uses_var(s->index, o->var)) continue;
+    if (s->kind != KS_STORE || !has(s->index, is_var, o->var)) continue;
     kiln_dtype dt = k->params[s->buf].dtype;
     if ((dt != KILN_F32 && dt != KILN_F64) || reads(root, s->buf)) continue;
-    if (writes(root, s->buf, -1) != 1) continue;  /* the later loop's store is the output's only writer */
+    if (writes(root, NULL, s->buf, -1) != 1) continue;  /* the later loop's store is the output's only writer */
     for (kstmt *u = r->body; u; u = u->next) {
       if (u->kind != KS_UPDATE) continue;
       kexpr *x = shared_costly(k, u->value, r->var, o->var, s->value);

@@ -268,6 +268,15 @@ static bool fam_rows(int j, cuda_case *c) {
   return finish(c, y, tol);
 }
 
+/* any of row 1 of bool_rows (only its last element true) or all of row 3
+ * (only its last element false): the last element decides. */
+static kiln_tensor *last_decides(kiln_tensor *x, bool any) {
+  kiln_tensor *row = kiln_select(x, 0, any ? 1 : 3);
+  kiln_tensor *y = any ? kiln_any(row) : kiln_all(row);
+  kiln_release(row);
+  return y;
+}
+
 /* Reductions of a whole tensor (one row on one block), and rows that are
  * several dims of a bigger tensor. */
 static bool fam_whole(int j, cuda_case *c) {
@@ -301,13 +310,7 @@ static bool fam_whole(int j, cuda_case *c) {
   case 3: y = kiln_var(x, 1); break;
   case 4: y = kiln_argmax(x); tol = exact; break;
   case 5: y = kiln_argmin(x); tol = exact; break;
-  case 6: case 7: {  /* row 1: only the last element true; row 3: only the last element false */
-    kiln_tensor *row = kiln_select(x, 0, j == 6 ? 1 : 3);
-    y = j == 6 ? kiln_any(row) : kiln_all(row);
-    kiln_release(row);
-    tol = exact;
-    break;
-  }
+  case 6: case 7: y = last_decides(x, j == 6); tol = exact; break;
   case 8: y = kiln_sum(x); tol = exact; break;
   case 9: y = kiln_max(x); tol = exact; break;
   case 10: y = kiln_layer_norm(x, 2, NULL, NULL, 1e-5); break;
@@ -346,13 +349,7 @@ static bool fam_grid(int j, cuda_case *c) {
   case 1: y = kiln_mean(x); break;
   case 2: y = kiln_argmax(x); tol = exact; break;
   case 3: y = kiln_argmin(x); tol = exact; break;
-  case 4: case 5: {  /* row 1: only the last element true; row 3: only the last element false */
-    kiln_tensor *row = kiln_select(x, 0, j == 4 ? 1 : 3);
-    y = j == 4 ? kiln_any(row) : kiln_all(row);
-    kiln_release(row);
-    tol = exact;
-    break;
-  }
+  case 4: case 5: y = last_decides(x, j == 4); tol = exact; break;
   case 6: y = kiln_sum(x); tol = exact; break;
   case 7: y = kiln_max(x); tol = exact; break;
   default: {
