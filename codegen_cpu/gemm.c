@@ -4,7 +4,12 @@
  * register-blocked micro-kernel of MR x NR accumulators (llvm.fma on <16 x
  * float> or <8 x double>: 24 of the 32 zmm registers). The partial sums of
  * all depth blocks but the last wait in a scratch C; after the last one each
- * micro-tile runs the KS_GEMM body (the epilogue) on its elements. */
+ * micro-tile runs the KS_GEMM body (the epilogue) on its elements.
+ * KC is deep on purpose: a KC x NR panel of B no longer fits in L1, but the
+ * micro-kernel does 24 FMAs per 176 bytes it loads, which L2 feeds easily,
+ * and with K <= KC there is no scratch C to write, read back and page in.
+ * On Zen 4 (x @ W^T, 4096x1024x1024) this took the product from 47 ms to
+ * 42 ms on 2 threads, level with OpenBLAS; KC = 256 had it at 0.87x. */
 #include "codegen_cpu/cpu_impl.h"
 
 #include <stdlib.h>
@@ -12,8 +17,8 @@
 enum {
   MR = 12,     /* micro-tile rows: A elements broadcast per k */
   NV = 2,      /* vectors per micro-tile row: NR = NV * lanes */
-  KC = 256,    /* depth block: a KC x NR panel of B stays in L1 */
-  MC = 96,     /* row block (a multiple of MR): MC x KC of A stays in L2 */
+  KC = 2048,   /* depth block: products with K <= KC keep each micro-tile's sums in registers over all of K */
+  MC = 48,     /* row block (a multiple of MR): MC x KC of A (384 KiB) stays in L2 */
   NC = 1024,   /* column block: KC x NC of B stays in L3 */
   VBYTES = 64, /* one zmm register */
 };

@@ -22,12 +22,12 @@ static const gk_row gk_rows[] = {
   {1, 67, 131, 29, KILN_F32, false, false, false},
   {1, 1, 1, 1, KILN_F32, false, false, false},
   {1, 5, 7, 0, KILN_F32, false, false, true},       /* K = 0: bias only */
-  {1, 100, 50, 300, KILN_F32, false, false, false},  /* rows past one row block, two depth blocks */
+  {1, 100, 50, 2100, KILN_F32, false, false, false}, /* rows past one row block, two depth blocks */
   {1, 13, 1100, 17, KILN_F32, false, true, true},    /* two column blocks, W^T read in place */
-  {1, 37, 45, 520, KILN_F32, true, true, true},      /* three depth blocks, both transposed */
+  {1, 37, 45, 4500, KILN_F32, true, true, true},     /* three depth blocks, both transposed */
   {3, 9, 21, 11, KILN_F32, false, false, true},      /* a gemm inside a batch loop */
   {1, 67, 131, 29, KILN_F64, false, false, true},
-  {2, 30, 19, 270, KILN_F64, true, false, false},
+  {2, 30, 19, 2070, KILN_F64, true, false, false}, /* two depth blocks */
   {1, 29, 53, 31, KILN_F16, false, true, true},
   {1, 29, 53, 31, KILN_BF16, true, false, true},
 };
@@ -156,7 +156,7 @@ static const mm_row mm_rows[] = {
   {SHAPE(67, 29), SHAPE(29, 131), V_TRANSPOSE_A},
   {SHAPE(67, 29), SHAPE(29, 131), V_TRANSPOSE_B},
   {SHAPE(67, 29), SHAPE(29, 131), V_SLICE_A},
-  {SHAPE(3, 13, 300), SHAPE(3, 300, 17), V_TRANSPOSE_B},  /* batched, two depth blocks */
+  {SHAPE(3, 13, 2100), SHAPE(3, 2100, 17), V_TRANSPOSE_B},  /* batched, two depth blocks */
   {SHAPE(2, 4, 5), SHAPE(5, 3), V_TRANSPOSE_A},  /* a batch that cannot fold */
   {SHAPE(256, 256), SHAPE(256, 256), V_PLAIN},
 };
