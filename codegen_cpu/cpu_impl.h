@@ -29,6 +29,7 @@ typedef struct {
   LLVMValueRef *memo;                 /* by kexpr id: its value where it dominates, else NULL */
   int *defined, ndefined;             /* memoised ids in order, so a loop forgets its own on exit */
   int math_calls;                     /* transcendentals emitted so far (math.c) */
+  int wide_math_calls;                /* of which f32 functions computed in f64 */
 } emitter;
 
 /* ---- emit.c ---- */
@@ -41,6 +42,11 @@ int cpu_emit_mark(emitter *em);
 void cpu_emit_forget(emitter *em, int mark);
 /* The accumulator's alloca (created in the entry block on first use). */
 LLVMValueRef cpu_acc_slot(emitter *em, int acc, kiln_dtype t);
+/* !llvm.loop !{self, !{hint[, i32 value]}} on a loop's latch branch (value
+ * < 0: none); cpu_latency_hint interleaves a loop whose body emitted f32
+ * functions computed in f64 since wide_mark (em->wide_math_calls before). */
+void cpu_loop_hint(cpu_cg *g, LLVMValueRef latch_br, const char *hint, int value);
+void cpu_latency_hint(emitter *em, LLVMValueRef latch_br, int wide_mark);
 /* ---- gemm.c ---- */
 /* KS_GEMM (ir/kernel.h): the blocked matrix product and its epilogue. When
  * the gemm is not inside a loop, rows lo..hi of 0..m are computed (the

@@ -3,8 +3,11 @@
  * NR-wide panels), row blocks of MC (A packed into MR-high panels), and a
  * register-blocked micro-kernel of MR x NR accumulators (llvm.fma on <16 x
  * float> or <8 x double>: 24 of the 32 zmm registers). The partial sums of
- * all depth blocks but the last wait in a scratch C; after the last one each
- * micro-tile runs the KS_GEMM body (the epilogue) on its elements.
+ * all depth blocks but the last wait in a scratch C. The finished sums of a
+ * row block (in the scratch C, or a row-block buffer when K fits in one
+ * depth block) then go through the KS_GEMM body (the epilogue) row by row,
+ * in loops long enough to vectorize well; per 12 x 32 micro-tile, gelu's
+ * epilogue cost twice what a separate gelu kernel does.
  * KC is deep on purpose: a KC x NR panel of B no longer fits in L1, but the
  * micro-kernel does 24 FMAs per 176 bytes it loads, which L2 feeds easily,
  * and with K <= KC there is no scratch C to write, read back and page in.
@@ -33,8 +36,8 @@ typedef struct {
   int64_t kc, mc, nc;        /* block sizes, shrunk to the problem (nc, mc: multiples of NR, MR) */
   LLVMValueRef i0, i1;       /* the rows this call computes */
   LLVMValueRef ap, bp, cs;   /* packed A block, packed B block, scratch C (rows x nc; NULL if one depth block) */
+  LLVMValueRef rb;           /* finished sums of one row block (mc x nc) when there is no scratch C */
   LLVMValueRef acc[MR * NV]; /* accumulator vectors: allocas that SROA turns into registers */
-  LLVMValueRef tile;         /* a finished micro-tile (MR x NR) that the epilogue reads by index */
 } gemm;
 
 /* One operand as packing sees it: element (x, p) is
@@ -127,12 +130,14 @@ static LLVMValueRef loop_open(gemm *c, gloop *l, LLVMValueRef start, LLVMValueRe
   return l->iv;
 }
 
-static void loop_close(gemm *c, gloop *l) {
+/* Returns the latch branch (for loop metadata). */
+static LLVMValueRef loop_close(gemm *c, gloop *l) {
   LLVMValueRef next = LLVMBuildNSWAdd(c->b, l->iv, c64(c, l->step), "");
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
-  LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, next, l->end, ""), l->body, l->exit);
+  LLVMValueRef br = LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, next, l->end, ""), l->body, l->exit);
   LLVMAddIncoming(l->iv, &next, &latch, 1);
   LLVMPositionBuilderAtEnd(c->b, l->exit);
+  return br;
 }
 
 /* ---- packing ------------------------------------------------------------ */
@@ -248,57 +253,48 @@ static void micro_save(gemm *c, LLVMValueRef dst, int64_t row_stride) {
     }
 }
 
-/* The KS_GEMM body for each element (row0 + r, col0 + q) of the finished
- * tile that lies inside the product; the body is emitted once, in a loop. */
-static void epilogue(gemm *c, LLVMValueRef row0, LLVMValueRef col0) {
+/* The KS_GEMM body for each element (ic + r, jc + q) of a finished row
+ * block whose sums wait in `sums` (row stride nc): one loop over whole rows
+ * of the block, long enough to vectorize well, while the block is in L2.
+ * The body is emitted once. */
+static void epilogue(gemm *c, LLVMValueRef sums, LLVMValueRef ic, LLVMValueRef jc, LLVMValueRef mcur,
+                     LLVMValueRef ncur) {
   const kstmt *s = c->s;
   emitter *em = c->em;
-  micro_save(c, c->tile, c->nr);
-  LLVMValueRef rows = imin(c, c64(c, MR), sub(c, c->i1, row0));
-  LLVMValueRef cols = imin(c, c64(c, c->nr), sub(c, c64(c, s->gemm.n), col0));
-  int mark = cpu_emit_mark(em);
+  int mark = cpu_emit_mark(em), wide = em->wide_math_calls;
   gloop lr, lq;
-  LLVMValueRef r = loop_open(c, &lr, c64(c, 0), rows, 1);
-  LLVMValueRef q = loop_open(c, &lq, c64(c, 0), cols, 1);
-  em->vars[s->var] = add(c, row0, r);
-  em->vars[s->gemm.var_j] = add(c, col0, q);
-  LLVMValueRef v = LLVMBuildLoad2(c->b, c->t, gep(c, c->t, c->tile, add(c, mul(c, r, c->nr), q)), "");
+  LLVMValueRef r = loop_open(c, &lr, c64(c, 0), mcur, 1);
+  LLVMValueRef q = loop_open(c, &lq, c64(c, 0), ncur, 1);
+  em->vars[s->var] = add(c, ic, r);
+  em->vars[s->gemm.var_j] = add(c, jc, q);
+  LLVMValueRef v = LLVMBuildLoad2(c->b, c->t, gep(c, c->t, sums, add(c, mul(c, r, c->nc), q)), "");
   LLVMBuildStore(c->b, v, cpu_acc_slot(em, s->acc, s->type));
   cpu_emit_block(em, s->body);
-  loop_close(c, &lq);
+  cpu_latency_hint(em, loop_close(c, &lq), wide);
   loop_close(c, &lr);
   cpu_emit_forget(em, mark);
 }
 
-/* One micro-tile at rows row0.., columns col0.. (absolute; jc is the column
- * block's first column): resume, multiply, then the epilogue after the
- * last depth block or back to the scratch C before it. */
+/* Where the sums of the row block starting at row ic live. */
+static LLVMValueRef block_sums(gemm *c, LLVMValueRef ic) {
+  return c->cs ? gep(c, c->t, c->cs, mul(c, sub(c, ic, c->i0), c->nc)) : c->rb;
+}
+
+/* One micro-tile at rows row0.., columns col0.. (absolute; ic and jc are
+ * the row and column block's first row and column): resume from the
+ * scratch C (if any), multiply, and save the sums there, or to the row
+ * block's buffer. */
 static void micro_tile(gemm *c, LLVMValueRef apan, LLVMValueRef bpan, LLVMValueRef kc, LLVMValueRef first,
-                       LLVMValueRef last, LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef jc) {
-  LLVMValueRef ctile = NULL;
+                       LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef ic, LLVMValueRef jc) {
+  LLVMValueRef at = add(c, mul(c, sub(c, row0, ic), c->nc), sub(c, col0, jc));
+  LLVMValueRef ctile = gep(c, c->t, block_sums(c, ic), at);
   if (c->cs) {
-    LLVMValueRef at = add(c, mul(c, sub(c, row0, c->i0), c->nc), sub(c, col0, jc));
-    ctile = gep(c, c->t, c->cs, at);
     micro_init(c, first, ctile);
   } else {
     for (int i = 0; i < MR * NV; i++) LLVMBuildStore(c->b, LLVMConstNull(c->vt), c->acc[i]);
   }
   micro_loop(c, apan, bpan, kc);
-  if (!c->cs) {
-    epilogue(c, row0, col0);
-    return;
-  }
-  LLVMBasicBlockRef fin = LLVMAppendBasicBlockInContext(c->g->ctx, c->em->fn, "gemm.epilogue");
-  LLVMBasicBlockRef save = LLVMAppendBasicBlockInContext(c->g->ctx, c->em->fn, "gemm.save");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->g->ctx, c->em->fn, "gemm.tiled");
-  LLVMBuildCondBr(c->b, last, fin, save);
-  LLVMPositionBuilderAtEnd(c->b, fin);
-  epilogue(c, row0, col0);
-  LLVMBuildBr(c->b, done);
-  LLVMPositionBuilderAtEnd(c->b, save);
   micro_save(c, ctile, c->nc);
-  LLVMBuildBr(c->b, done);
-  LLVMPositionBuilderAtEnd(c->b, done);
 }
 
 /* ---- the blocked loops -------------------------------------------------- */
@@ -312,9 +308,16 @@ static void row_block(gemm *c, const operand *a, LLVMValueRef ic, LLVMValueRef p
   LLVMValueRef ir = loop_open(c, &li, c64(c, 0), mcur, MR);
   LLVMValueRef apan = gep(c, c->t, c->ap, mul(c, ir, c->kc));
   LLVMValueRef bpan = gep(c, c->t, c->bp, mul(c, jr, c->kc));
-  micro_tile(c, apan, bpan, kc, first, last, add(c, ic, ir), add(c, jc, jr), jc);
+  micro_tile(c, apan, bpan, kc, first, add(c, ic, ir), add(c, jc, jr), ic, jc);
   loop_close(c, &li);
   loop_close(c, &lj);
+  LLVMBasicBlockRef fin = LLVMAppendBasicBlockInContext(c->g->ctx, c->em->fn, "gemm.epilogue");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->g->ctx, c->em->fn, "gemm.done");
+  LLVMBuildCondBr(c->b, last, fin, done);
+  LLVMPositionBuilderAtEnd(c->b, fin);
+  epilogue(c, block_sums(c, ic), ic, jc, mcur, ncur);
+  LLVMBuildBr(c->b, done);
+  LLVMPositionBuilderAtEnd(c->b, done);
 }
 
 static void blocked(gemm *c, const operand *a, const operand *b) {
@@ -351,7 +354,6 @@ static void setup(gemm *c, emitter *em, const kstmt *s) {
   c->i0 = top ? em->lo : c64(c, 0);
   c->i1 = top ? em->hi : c64(c, s->extent);
   for (int i = 0; i < MR * NV; i++) c->acc[i] = entry_alloca(c, c->vt);
-  c->tile = entry_alloca(c, LLVMArrayType(c->t, (unsigned)(MR * c->nr)));
 }
 
 void cpu_emit_gemm(emitter *em, const kstmt *s) {
@@ -366,9 +368,12 @@ void cpu_emit_gemm(emitter *em, const kstmt *s) {
     LLVMValueRef rows = add(&c, sub(&c, c.i1, c.i0), c64(&c, MR - 1));
     rows = mul(&c, LLVMBuildSDiv(c.b, rows, c64(&c, MR), ""), MR);
     c.cs = buffer_alloc(&c, mul(&c, rows, c.nc));
+  } else {
+    c.rb = buffer_alloc(&c, c64(&c, c.mc * c.nc));
   }
   blocked(&c, &a, &b);
   buffer_free(&c, c.cs);
+  buffer_free(&c, c.rb);
   buffer_free(&c, c.bp);
   buffer_free(&c, c.ap);
 }

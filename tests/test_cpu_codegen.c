@@ -315,6 +315,24 @@ START_TEST(test_w1_vectorizes) {
 }
 END_TEST
 
+/* f32 gelu, gelu_tanh and pow compute in f64 (8 lanes): their loops are
+ * interleaved 8 times (64 elements per vector iteration) so that enough of
+ * their long dependency chains run at once; f32 exp keeps LLVM's choice. */
+START_TEST(test_wide_math_interleaved) {
+  static const ir_op wide[] = {IR_GELU, IR_GELU_TANH, IR_POW};
+  for (int w = 0; w < 4; w++) {
+    kernel *k = ew_kernel(w < 3 ? wide[w] : IR_EXP, KILN_F32, KILN_F32, KILN_F32, 4096);
+    ir_str ir = {0};
+    compile(k, &ir);
+    bool by64 = strstr(ir.s, "add nuw i64 %index, 64") != NULL;
+    ck_assert_msg(by64 == (w < 3), "%s: %s 64 elements per vector iteration", ir_ops[k->body->body->value->op].name,
+                  by64 ? "unexpectedly" : "not");
+    ir_str_free(&ir);
+    k_free(k);
+  }
+}
+END_TEST
+
 /* out[i0*W + i1] = a[i0*W + i1] + c[i1] (parallel outer, vector inner), and
  * a transposed copy through idiv/imod: t[i] = a[(i % H) * W + i / H]. */
 START_TEST(test_nested_loops) {
@@ -640,6 +658,7 @@ static Suite *cpu_codegen_suite(void) {
   tc = tcase_create("kernels");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, test_w1_vectorizes);
+  tcase_add_test(tc, test_wide_math_interleaved);
   tcase_add_test(tc, test_nested_loops);
   tcase_add_test(tc, test_sibling_loops_and_sums);
   tcase_add_test(tc, test_half_storage);
