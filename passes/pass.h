@@ -39,6 +39,7 @@ typedef struct {
   int ncreated;
   ir_node **created;    /* nodes passes made (one reference each), released
                            with the graph: running a kernel drops its sources */
+  int target;           /* pass_config.target, set by pass_run_graph */
 } pass_graph;
 
 kiln_status pass_verify(pass_graph *g);
@@ -46,6 +47,10 @@ void pass_simplify(pass_graph *g);
 void pass_cse(pass_graph *g);
 void pass_fold_views(pass_graph *g);
 void pass_split_reduce(pass_graph *g);
+/* Copies a matmul operand that cuBLASLt cannot read in place (CUDA only). */
+void pass_gemm_operands(pass_graph *g);
+/* Holds a node a pass made (its one reference) until pass_graph_release. */
+void pass_hold(pass_graph *g, ir_node *n);
 /* Releases what passes created (g->created). */
 void pass_graph_release(pass_graph *g);
 /* view.c: the strided-view algebra of movement ops. pass_view_strides gives

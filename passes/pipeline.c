@@ -1,6 +1,7 @@
 /* pipeline.c: the one list of passes, in order, each with a dump hook and a
  * name that KILN_PASSES can switch off (QBE's func(), Halide's lower_impl).
- * Graph: verify -> simplify -> cse -> split_reduce -> fold_views -> dce -> fuse -> schedule.
+ * Graph: verify -> simplify -> cse -> split_reduce -> fold_views -> gemm_operands -> dce -> fuse
+ * -> schedule.
  * Kernel: lower -> stash. */
 #include "pass.h"
 
@@ -19,6 +20,7 @@ static kiln_status run_simplify(pass_graph *g, bool on) { if (on) pass_simplify(
 static kiln_status run_cse(pass_graph *g, bool on) { if (on) pass_cse(g); return KILN_OK; }
 static kiln_status run_fold_views(pass_graph *g, bool on) { if (on) pass_fold_views(g); return KILN_OK; }
 static kiln_status run_split_reduce(pass_graph *g, bool on) { if (on) pass_split_reduce(g); return KILN_OK; }
+static kiln_status run_gemm_operands(pass_graph *g, bool on) { if (on) pass_gemm_operands(g); return KILN_OK; }
 static kiln_status run_fuse(pass_graph *g, bool on) { pass_fuse(g, on); return KILN_OK; }
 
 /* dce: the nodes the rewrites above left unreachable from the targets are
@@ -46,10 +48,18 @@ static const graph_pass graph_passes[] = {
   {"cse", true, run_cse},
   {"split_reduce", true, run_split_reduce},
   {"fold_views", true, run_fold_views},
+  {"gemm_operands", true, run_gemm_operands},
   {"dce", true, run_dce},
   {"fuse", true, run_fuse},
   {"schedule", false, run_schedule},
 };
+
+void pass_hold(pass_graph *g, ir_node *n) {
+  ir_node **c = realloc(g->created, sizeof *c * (size_t)(g->ncreated + 1));
+  IR_ASSERT(c);
+  g->created = c;
+  g->created[g->ncreated++] = n;
+}
 
 void pass_graph_release(pass_graph *g) {
   for (int i = 0; i < g->ncreated; i++) ir_node_release(g->created[i]);
@@ -83,6 +93,7 @@ static void dump_graph(const pass_graph *g, const char *after) {
 }
 
 kiln_status pass_run_graph(pass_graph *g, const pass_config *cfg) {
+  g->target = cfg->target;
   for (size_t i = 0; i < sizeof graph_passes / sizeof *graph_passes; i++) {
     const graph_pass *p = &graph_passes[i];
     bool on = !p->switchable || pass_enabled(cfg, p->name);

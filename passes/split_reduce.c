@@ -31,13 +31,6 @@ static int64_t partials(int64_t r) {
   return 0;
 }
 
-static void hold(pass_graph *g, ir_node *n) {
-  ir_node **c = realloc(g->created, sizeof *c * (size_t)(g->ncreated + 1));
-  IR_ASSERT(c);
-  g->created = c;
-  g->created[g->ncreated++] = n;
-}
-
 /* The first reduced dim of n when every dim from it on is reduced; -1 when
  * the reduced dims do not trail. */
 static int trailing_from(const ir_node *n) {
@@ -69,9 +62,9 @@ static bool split_one(pass_graph *g, ir_node *n) {
   part->attr.axes = 1u << (q + 1);
   for (int d = q; d < n->ndim; d++) ws[d] = d == q ? p : 1;
   ir_node *w = ir_node_new(IR_RESHAPE, n->dtype, n->ndim, ws, 1, &part, n->file, n->line);
-  hold(g, v);
-  hold(g, part);
-  hold(g, w);
+  pass_hold(g, v);
+  pass_hold(g, part);
+  pass_hold(g, w);
   ir_node_set_src(n, 0, w);
   return true;
 }

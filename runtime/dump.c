@@ -118,7 +118,7 @@ kiln_status kiln_dump_graph_at(const char *f, int l, kiln_tensor *t, FILE *out, 
   kiln_status st = check_args(f, l, t, out, fmt);
   if (st != KILN_OK) return st;
   rt_graph_plan p;
-  st = rt_plan_graph(1, &t, &p);
+  st = rt_plan_graph(-1, 1, &t, &p);
   if (st == KILN_OK) {
     ir_str b = {0};
     (fmt == KILN_FMT_DOT ? write_dot : write_text)(&b, &p);

@@ -22,7 +22,7 @@ static rt_planned plan_group(pass_graph *g, int gi, const pass_config *cfg) {
 
 /* Holds every node as realize does: a rewrite that drops a node's last user
  * must not free it while the pass arrays still point at it. */
-static kiln_status plan_graph(int target, int n, ir_node *const *nodes, rt_graph_plan *p) {
+kiln_status rt_plan_graph(int target, int n, ir_node *const *nodes, rt_graph_plan *p) {
   memset(p, 0, sizeof *p);
   p->nheld = ir_graph_collect(n, nodes, &p->held);
   for (int i = 0; i < p->nheld; i++) ir_node_retain(p->held[i]);
@@ -39,8 +39,6 @@ static kiln_status plan_graph(int target, int n, ir_node *const *nodes, rt_graph
   return KILN_OK;
 }
 
-kiln_status rt_plan_graph(int n, ir_node *const *nodes, rt_graph_plan *p) { return plan_graph(-1, n, nodes, p); }
-
 void rt_graph_plan_free(rt_graph_plan *p) {
   if (p->kernels) rt_plan_free(p->kernels, p->g.ngroups);
   pass_graph_release(&p->g);
@@ -55,7 +53,7 @@ static int plan(int target, int n, ir_node *const *nodes, rt_planned **out) {
   rt_graph_plan p;
   int count = -1;
   *out = NULL;
-  if (plan_graph(target, n, nodes, &p) == KILN_OK) {
+  if (rt_plan_graph(target, n, nodes, &p) == KILN_OK) {
     count = p.g.ngroups;
     *out = p.kernels;
     p.kernels = NULL;   /* the caller owns them now */

@@ -1,6 +1,6 @@
 /* test_cuda_gemm.c: matrix products for cuBLASLt, without a GPU
  * (codegen_cuda/gemm.c, runtime/cublas.c). Each graph of the table is
- * planned (rt_plan_graph: nothing runs) and its KS_GEMM kernel split into a
+ * planned for CUDA (rt_plan_graph: nothing runs) and its KS_GEMM kernel split into a
  * cuBLASLt call and a rest kernel; the call's epilogue, transposes and
  * batching are checked against the row. Then the whole plan runs on the
  * host: ordinary kernels and the rest on the CPU back end, the call through
@@ -16,6 +16,7 @@
 #include "codegen_cuda/cuda.h"
 #include "runtime/device.h"
 #include "runtime/inspect.h"
+#include "runtime/rt.h"
 #include "util/testutil.h"
 
 #include <math.h>
@@ -104,6 +105,21 @@ static kiln_tensor *g_exp_operand(kiln_dtype dt) {
 static kiln_tensor *g_sliced(kiln_dtype dt) {
   return kiln_mm(kiln_index(in(dt, KILN_SHAPE(8, 9)), "1:6, 2:9"), T(kiln_index(in(dt, KILN_SHAPE(4, 10)), "1:, :7")));
 }
+/* Operands cuBLASLt cannot read in place go through a contiguous copy
+ * (passes/gemm_operands.c): a reversed row, a step, a broadcast row, and a
+ * flipped view of a computed operand. */
+static kiln_tensor *g_flipped_cols(kiln_dtype dt) {
+  return kiln_mm(kiln_flip(in(dt, KILN_SHAPE(5, 7)), KILN_DIMS(1)), in(dt, KILN_SHAPE(7, 3)));
+}
+static kiln_tensor *g_stepped(kiln_dtype dt) {
+  return kiln_mm(kiln_index(in(dt, KILN_SHAPE(5, 14)), ":, ::2"), in(dt, KILN_SHAPE(7, 3)));
+}
+static kiln_tensor *g_row_bcast(kiln_dtype dt) {
+  return kiln_mm(kiln_expand(in(dt, KILN_SHAPE(1, 7)), KILN_SHAPE(5, 7)), in(dt, KILN_SHAPE(7, 3)));
+}
+static kiln_tensor *g_flipped_exp(kiln_dtype dt) {
+  return kiln_relu(kiln_mm(in(dt, KILN_SHAPE(5, 7)), kiln_flip(kiln_exp(in(dt, KILN_SHAPE(7, 3))), KILN_DIMS(1))));
+}
 static kiln_tensor *g_zero_k(kiln_dtype dt) {
   return kiln_relu(kiln_mm(in(dt, KILN_SHAPE(3, 0)), in(dt, KILN_SHAPE(0, 4))));
 }
@@ -158,6 +174,11 @@ static const gemm_row rows[] = {
   {"relu(batched + b)", g_batch_bias, KILN_F32, 1, RELU, 0, 0, 0, 3, 0, true},
   {"exp(A)@B", g_exp_operand, KILN_F32, 0, NONE, 0, 0, 0, 1, 0, true},
   {"sliced", g_sliced, KILN_F32, 0, NONE, 0, 1, 0, 1, 0, true},
+  {"flipped columns", g_flipped_cols, KILN_F32, 0, NONE, 0, 0, 0, 1, 0, true},
+  {"stepped columns", g_stepped, KILN_F32, 0, NONE, 0, 0, 0, 1, 0, true},
+  {"broadcast rows", g_row_bcast, KILN_F32, 0, NONE, 0, 0, 0, 1, 0, true},
+  {"relu(A@flip(exp(B)))", g_flipped_exp, KILN_F32, 0, RELU, 0, 0, 0, 1, 0, true},
+  {"f64 stepped columns", g_stepped, KILN_F64, 0, NONE, 0, 0, 0, 1, 0, true},
   {"k = 0", g_zero_k, KILN_F32, 0, NONE, 1, ANY, ANY, ANY, ANY, false},
   {"f16 plain", g_plain, KILN_F16, 0, NONE, 0, 0, 0, 1, 0, true},
   {"f16 relu(linear)", g_relu_linear, KILN_F16, 1, RELU, 0, 1, 0, 1, 0, true},
@@ -294,7 +315,7 @@ static void run_row(const gemm_row *r, ir_str *rest_src) {
   ck_assert_msg(kiln_status_of(t) == KILN_OK, "%s: %s", r->name, kiln_last_error());
   ref_tensor *want = ref_eval(t);
   rt_graph_plan p;
-  ck_assert_msg(rt_plan_graph(1, &t, &p) == KILN_OK, "%s: %s", r->name, kiln_last_error());
+  ck_assert_msg(rt_plan_graph(KILN_CUDA, 1, &t, &p) == KILN_OK, "%s: %s", r->name, kiln_last_error());
   stored st = {0};
   int ngemm = 0;
   for (int i = 0; i < p.g.ngroups; i++) {
@@ -357,9 +378,14 @@ START_TEST(test_rest_kernels_compile) {
 END_TEST
 
 /* ---- what cuBLASLt cannot read in place ---------------------------------------- */
+/* With gemm_operands off, the split names the operand it cannot read; with
+ * it on (the rows above), the operand is copied first. */
 static void expect_refused(kiln_tensor *t, const char *want) {
   rt_planned *plan;
+  const char *passes = rt_opts()->passes;
+  rt_opts()->passes = "-gemm_operands";
   int n = rt_plan_for(KILN_CUDA, 1, &t, &plan);
+  rt_opts()->passes = passes;
   ck_assert_int_ge(n, 1);
   bool seen = false;
   for (int i = 0; i < n; i++) {
