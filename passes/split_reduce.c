@@ -42,7 +42,8 @@ static int trailing_from(const ir_node *n) {
 }
 
 static bool split_one(pass_graph *g, ir_node *n) {
-  if (n->device.type != KILN_CPU) return false;  /* a GPU reduction spreads over blocks itself */
+  int target = g->target >= 0 ? g->target : (int)n->device.type;
+  if (target != KILN_CPU) return false;  /* a GPU reduction spreads over blocks itself */
   if (n->op != IR_SUM && n->op != IR_PROD && n->op != IR_MAX && n->op != IR_MIN) return false;
   if (ir_compute_dtype(n->dtype) != n->dtype || n->attr.compute != n->dtype) return false;
   int q = trailing_from(n);

@@ -224,6 +224,14 @@ START_TEST(big_reductions_split) {
   rt_opts()->passes = "-split_reduce";
   ck_assert_int_eq(kernels_of(kiln_sum(x)), 1);
   rt_opts()->passes = NULL;
+  /* planned for the CUDA back end, whose full reductions spread over blocks
+   * themselves: not split, whatever device the data is on */
+  kiln_tensor *s = kiln_sum(x);
+  rt_planned *plan;
+  ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &s, &plan), 1);
+  rt_plan_free(plan, 1);
+  ck_assert_int_eq(rt_plan_for(KILN_CPU, 1, &s, &plan), 2);
+  rt_plan_free(plan, 2);
   kiln_scope_end();
 }
 END_TEST
