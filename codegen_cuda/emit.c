@@ -49,6 +49,7 @@ typedef struct {
   signed char *reads_acc;  /* by expr id: -1 unknown, else whether it reads an accumulator */
   int fresh;            /* numbers the recomputed (accumulator-reading) temporaries */
   const kstmt *grid_loop;  /* the reduction loop the whole grid splits, if any */
+  const kstmt *grid_body;  /* the statements around it (the one iteration) */
   bool *vec;            /* by expr id: a load the vector path moves by vectors */
   const kexpr **vloads; /* those loads, nvloads of them */
   int nvloads;
@@ -629,7 +630,7 @@ static int grid_blocks(cuda_em *em, const kstmt *s, const kstmt **loop) {
 
 /* The start value of accumulator acc (its KS_ACC, before the grid's loop). */
 static const kexpr *acc_init(const cuda_em *em, int acc) {
-  const kstmt *s = em->k->body;
+  const kstmt *s = em->grid_body;
   while (s->kind != KS_ACC || s->acc != acc) s = s->next;
   return s->value;
 }
@@ -915,12 +916,15 @@ static void emit_signature(cuda_em *em, int block) {
 }
 
 /* A row per block, blocks striding over the rows. A kernel that is one row
- * whose reduction is long (grid_blocks) runs it on the whole grid instead,
- * every block taking the one iteration. */
+ * (no parallel loop, or one of extent 1: a reduction kept as [1]) whose
+ * reduction is long (grid_blocks) runs it on the whole grid instead, every
+ * block taking the one iteration. */
 static void emit_rows(cuda_em *em, const kstmt *const *chain, int n, const kstmt *iter, cuda_launch *launch) {
   const kstmt *loop = NULL;
-  launch->grid = n ? grid_for(launch->range, 1) : grid_blocks(em, iter, &loop);
-  em->grid_loop = launch->grid > 1 && !n ? loop : NULL;
+  bool one = !n || launch->range == 1;
+  launch->grid = one ? grid_blocks(em, iter, &loop) : grid_for(launch->range, 1);
+  em->grid_loop = launch->grid > 1 && one ? loop : NULL;
+  em->grid_body = iter;
   launch->block = em->grid_loop ? CUDA_ROW_BLOCK : row_block(row_width(em, iter), launch->range);
   launch->scratch = em->grid_loop ? 16 + 8 * (int64_t)grid_slots(em, loop) * CUDA_MAX_GRID : 0;
   emit_signature(em, launch->block);

@@ -29,6 +29,9 @@
  *   (W6's x - mean feeds both the variance and the output, never stored).
  * - Kernels of the same shape that share an inlined node merge into one
  *   multi-output kernel, so the shared node is computed once.
+ * - CUDA only: a big reduction to few values is stored by a kernel of its
+ *   own, with no other reduction, when more than its epilogue reads it (see
+ *   grid_reduce below), so that kernel can use the whole grid.
  * With merge off (KILN_PASSES=-fuse) every computing node is its own kernel.
  * Invariant ensured: g->group_of and g->materialized as pass.h says; each
  * group's outputs share its shape and are its materialized nodes.
@@ -38,7 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { HAS_REDUCE = 1, HAS_CONTRACT = 2 };
+enum { HAS_REDUCE = 1, HAS_CONTRACT = 2, HAS_GRID = 4 /* a stored grid reduction (below) */ };
 
 typedef struct {
   int *parent;          /* union-find over group ids */
@@ -119,14 +122,54 @@ static ir_node *strided_leaf(ir_node *n) {
  * rows the threads split (split_reduce.c's partials), not rerun inside it. */
 enum { SMALL_REDUCE = 64 };
 
+/* ---- CUDA: reductions that can use the whole grid -------------------------
+ * The CUDA back end spreads a reduction over the whole grid only when it and
+ * its epilogue are all a kernel computes (codegen_cuda/emit.c's
+ * grid_blocks). Anything more puts a kernel with few outputs on one block:
+ * a second reduction (var's two sums, softmax's max then sum) or a pass over
+ * the data that reads its value (x - x.mean(), softmax's output); a 1-D
+ * softmax of 16M elements ran on 1 of 132 SMs. So on CUDA a big reduction to
+ * fewer than SMALL_REDUCE values is stored by a kernel of its own when a
+ * bigger node, or a node that also reads another such reduction, reads its
+ * value (through small elementwise nodes and views), and such a kernel takes
+ * no other reduction. mean(x) alone stays one grid kernel. */
+enum { GRID_MIN = 1 << 16, MAX_REACHED = 8 };  /* reduced elements per value worth the grid */
+
+static bool grid_reduce(const pass_graph *g, const ir_node *n) {
+  int target = g->target >= 0 ? g->target : (int)n->device.type;
+  if (target != KILN_CUDA || !ir_op_has(n->op, IR_REDUCE)) return false;
+  int64_t out = ir_numel(n->ndim, n->shape);
+  return out < SMALL_REDUCE && ir_numel(n->src[0]->ndim, n->src[0]->shape) >= GRID_MIN * (out > 0 ? out : 1);
+}
+
+/* The grid reductions (distinct, at most MAX_REACHED) whose values reach n's
+ * sources through small elementwise nodes and views. */
+static void grid_sources(const pass_graph *g, const ir_node *n, const ir_node **r, int *k) {
+  for (int s = 0; s < n->nsrc; s++) {
+    const ir_node *x = n->src[s];
+    if (grid_reduce(g, x)) {
+      bool dup = false;
+      for (int i = 0; i < *k; i++) dup = dup || r[i] == x;
+      if (!dup && *k < MAX_REACHED) r[(*k)++] = x;
+    } else if ((ir_op_has(x->op, IR_EW) || ir_op_has(x->op, IR_MOVE)) && ir_numel(x->ndim, x->shape) < SMALL_REDUCE) {
+      grid_sources(g, x, r, k);
+    }
+  }
+}
+
 /* First-pass materialization: targets, computing nodes broadcast along a
  * leading dim, matmul operands that are not strided views of a buffer,
- * reductions read by a small reduction, and with merging off every
- * computing node. */
+ * reductions read by a small reduction, grid reductions (above) and with
+ * merging off every computing node. */
 static void mark_forced(pass_graph *g, bool merge, bool *mat) {
   for (int i = 0; i < g->n; i++) {
     ir_node *n = g->topo[i];
     if (n->op == IR_BUFFER) continue;
+    const ir_node *r[MAX_REACHED];
+    int k = 0;
+    grid_sources(g, n, r, &k);
+    if (k > 1 || (k == 1 && ir_numel(n->ndim, n->shape) >= SMALL_REDUCE))
+      for (int j = 0; j < k; j++) mat[r[j]->scratch] = true;
     if (is_target(g, n)) mat[i] = true;
     if (!merge && (ir_op_has(n->op, IR_EW) || node_kind(n))) mat[i] = true;
     if (n->op == IR_EXPAND) {
@@ -154,20 +197,21 @@ static void mark_forced(pass_graph *g, bool merge, bool *mat) {
 static bool fits(pass_graph *g, fuse_ctx *c, int r, unsigned kind, const ir_node *n) {
   unsigned k = c->kinds[r];
   if (kind == HAS_CONTRACT) return !k && same_shape(g->groups[r].outs[0], n);
-  if (kind == HAS_REDUCE) return !(k & HAS_CONTRACT);
+  if (kind == HAS_REDUCE) return !(k & (HAS_CONTRACT | HAS_GRID));
   return true;
 }
 
 static bool mergeable(pass_graph *g, fuse_ctx *c, int r, int s) {
   unsigned a = c->kinds[r], b = c->kinds[s];
   bool kinds_ok = !((a & HAS_CONTRACT) && b) && !((b & HAS_CONTRACT) && a);
+  kinds_ok = kinds_ok && !((a & HAS_GRID) && (b & HAS_REDUCE)) && !((b & HAS_GRID) && (a & HAS_REDUCE));
   return kinds_ok && same_shape(g->groups[r].outs[0], g->groups[s].outs[0]);
 }
 
 static int new_group(pass_graph *g, fuse_ctx *c, int i, int *ngroups) {
   g->groups[*ngroups].outs = &g->topo[i];  /* representative until regrouping */
   c->parent[*ngroups] = *ngroups;
-  c->kinds[*ngroups] = (unsigned char)node_kind(g->topo[i]);
+  c->kinds[*ngroups] = (unsigned char)(node_kind(g->topo[i]) | (grid_reduce(g, g->topo[i]) ? HAS_GRID : 0));
   return (*ngroups)++;
 }
 

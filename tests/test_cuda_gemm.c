@@ -10,7 +10,9 @@
  * is what proves the folding of kiln's strides into cuBLASLt's terms without
  * a GPU. Every rest kernel is compiled by NVRTC for sm_80 and sm_90. Also:
  * the operands that are refused, the error without a driver, and loading
- * cuBLASLt (present on these machines; a wrong library gives clean errors). */
+ * cuBLASLt (present on these machines; a wrong library gives clean errors).
+ * The host run of CUDA plans also checks how fuse splits reductions to few
+ * values for the grid. */
 #include "check_main.h"
 #include "codegen_cpu/cpu.h"
 #include "codegen_cuda/cuda.h"
@@ -377,6 +379,76 @@ START_TEST(test_rest_kernels_compile) {
 }
 END_TEST
 
+/* ---- reductions to few values that use the whole grid ------------------------------
+ * fuse.c stores a big reduction to few values by a kernel of its own on
+ * CUDA when more than its epilogue reads it, so that kernel spreads over the
+ * grid (codegen_cuda/emit.c). Each graph is planned for CUDA, its kernels run
+ * on the host (the CPU back end), and the result is checked against the
+ * reference evaluator; the kernel counts and grids are the plan's. */
+typedef struct {
+  const char *name;
+  int kernels;          /* in the CUDA plan */
+  int min_grid;         /* blocks of the plan's first kernel, at least */
+} grid_row;
+
+static kiln_tensor *grid_graph(int i, kiln_tensor *x) {
+  switch (i) {
+  case 0: return kiln_softmax(x, 0);
+  case 1: return kiln_sub(x, kiln_mean(x));
+  case 2: return kiln_mean(x);
+  case 3: return kiln_std(x, 1);
+  case 4: return kiln_div(kiln_sub(x, kiln_mean(x)), kiln_std(x, 1));
+  default: return kiln_softmax(kiln_slice(x, 0, 0, 1000, 1), 0);  /* small: one kernel on one block */
+  }
+}
+
+static const grid_row grid_rows[] = {
+  {"softmax 1-d", 4, 2}, {"x - mean(x)", 2, 2}, {"mean(x)", 1, 2}, {"std(x)", 3, 2},
+  {"(x - mean(x)) / std(x)", 3, 2}, {"small softmax", 1, 1},
+};
+
+START_TEST(test_grid_reductions) {
+  const grid_row *r = &grid_rows[_i];
+  kiln_scope_begin();
+  kiln_tensor *x = in(KILN_F32, KILN_SHAPE(1 << 17));
+  kiln_tensor *t = grid_graph(_i, x);
+  ref_tensor *want = ref_eval(t);
+  rt_graph_plan p;
+  ck_assert_msg(rt_plan_graph(KILN_CUDA, 1, &t, &p) == KILN_OK, "%s: %s", r->name, kiln_last_error());
+  ck_assert_msg(p.g.ngroups == r->kernels, "%s: %d kernels", r->name, p.g.ngroups);
+  stored st = {0};
+  for (int i = 0; i < p.g.ngroups; i++) {
+    kernel *k = p.kernels[i].k;
+    const pass_group *pg = &p.g.groups[p.g.order[i]];
+    ir_str src = {0};
+    cuda_launch l;
+    char *err = NULL;
+    ck_assert_msg(cuda_emit(k, &src, &l, &err), "%s: %s", r->name, err);
+    if (i == 0) ck_assert_msg(l.grid >= r->min_grid, "%s: the first kernel on %d blocks", r->name, l.grid);
+    ir_str_free(&src);
+    void **bufs = calloc((size_t)k->nparams + 1, sizeof *bufs);
+    for (int q = 0, o = 0, ii = 0; q < k->nparams; q++) {
+      if (k->params[q].args) {
+        bufs[q] = k->args;
+      } else if (k->params[q].output) {
+        bufs[q] = st.data[st.n] = calloc(1, bytes_of(k->params[q].dtype, k->params[q].numel));
+        st.node[st.n++] = pg->outs[o++];
+      } else {
+        bufs[q] = storage_of(&st, p.kernels[i].inputs[ii++]);
+      }
+    }
+    run_cpu(k, bufs);
+    free(bufs);
+  }
+  char why[512];
+  ck_assert_msg(ref_check_data(want, storage_of(&st, t), 1e-4, 1e-6, why, sizeof why), "%s: %s", r->name, why);
+  for (int i = 0; i < st.n; i++) free(st.data[i]);
+  ref_free(want);
+  rt_graph_plan_free(&p);
+  kiln_scope_end();
+}
+END_TEST
+
 /* ---- what cuBLASLt cannot read in place ---------------------------------------- */
 /* With gemm_operands off, the split names the operand it cannot read; with
  * it on (the rows above), the operand is copied first. */
@@ -481,6 +553,7 @@ static Suite *cuda_gemm_suite(void) {
   tcase_add_checked_fixture(tc, jit_setup, jit_teardown);
   tcase_add_loop_test(tc, test_gemm_rows, 0, NROWS);
   tcase_add_test(tc, test_refused_operands);
+  tcase_add_loop_test(tc, test_grid_reductions, 0, (int)(sizeof grid_rows / sizeof *grid_rows));
   tcase_add_test(tc, test_direct_output_layout);
   tc = tu_tcase(s, "nvrtc");
   tcase_set_timeout(tc, 600);

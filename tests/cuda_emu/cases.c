@@ -326,11 +326,12 @@ static bool fam_whole(int j, cuda_case *c) {
 /* ---- grid-wide reductions: whole tensors long enough for several blocks --
  * (emit.c gives a block 4096 elements): first indices and nans of arg-
  * reductions across blocks, any/all decided by the very last element, an
- * epilogue (mean), integer sums that must be exact, and a reduction of 2
- * blocks that the emulator also runs on 3. */
+ * epilogue (mean), integer sums that must be exact, a reduction of 2
+ * blocks that the emulator also runs on 3, and a sum kept as [1]. */
 static bool fam_grid(int j, cuda_case *c) {
-  static const char *names[] = {"grid_sum",    "grid_mean_f64", "grid_argmax", "grid_argmin", "grid_any",
-                                "grid_all",    "grid_sum_i32",  "grid_max_i16", "grid_sum_sq", "grid_sum_2blocks"};
+  static const char *names[] = {"grid_sum",    "grid_mean_f64", "grid_argmax", "grid_argmin",      "grid_any",
+                                "grid_all",    "grid_sum_i32",  "grid_max_i16", "grid_sum_sq",      "grid_sum_2blocks",
+                                "grid_sum_keep"};
   snprintf(c->name, sizeof c->name, "%s", names[j]);
   ref_tol exact = {0, 0}, tol = {1e-4, 1e-4};
   kiln_tensor *x, *y;
@@ -346,6 +347,7 @@ static bool fam_grid(int j, cuda_case *c) {
   }
   switch (j) {
   case 0: case 9: y = kiln_sum(x); break;
+  case 10: y = kiln_sum_dims(x, 1, (const int64_t[]){0}, 1); break;  /* [1]: a parallel loop of one */
   case 1: y = kiln_mean(x); break;
   case 2: y = kiln_argmax(x); tol = exact; break;
   case 3: y = kiln_argmin(x); tol = exact; break;
@@ -405,7 +407,7 @@ static const family *families(int *n) {
     f[6] = (family){15, fam_reduce};
     f[7] = (family){NLENS * NROWOPS, fam_rows};
     f[8] = (family){14, fam_whole};
-    f[9] = (family){10, fam_grid};
+    f[9] = (family){11, fam_grid};
     f[10] = (family){8, fam_vector};
   }
   *n = 11;
