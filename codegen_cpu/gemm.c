@@ -12,7 +12,9 @@
  * micro-kernel does 24 FMAs per 176 bytes it loads, which L2 feeds easily,
  * and with K <= KC there is no scratch C to write, read back and page in.
  * On Zen 4 (x @ W^T, 4096x1024x1024) this took the product from 47 ms to
- * 42 ms on 2 threads, level with OpenBLAS; KC = 256 had it at 0.87x. */
+ * 42 ms on 2 threads, level with OpenBLAS; KC = 256 had it at 0.87x. f64
+ * keeps the A block at the same 384 KiB (KC = 1024): 2048 made a 2048^3
+ * product 20% slower. */
 #include "codegen_cpu/cpu_impl.h"
 
 #include <stdlib.h>
@@ -20,7 +22,8 @@
 enum {
   MR = 12,     /* micro-tile rows: A elements broadcast per k */
   NV = 2,      /* vectors per micro-tile row: NR = NV * lanes */
-  KC = 2048,   /* depth block: products with K <= KC keep each micro-tile's sums in registers over all of K */
+  KC_BYTES = 8192, /* depth block KC of 2048 f32 or 1024 f64: products with K <= KC keep each
+                      micro-tile's sums in registers over all of K */
   MC = 48,     /* row block (a multiple of MR): MC x KC of A (384 KiB) stays in L2 */
   NC = 1024,   /* column block: KC x NC of B stays in L3 */
   VBYTES = 64, /* one zmm register */
@@ -347,7 +350,7 @@ static void setup(gemm *c, emitter *em, const kstmt *s) {
   c->lanes = VBYTES / (int64_t)ir_dtypes[s->type].size;
   c->vt = LLVMVectorType(c->t, (unsigned)c->lanes);
   c->nr = NV * c->lanes;
-  c->kc = s->gemm.kdim > 0 ? min64(KC, s->gemm.kdim) : 1;
+  c->kc = s->gemm.kdim > 0 ? min64(KC_BYTES / (int64_t)ir_dtypes[s->type].size, s->gemm.kdim) : 1;
   c->mc = min64(MC, round_up(s->extent, MR));
   c->nc = min64(round_up(NC, c->nr), round_up(s->gemm.n, c->nr));
   bool top = em->k->body == s;

@@ -27,7 +27,7 @@ static const gk_row gk_rows[] = {
   {1, 37, 45, 4500, KILN_F32, true, true, true},     /* three depth blocks, both transposed */
   {3, 9, 21, 11, KILN_F32, false, false, true},      /* a gemm inside a batch loop */
   {1, 67, 131, 29, KILN_F64, false, false, true},
-  {2, 30, 19, 2070, KILN_F64, true, false, false}, /* two depth blocks */
+  {2, 30, 19, 2070, KILN_F64, true, false, false}, /* three depth blocks (f64 ones are 1024 deep) */
   {1, 29, 53, 31, KILN_F16, false, true, true},
   {1, 29, 53, 31, KILN_BF16, true, false, true},
 };
