@@ -41,7 +41,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { HAS_REDUCE = 1, HAS_CONTRACT = 2, HAS_GRID = 4 /* a stored grid reduction (below) */ };
+enum {
+  HAS_REDUCE = 1,
+  HAS_CONTRACT = 2,
+  HAS_GRID = 4,    /* a stored grid reduction (below) */
+  HAS_VIEW = 8,    /* a view of a computed node: it reads its source at other indices */
+};
 
 typedef struct {
   int *parent;          /* union-find over group ids */
@@ -193,11 +198,14 @@ static void mark_forced(pass_graph *g, bool merge, bool *mat) {
   }
 }
 
-/* Whether a node of kind `kind` and shape `n` may join group r. */
+/* Whether a node of kind `kind` and shape `n` may join group r. A GEMM's
+ * epilogue computes the group's outputs at the GEMM's own (i, j): no view
+ * may sit between them, even one that keeps the shape (flip(relu(x @ w))). */
 static bool fits(pass_graph *g, fuse_ctx *c, int r, unsigned kind, const ir_node *n) {
   unsigned k = c->kinds[r];
-  if (kind == HAS_CONTRACT) return !k && same_shape(g->groups[r].outs[0], n);
-  if (kind == HAS_REDUCE) return !(k & (HAS_CONTRACT | HAS_GRID));
+  if (kind & HAS_CONTRACT) return !k && same_shape(g->groups[r].outs[0], n);
+  if (kind & HAS_REDUCE) return !(k & (HAS_CONTRACT | HAS_GRID));
+  if (kind & HAS_VIEW) return !(k & HAS_CONTRACT);
   return true;
 }
 
@@ -208,10 +216,15 @@ static bool mergeable(pass_graph *g, fuse_ctx *c, int r, int s) {
   return kinds_ok && same_shape(g->groups[r].outs[0], g->groups[s].outs[0]);
 }
 
+/* What node n brings to a group (node_kind, plus the flags above). */
+static unsigned group_kind(const pass_graph *g, const ir_node *n) {
+  return node_kind(n) | (ir_op_has(n->op, IR_MOVE) ? HAS_VIEW : 0) | (grid_reduce(g, n) ? HAS_GRID : 0);
+}
+
 static int new_group(pass_graph *g, fuse_ctx *c, int i, int *ngroups) {
   g->groups[*ngroups].outs = &g->topo[i];  /* representative until regrouping */
   c->parent[*ngroups] = *ngroups;
-  c->kinds[*ngroups] = (unsigned char)(node_kind(g->topo[i]) | (grid_reduce(g, g->topo[i]) ? HAS_GRID : 0));
+  c->kinds[*ngroups] = (unsigned char)group_kind(g, g->topo[i]);
   return (*ngroups)++;
 }
 
@@ -234,13 +247,13 @@ static int place(pass_graph *g, fuse_ctx *c, int i, int *group, int *ngroups, bo
       }
     }
   }
-  unsigned kind = node_kind(g->topo[i]);
+  unsigned kind = group_kind(g, g->topo[i]);
   /* a GEMM's epilogue reads its value at the GEMM's own (i, j): only
    * elementwise users keep that index */
-  for (int u = c->first_user[i]; kind == HAS_CONTRACT && u >= 0; u = c->next_user[u])
+  for (int u = c->first_user[i]; (kind & HAS_CONTRACT) && u >= 0; u = c->next_user[u])
     if (!ir_op_has(g->topo[u / 3]->op, IR_EW)) conflict = true;
   /* a column reduction is its own kernel, lowered with its loop outside */
-  if (kind == HAS_REDUCE && !pass_reduce_trailing(g->topo[i])) conflict = true;
+  if ((kind & HAS_REDUCE) && !pass_reduce_trailing(g->topo[i])) conflict = true;
   if (root >= 0 && !conflict && fits(g, c, root, kind, g->topo[i])) {
     c->kinds[root] |= (unsigned char)kind;
     return root;

@@ -272,6 +272,30 @@ START_TEST(relu_linear_is_one_kernel) {
 }
 END_TEST
 
+/* A view of the epilogue that keeps the shape (a flip, a transpose of a
+ * square) reads the product at other indices than the GEMM computes them:
+ * the product is stored by a kernel of its own and the rest reads it (this
+ * used to stop at an internal error in lowering). */
+static kiln_tensor *build_viewed_epilogue(const void *ctx) {
+  kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(24, 40), 1, TU_SMALL);
+  kiln_tensor *w = tu_data(KILN_F32, KILN_SHAPE(24, 40), 2, TU_SMALL);
+  kiln_tensor *y = kiln_relu(kiln_linear(x, w, tu_data(KILN_F32, KILN_SHAPE(24), 3, TU_SMALL)));
+  return *(const int *)ctx ? kiln_T(y) : kiln_flip(kiln_clamp(y, -1.5, 2.5), KILN_DIMS(1));
+}
+
+START_TEST(viewed_epilogue_is_two_kernels) {
+  char why[512];
+  ck_assert_msg(tu_check_fused_eager(build_viewed_epilogue, &_i, KILN_F32, product_tol(KILN_F32, 40), why, sizeof why),
+                "%s", why);
+  kiln_scope_begin();
+  kiln_tensor *y = build_viewed_epilogue(&_i);
+  kiln_reset_stats();
+  ck_assert_int_eq(kiln_realize(y), KILN_OK);
+  ck_assert_uint_eq(kiln_stats().kernels_launched, 2);
+  kiln_scope_end();
+}
+END_TEST
+
 /* ---- errors -------------------------------------------------------------- */
 typedef struct {
   int which;          /* the case of build_error */
@@ -344,7 +368,9 @@ static Suite *matmul_suite(void) {
   tcase_add_loop_test(tu_tcase(s, "rows_f32"), matmul_rows_f32, 0, NMM);
   tcase_add_loop_test(tu_tcase(s, "rows_dtypes"), matmul_rows_dtypes, 0, NMM - 1);
   tcase_add_loop_test(tu_tcase(s, "mm_dot_linear"), mm_dot_linear, 0, 6);
-  tcase_add_test(tu_tcase(s, "fusion"), relu_linear_is_one_kernel);
+  TCase *fusion = tu_tcase(s, "fusion");
+  tcase_add_test(fusion, relu_linear_is_one_kernel);
+  tcase_add_loop_test(fusion, viewed_epilogue_is_two_kernels, 0, 2);
   tcase_add_loop_test(tu_tcase(s, "errors"), error_paths, 0, NERR);
   return s;
 }
