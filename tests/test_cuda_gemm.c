@@ -19,6 +19,7 @@
 #include "runtime/device.h"
 #include "runtime/inspect.h"
 #include "runtime/rt.h"
+#include "util/hostplan.h"
 #include "util/testutil.h"
 
 #include <math.h>
@@ -229,45 +230,6 @@ static void lt_matmul(const cuda_gemm *g, void *const *bufs, void *temp) {
 }
 
 /* ---- running a plan on the host --------------------------------------------- */
-static cpu_jit *jit;
-
-static void jit_setup(void) {
-  char *err = NULL;
-  jit = cpu_jit_new(&err);
-  ck_assert_msg(jit != NULL, "cpu_jit_new: %s", err ? err : "");
-}
-
-static void jit_teardown(void) { cpu_jit_free(jit); }
-
-static void run_cpu(kernel *k, void *const *bufs) {
-  char *err = NULL;
-  cpu_kernel_fn fn = cpu_jit_compile(jit, k, NULL, &err);
-  ck_assert_msg(fn != NULL, "cpu_jit_compile: %s", err ? err : "");
-  int64_t cost, extent = k_parallel(k, &cost);
-  if (k->work > 0) fn(bufs, 0, extent ? extent : 1);
-}
-
-static bool has_gemm(const kernel *k) {
-  const kstmt *s = k->body;
-  while (s && s->kind == KS_LOOP) s = s->body;
-  return s && s->kind == KS_GEMM;
-}
-
-/* Host storage of the nodes the plan's kernels stored. */
-typedef struct {
-  int n;
-  ir_node *node[64];
-  void *data[64];
-} stored;
-
-static void *storage_of(const stored *st, ir_node *n) {
-  if (n->op == IR_BUFFER) return n->buf->data;
-  for (int i = 0; i < st->n; i++)
-    if (st->node[i] == n) return st->data[i];
-  ck_abort_msg("node %%%d is read before it is stored", n->scratch);
-  return NULL;
-}
-
 static size_t bytes_of(kiln_dtype dt, int64_t numel) { return (size_t)(numel > 0 ? numel : 1) * ir_dtypes[dt].size; }
 
 /* The split of the plan's KS_GEMM kernel, checked against the row. */
@@ -299,7 +261,7 @@ static void run_gemm(const gemm_row *r, kernel *k, void **bufs, ir_str *rest_src
     void **rb = calloc((size_t)g.rest->nparams + 1, sizeof *rb);
     for (int q = 0; q < g.rest->nparams; q++)
       rb[q] = g.rest->params[q].args ? (void *)g.rest->args : g.rest_src[q] < 0 ? temp : bufs[g.rest_src[q]];
-    run_cpu(g.rest, rb);
+    tu_run_cpu(g.rest, rb);
     free(rb);
     if (rest_src) {
       cuda_launch l;
@@ -310,6 +272,21 @@ static void run_gemm(const gemm_row *r, kernel *k, void **bufs, ir_str *rest_src
   cuda_gemm_free(&g);
 }
 
+/* A row's run: its KS_GEMM kernel through run_gemm, counted. */
+typedef struct {
+  const gemm_row *r;
+  ir_str *rest_src;
+  int ngemm;
+} row_run;
+
+static bool gemm_hook(kernel *k, void **bufs, void *ctx) {
+  row_run *rr = ctx;
+  if (!tu_has_gemm(k)) return false;
+  run_gemm(rr->r, k, bufs, rr->rest_src);
+  rr->ngemm++;
+  return true;
+}
+
 /* Runs the plan of r's graph on the host and compares with the oracle. */
 static void run_row(const gemm_row *r, ir_str *rest_src) {
   kiln_scope_begin();
@@ -318,39 +295,17 @@ static void run_row(const gemm_row *r, ir_str *rest_src) {
   ref_tensor *want = ref_eval(t);
   rt_graph_plan p;
   ck_assert_msg(rt_plan_graph(KILN_CUDA, 1, &t, &p) == KILN_OK, "%s: %s", r->name, kiln_last_error());
-  stored st = {0};
-  int ngemm = 0;
-  for (int i = 0; i < p.g.ngroups; i++) {
-    rt_planned *pl = &p.kernels[i];
-    const pass_group *pg = &p.g.groups[p.g.order[i]];
-    kernel *k = pl->k;
-    void **bufs = calloc((size_t)k->nparams + 1, sizeof *bufs);
-    for (int q = 0, o = 0, ii = 0; q < k->nparams; q++) {
-      if (k->params[q].args) {
-        bufs[q] = k->args;
-      } else if (k->params[q].output) {
-        bufs[q] = st.data[st.n] = calloc(1, bytes_of(k->params[q].dtype, k->params[q].numel));
-        st.node[st.n++] = pg->outs[o++];
-      } else {
-        bufs[q] = storage_of(&st, pl->inputs[ii++]);
-      }
-    }
-    if (has_gemm(k)) {
-      run_gemm(r, k, bufs, rest_src);
-      ngemm++;
-    } else {
-      run_cpu(k, bufs);
-    }
-    free(bufs);
-  }
-  ck_assert_msg(ngemm == 1, "%s: %d matrix product kernels", r->name, ngemm);
+  tu_stored st = {0};
+  row_run rr = {r, rest_src, 0};
+  tu_run_plan(&p, &st, gemm_hook, &rr);
+  ck_assert_msg(rr.ngemm == 1, "%s: %d matrix product kernels", r->name, rr.ngemm);
   if (rest_src == NULL) {
     ref_tol tol = ref_tol_dtype(r->dt);
     double rtol = 4 * tol.rtol;  /* sums of 8 products, rounded in other orders */
     char why[512];
-    ck_assert_msg(ref_check_data(want, storage_of(&st, t), rtol, rtol, why, sizeof why), "%s: %s", r->name, why);
+    ck_assert_msg(ref_check_data(want, tu_stored_data(&st, t), rtol, rtol, why, sizeof why), "%s: %s", r->name, why);
   }
-  for (int i = 0; i < st.n; i++) free(st.data[i]);
+  tu_stored_free(&st);
   ref_free(want);
   rt_graph_plan_free(&p);
   kiln_scope_end();
@@ -416,33 +371,19 @@ START_TEST(test_grid_reductions) {
   rt_graph_plan p;
   ck_assert_msg(rt_plan_graph(KILN_CUDA, 1, &t, &p) == KILN_OK, "%s: %s", r->name, kiln_last_error());
   ck_assert_msg(p.g.ngroups == r->kernels, "%s: %d kernels", r->name, p.g.ngroups);
-  stored st = {0};
   for (int i = 0; i < p.g.ngroups; i++) {
-    kernel *k = p.kernels[i].k;
-    const pass_group *pg = &p.g.groups[p.g.order[i]];
     ir_str src = {0};
     cuda_launch l;
     char *err = NULL;
-    ck_assert_msg(cuda_emit(k, &src, &l, &err), "%s: %s", r->name, err);
+    ck_assert_msg(cuda_emit(p.kernels[i].k, &src, &l, &err), "%s: %s", r->name, err);
     if (i == 0) ck_assert_msg(l.grid >= r->min_grid, "%s: the first kernel on %d blocks", r->name, l.grid);
     ir_str_free(&src);
-    void **bufs = calloc((size_t)k->nparams + 1, sizeof *bufs);
-    for (int q = 0, o = 0, ii = 0; q < k->nparams; q++) {
-      if (k->params[q].args) {
-        bufs[q] = k->args;
-      } else if (k->params[q].output) {
-        bufs[q] = st.data[st.n] = calloc(1, bytes_of(k->params[q].dtype, k->params[q].numel));
-        st.node[st.n++] = pg->outs[o++];
-      } else {
-        bufs[q] = storage_of(&st, p.kernels[i].inputs[ii++]);
-      }
-    }
-    run_cpu(k, bufs);
-    free(bufs);
   }
+  tu_stored st = {0};
+  tu_run_plan(&p, &st, NULL, NULL);
   char why[512];
-  ck_assert_msg(ref_check_data(want, storage_of(&st, t), 1e-4, 1e-6, why, sizeof why), "%s: %s", r->name, why);
-  for (int i = 0; i < st.n; i++) free(st.data[i]);
+  ck_assert_msg(ref_check_data(want, tu_stored_data(&st, t), 1e-4, 1e-6, why, sizeof why), "%s: %s", r->name, why);
+  tu_stored_free(&st);
   ref_free(want);
   rt_graph_plan_free(&p);
   kiln_scope_end();
@@ -461,7 +402,7 @@ static void expect_refused(kiln_tensor *t, const char *want) {
   ck_assert_int_ge(n, 1);
   bool seen = false;
   for (int i = 0; i < n; i++) {
-    if (!has_gemm(plan[i].k)) continue;
+    if (!tu_has_gemm(plan[i].k)) continue;
     cuda_gemm g;
     char *err = NULL;
     ck_assert(!cuda_gemm_split(plan[i].k, &g, &err));
@@ -550,14 +491,12 @@ END_TEST
 static Suite *cuda_gemm_suite(void) {
   Suite *s = suite_create("cuda_gemm");
   TCase *tc = tu_tcase(s, "split");
-  tcase_add_checked_fixture(tc, jit_setup, jit_teardown);
   tcase_add_loop_test(tc, test_gemm_rows, 0, NROWS);
   tcase_add_test(tc, test_refused_operands);
   tcase_add_loop_test(tc, test_grid_reductions, 0, (int)(sizeof grid_rows / sizeof *grid_rows));
   tcase_add_test(tc, test_direct_output_layout);
   tc = tu_tcase(s, "nvrtc");
   tcase_set_timeout(tc, 600);
-  tcase_add_checked_fixture(tc, jit_setup, jit_teardown);
   tcase_add_test(tc, test_rest_kernels_compile);
   tc = tu_tcase(s, "runtime");
   tcase_add_test(tc, test_matmul_on_cuda_without_driver);

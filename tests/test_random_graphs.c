@@ -38,6 +38,10 @@
 
 #include "check_main.h"
 #include "util/testutil.h"
+#ifdef KILN_TEST_CUDA
+#include "codegen_cuda/cuda.h"
+#include "util/hostplan.h"
+#endif
 
 /* One process runs all graphs so that eager kernels (one op on a shape from a
  * small set) come from the kernel cache after the first few graphs. */
@@ -683,7 +687,8 @@ static int gen_layer_norm(program *p, int a) {
 
 /* ---- matrix products -------------------------------------------------------------- */
 /* A data leaf of x's dtype, either of shape s or of s's last two dims
- * swapped and then transposed back (a non-contiguous operand). */
+ * swapped and then transposed back (a non-contiguous operand), sometimes
+ * flipped along its last dim. */
 static int gen_operand(program *p, kiln_dtype dt, shape_t s) {
   bool swap = s.ndim >= 2 && tu_below(&p->rng, 2);
   if (swap) {
@@ -691,7 +696,9 @@ static int gen_operand(program *p, kiln_dtype dt, shape_t s) {
     s.d[s.ndim - 1] = s.d[s.ndim - 2], s.d[s.ndim - 2] = t;
   }
   int k = emit(p, (instr){.kind = P_DATA, .dt = dt, .shape = s, .seed = tu_next(&p->rng)}, 4, 0, 0, true, true);
-  return swap ? emit_view(p, (instr){.kind = P_TRANSPOSE, .a = k, .dim = -1, .v = {-2}}) : k;
+  if (swap) k = emit_view(p, (instr){.kind = P_TRANSPOSE, .a = k, .dim = -1, .v = {-2}});
+  /* reversed rows: a stride of -1 (CUDA copies such an operand first) */
+  return tu_below(&p->rng, 4) ? k : emit_view(p, (instr){.kind = P_FLIP, .a = k, .nv = 1, .v = {-1}});
 }
 
 /* x @ y with contraction length kd: each output is a dot product of kd
@@ -804,6 +811,55 @@ static bool check_value(const program *p, int root, char *why, size_t n) {
   return tu_check_fused_eager(build_prefix, &(prefix){p, root}, r->dt, (ref_tol){0, 2 * r->err}, why, n);
 }
 
+#ifdef KILN_TEST_CUDA
+/* Every CUDA_EVERY-th graph is also planned for the CUDA back end (no GPU
+ * needed): each kernel must be one it takes (cuda_emit, or cuda_gemm_split
+ * for a matrix product), and the plan run on the host (the CPU back end,
+ * products included) must agree with the oracle. That checks the graph
+ * decisions made for CUDA alone (gemm_operands, fuse's grid reductions, no
+ * stash or split_reduce) on random graphs. */
+enum { CUDA_EVERY = 4 };
+
+static bool cuda_takes(kernel *k, char *why, size_t n) {
+  char *err = NULL;
+  bool ok;
+  if (tu_has_gemm(k)) {
+    cuda_gemm g;
+    ok = cuda_gemm_split(k, &g, &err);
+    if (ok) cuda_gemm_free(&g);
+  } else {
+    ir_str src = {0};
+    cuda_launch l;
+    ok = cuda_emit(k, &src, &l, &err);
+    ir_str_free(&src);
+  }
+  if (!ok) snprintf(why, n, "the CUDA back end refuses kernel %s: %s", k->name, err ? err : "");
+  free(err);
+  return ok;
+}
+
+static bool check_cuda_plan(const program *p, char *why, size_t n) {
+  int root = p->n - 1;
+  kiln_scope_begin();
+  kiln_tensor *t = build_prefix(&(prefix){p, root});
+  ref_tensor *want = ref_eval(t);
+  rt_graph_plan plan;
+  bool ok = rt_plan_graph(KILN_CUDA, 1, &t, &plan) == KILN_OK;
+  if (!ok) snprintf(why, n, "CUDA plan: %s", kiln_last_error());
+  for (int i = 0; ok && i < plan.g.ngroups; i++) ok = cuda_takes(plan.kernels[i].k, why, n);
+  if (ok && plan.g.ngroups > 0) {  /* none: t is a strided view of its data, as on the CPU */
+    tu_stored st = {0};
+    tu_run_plan(&plan, &st, NULL, NULL);
+    ok = ref_check_data(want, tu_stored_data(&st, t), 0, 2 * p->inf[root].err, why, n);
+    tu_stored_free(&st);
+  }
+  rt_graph_plan_free(&plan);
+  ref_free(want);
+  kiln_scope_end();
+  return ok;
+}
+#endif
+
 /* Generates, checks fused and eager against the oracle; on failure narrows
  * it down to the first value that differs (whose operands all agree) and
  * prints that value's graph. show: print the graph before checking it. */
@@ -830,6 +886,15 @@ static bool check_graph(uint64_t seed, int g, bool show) {
             2 * p->inf[first].err, text ? text : "");
     free(text);
   }
+#ifdef KILN_TEST_CUDA
+  if (ok && g % CUDA_EVERY == 0 && !check_cuda_plan(p, why, sizeof why)) {
+    char *text = graph_text(p, p->n - 1);
+    fprintf(stderr, "random graph %d planned for CUDA failed (KILN_TEST_SEED=%#" PRIx64 ", graph seed %#" PRIx64
+            "): %s\n%s\n", g, base_seed(), seed, why, text ? text : "");
+    free(text);
+    ok = false;
+  }
+#endif
   free(p);
   return ok;
 }
