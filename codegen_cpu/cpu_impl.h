@@ -70,6 +70,8 @@ LLVMTypeRef cpu_type(cpu_cg *g, kiln_dtype t);  /* compute type: bool is i1 */
 LLVMValueRef cpu_math_unary(cpu_cg *g, ir_op op, LLVMValueRef x);
 LLVMValueRef cpu_math_pow(cpu_cg *g, LLVMValueRef a, LLVMValueRef b);        /* float pow */
 LLVMValueRef cpu_math_ipow(cpu_cg *g, LLVMValueRef a, LLVMValueRef b, bool is_signed);
+/* Whether op on t is an f32 function math.c computes in f64 (long latency). */
+bool cpu_math_in_f64(ir_op op, kiln_dtype t);
 /* Names and addresses of the libm functions the f64 paths call, for the JIT
  * to define as absolute symbols (NULL-terminated). */
 typedef struct { const char *name; void *addr; } cpu_libm_sym;

@@ -204,7 +204,7 @@ static LLVMValueRef emit_op(emitter *em, const kexpr *e, LLVMValueRef a, LLVMVal
   case IR_EXP: case IR_LOG: case IR_SIN: case IR_COS:
   case IR_TANH: case IR_SIGMOID: case IR_GELU: case IR_GELU_TANH: case IR_SILU:
     em->math_calls++;
-    em->wide_math_calls += t == KILN_F32 && (e->op == IR_GELU || e->op == IR_GELU_TANH);
+    em->wide_math_calls += cpu_math_in_f64(e->op, t);
     return cpu_math_unary(&em->g, e->op, a);
   case IR_SQRT: return intr(em, "llvm.sqrt", a, NULL);
   case IR_RSQRT: return LLVMBuildFDiv(B, one_of(a), intr(em, "llvm.sqrt", a, NULL), "");
@@ -228,7 +228,7 @@ static LLVMValueRef emit_op(emitter *em, const kexpr *e, LLVMValueRef a, LLVMVal
   case IR_DIV: IR_ASSERT(fl); return LLVMBuildFDiv(B, a, b, "");
   case IR_POW:
     em->math_calls++;
-    em->wide_math_calls += t == KILN_F32;
+    em->wide_math_calls += cpu_math_in_f64(e->op, t);
     return fl ? cpu_math_pow(&em->g, a, b) : cpu_math_ipow(&em->g, a, b, sg);
   case IR_MAXIMUM: return emit_minmax(em, a, b, t, true);
   case IR_MINIMUM: return emit_minmax(em, a, b, t, false);

@@ -411,6 +411,10 @@ LLVMValueRef cpu_math_ipow(cpu_cg *g, LLVMValueRef a, LLVMValueRef b, bool is_si
 }
 
 /* ---- dispatch ----------------------------------------------------------- */
+bool cpu_math_in_f64(ir_op op, kiln_dtype t) {
+  return t == KILN_F32 && (op == IR_GELU || op == IR_GELU_TANH || op == IR_POW);
+}
+
 LLVMValueRef cpu_math_unary(cpu_cg *g, ir_op op, LLVMValueRef x) {
   mb m = {g, g->b};
   bool f = is_f32(x);

@@ -99,9 +99,9 @@ static bool affine(const nest *t, const kexpr *e, int64_t *c) {
 /* op(X) is r x c with element (x, y) at x*sr + y*sc: the column-major
  * matrix cuBLASLt reads it as, stored as is or (trans) transposed. */
 static bool layout(int64_t r, int64_t c, int64_t sr, int64_t sc, bool trans, cuda_gemm_matrix *x) {
-  int64_t rows = trans ? c : r, cols = trans ? r : c, unit = trans ? sc : sr, lead = trans ? sr : sc;
-  int64_t need = rows > 1 ? rows : 1, ld = cols > 1 ? lead : need;
-  if ((rows > 1 && unit != 1) || ld < need) return false;
+  int64_t rows = trans ? c : r, cols = trans ? r : c;
+  int64_t ld = k_blas_ld(rows, cols, trans ? sc : sr, trans ? sr : sc);
+  if (!ld) return false;
   x->trans = trans;
   x->rows = rows;
   x->cols = cols;

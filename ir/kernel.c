@@ -255,6 +255,11 @@ static int64_t block_cost(const kstmt *s) {
   return c;
 }
 
+int64_t k_blas_ld(int64_t rows, int64_t cols, int64_t unit, int64_t lead) {
+  int64_t need = rows > 1 ? rows : 1, ld = cols > 1 ? lead : need;
+  return (rows > 1 && unit != 1) || ld < need ? 0 : ld;
+}
+
 int64_t k_parallel(const kernel *k, int64_t *iter_cost) {
   for (const kstmt *s = k->body; s; s = s->next) {
     if (s->kind == KS_LOOP && s->loop == KL_PARALLEL) {

@@ -159,6 +159,12 @@ uint64_t k_key(kernel *k, ir_str *key);
  * *iter_cost = innermost iterations per step of it (loop extents multiplied
  * through the nest, reductions included), for sizing chunks. */
 int64_t k_parallel(const kernel *k, int64_t *iter_cost);
+/* The leading dimension with which BLAS (cuBLASLt) reads a column-major
+ * rows x cols matrix whose element (x, y) is at x*unit + y*lead, or 0 when
+ * it cannot read it in place (unit stride along the rows, lead at least the
+ * row count; size-1 dims take any stride). The CUDA GEMM split and the
+ * gemm_operands pass, which copies what it cannot read, share this rule. */
+int64_t k_blas_ld(int64_t rows, int64_t cols, int64_t unit, int64_t lead);
 /* Human-readable text of the kernel (KILN_DEBUG=3), named as k_key names it. */
 void k_print(ir_str *b, kernel *k);
 

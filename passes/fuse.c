@@ -141,8 +141,7 @@ enum { SMALL_REDUCE = 64 };
 enum { GRID_MIN = 1 << 16, MAX_REACHED = 8 };  /* reduced elements per value worth the grid */
 
 static bool grid_reduce(const pass_graph *g, const ir_node *n) {
-  int target = g->target >= 0 ? g->target : (int)n->device.type;
-  if (target != KILN_CUDA || !ir_op_has(n->op, IR_REDUCE)) return false;
+  if (pass_target(g, n) != KILN_CUDA || !ir_op_has(n->op, IR_REDUCE)) return false;
   int64_t out = ir_numel(n->ndim, n->shape);
   return out < SMALL_REDUCE && ir_numel(n->src[0]->ndim, n->src[0]->shape) >= GRID_MIN * (out > 0 ? out : 1);
 }

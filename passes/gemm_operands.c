@@ -31,27 +31,21 @@ static bool view_strides(const ir_node *n, int64_t *st) {
   return pass_view_affine(n) && view_strides(n->src[0], s) && pass_view_strides(n, s, st, &off);
 }
 
-/* As stored (unit stride along the columns, rows at least a row apart) or
- * transposed (unit stride along the rows); size-1 dims take any stride. */
-static bool in_place(int64_t r, int64_t c, int64_t sr, int64_t sc) {
-  bool rows = (c <= 1 || sc == 1) && (r <= 1 || sr >= (c > 1 ? c : 1));
-  bool cols = (r <= 1 || sr == 1) && (c <= 1 || sc >= (r > 1 ? r : 1));
-  return rows || cols;
-}
-
+/* An r x c matrix (strides sr, sc) as stored (cuBLASLt's column-major
+ * c x r) or transposed (r x c): k_blas_ld, as codegen_cuda/gemm.c asks it. */
 static bool readable(const ir_node *n) {
   int64_t st[KILN_MAX_DIMS];
   if (!view_strides(n, st)) return true;  /* stored contiguously by fuse */
   int d = n->ndim - 2;
-  return in_place(n->shape[d], n->shape[d + 1], st[d], st[d + 1]);
+  int64_t r = n->shape[d], c = n->shape[d + 1], sr = st[d], sc = st[d + 1];
+  return k_blas_ld(c, r, sc, sr) || k_blas_ld(r, c, sr, sc);
 }
 
 void pass_gemm_operands(pass_graph *g) {
   bool changed = false;
   for (int i = 0; i < g->n; i++) {
     ir_node *n = g->topo[i];
-    int target = g->target >= 0 ? g->target : (int)n->device.type;
-    if (n->op != IR_MATMUL || target != KILN_CUDA) continue;
+    if (n->op != IR_MATMUL || pass_target(g, n) != KILN_CUDA) continue;
     for (int k = 0; k < 2; k++) {
       ir_node *s = n->src[k];
       if (readable(s)) continue;

@@ -49,6 +49,8 @@ void pass_fold_views(pass_graph *g);
 void pass_split_reduce(pass_graph *g);
 /* Copies a matmul operand that cuBLASLt cannot read in place (CUDA only). */
 void pass_gemm_operands(pass_graph *g);
+/* The kiln_device_type n's kernel is for: g->target, or n's own device. */
+int pass_target(const pass_graph *g, const ir_node *n);
 /* Holds a node a pass made (its one reference) until pass_graph_release. */
 void pass_hold(pass_graph *g, ir_node *n);
 /* Releases what passes created (g->created). */

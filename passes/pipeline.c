@@ -54,6 +54,10 @@ static const graph_pass graph_passes[] = {
   {"schedule", false, run_schedule},
 };
 
+int pass_target(const pass_graph *g, const ir_node *n) {
+  return g->target >= 0 ? g->target : (int)n->device.type;
+}
+
 void pass_hold(pass_graph *g, ir_node *n) {
   ir_node **c = realloc(g->created, sizeof *c * (size_t)(g->ncreated + 1));
   IR_ASSERT(c);
@@ -115,8 +119,7 @@ static void dump_kernel(kernel *k, const char *after) {
 kernel *pass_run_kernel(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg) {
   kernel *k = pass_lower(g, gi, inputs, ninputs);
   if (cfg->debug >= 4) dump_kernel(k, "lower");
-  int target = cfg->target >= 0 ? cfg->target : (int)g->groups[gi].outs[0]->device.type;
-  bool cpu = target == KILN_CPU;
+  bool cpu = pass_target(g, g->groups[gi].outs[0]) == KILN_CPU;
   bool stash = cpu && pass_enabled(cfg, "stash");
   if (stash) pass_stash(k);
   if (cfg->debug >= 4) dump_kernel(k, stash ? "stash" : "(skipped)");

@@ -42,8 +42,7 @@ static int trailing_from(const ir_node *n) {
 }
 
 static bool split_one(pass_graph *g, ir_node *n) {
-  int target = g->target >= 0 ? g->target : (int)n->device.type;
-  if (target != KILN_CPU) return false;  /* a GPU reduction spreads over blocks itself */
+  if (pass_target(g, n) != KILN_CPU) return false;  /* a GPU reduction spreads over blocks itself */
   if (n->op != IR_SUM && n->op != IR_PROD && n->op != IR_MAX && n->op != IR_MIN) return false;
   if (ir_compute_dtype(n->dtype) != n->dtype || n->attr.compute != n->dtype) return false;
   int q = trailing_from(n);
