@@ -27,13 +27,24 @@
 
 typedef struct {
   const char *name;                        /* row label: kiln-fused, c-hand, ... */
-  int eager;                               /* kiln rows: kiln_set_eager(eager) */
+  int eager;                               /* kiln rows: kiln_set_eager(eager); KILN_FN: replayed
+                                              through kiln_compile / kiln_fn_run */
   void (*native)(void *st, int threads);   /* non-kiln rows; NULL for kiln rows */
   double bytes;                            /* ideal bytes when not the workload's (stream-triad) */
 } impl;
 
 #define KILN_FUSED {"kiln-fused", 0, NULL, 0}
 #define KILN_EAGER {"kiln-eager", 1, NULL, 0}
+#define KILN_FN_MODE 2
+#define KILN_FN {"kiln-fn", KILN_FN_MODE, NULL, 0}
+
+/* The state of a workload with a kiln-fn row starts with its input tensors:
+ * the row builds the expression on placeholders in their place, compiles it
+ * once and times kiln_fn_run with the real ones (the output written in place). */
+typedef struct {
+  int n;
+  kiln_tensor *t[3];
+} fn_inputs;
 
 typedef struct {
   const char *name;                        /* W1 */
@@ -262,16 +273,14 @@ static const float *w5_expected(void *p, int64_t *n) {
 #define W9_D 16
 
 typedef struct {
+  fn_inputs in;                  /* a, b, c */
   float a[W9_D * W9_D], b[W9_D * W9_D], c[W9_D * W9_D], want[W9_D * W9_D];
   int64_t nwant;
-  kiln_tensor *ta, *tb, *tc;
 } w9_state;
 
 static void w9_teardown(void *p) {
   w9_state *s = p;
-  kiln_release(s->ta);
-  kiln_release(s->tb);
-  kiln_release(s->tc);
+  for (int i = 0; i < s->in.n; i++) kiln_release(s->in.t[i]);
   free(s);
 }
 
@@ -282,9 +291,9 @@ static void *w9_setup(void (*ref)(w9_state *s)) {
   fill_floats(s->a, W9_D * W9_D, 15, -2.0, 2.0);
   fill_floats(s->b, W9_D * W9_D, 16, -2.0, 2.0);
   fill_floats(s->c, W9_D * W9_D, 17, -2.0, 2.0);
-  s->ta = kiln_from_buffer(s->a, KILN_F32, KILN_SHAPE(W9_D, W9_D));
-  s->tb = kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(W9_D, W9_D));
-  s->tc = kiln_from_buffer(s->c, KILN_F32, KILN_SHAPE(W9_D, W9_D));
+  s->in = (fn_inputs){3, {kiln_from_buffer(s->a, KILN_F32, KILN_SHAPE(W9_D, W9_D)),
+                          kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(W9_D, W9_D)),
+                          kiln_from_buffer(s->c, KILN_F32, KILN_SHAPE(W9_D, W9_D))}};
   ref(s);
   return s;
 }
@@ -304,7 +313,7 @@ static void w9_ew_ref(w9_state *s) {
 static void *w9_ew_setup(void) { return w9_setup(w9_ew_ref); }
 static kiln_tensor *w9_ew_build(void *p) {
   w9_state *s = p;
-  return kiln_sub(kiln_tanh(kiln_add(kiln_mul(s->ta, s->tb), s->tc)), s->ta);
+  return kiln_sub(kiln_tanh(kiln_add(kiln_mul(s->in.t[0], s->in.t[1]), s->in.t[2])), s->in.t[0]);
 }
 
 /* A row reduction with a fused producer: sum(a*b, dim=1). */
@@ -319,7 +328,7 @@ static void w9_rowsum_ref(w9_state *s) {
 static void *w9_rowsum_setup(void) { return w9_setup(w9_rowsum_ref); }
 static kiln_tensor *w9_rowsum_build(void *p) {
   w9_state *s = p;
-  return kiln_sum_dims(kiln_mul(s->ta, s->tb), KILN_DIMS(1), 0);
+  return kiln_sum_dims(kiln_mul(s->in.t[0], s->in.t[1]), KILN_DIMS(1), 0);
 }
 
 static void w9_softmax_ref(w9_state *s) {
@@ -333,7 +342,7 @@ static void w9_softmax_ref(w9_state *s) {
   }
 }
 static void *w9_softmax_setup(void) { return w9_setup(w9_softmax_ref); }
-static kiln_tensor *w9_softmax_build(void *p) { return kiln_softmax(((w9_state *)p)->ta, -1); }
+static kiln_tensor *w9_softmax_build(void *p) { return kiln_softmax(((w9_state *)p)->in.t[0], -1); }
 
 static void w9_matmul_ref(w9_state *s) {
   s->nwant = W9_D * W9_D;
@@ -347,20 +356,21 @@ static void w9_matmul_ref(w9_state *s) {
 static void *w9_matmul_setup(void) { return w9_setup(w9_matmul_ref); }
 static kiln_tensor *w9_matmul_build(void *p) {
   w9_state *s = p;
-  return kiln_matmul(s->ta, s->tb);
+  return kiln_matmul(s->in.t[0], s->in.t[1]);
 }
 
-/* A W9 row: kiln-fused only (its warm-up gives the kiln-compile row). */
+/* A W9 row: kiln-fused (its warm-up gives the kiln-compile row) and the
+ * same kernel replayed through a compiled function. */
 #define W9_ROW(name, what, kind) \
-  {name, what, 0, 10000, w9_##kind##_setup, w9_##kind##_build, w9_expected, w9_teardown, {KILN_FUSED}, 0, 0}
+  {name, what, 0, 10000, w9_##kind##_setup, w9_##kind##_build, w9_expected, w9_teardown, {KILN_FUSED, KILN_FN}, 0, 0}
 
 /* ---- W8: dispatch of a cached kernel, a + b on 16 elements ---------------- */
 
 #define W8_N 16
 
 typedef struct {
+  fn_inputs in;                  /* a, b */
   float a[W8_N], b[W8_N], sum[W8_N];
-  kiln_tensor *ta, *tb;
 } w8_state;
 
 static void *w8_setup(void) {
@@ -371,14 +381,14 @@ static void *w8_setup(void) {
     s->b[i] = 0.5f * (float)i;
     s->sum[i] = s->a[i] + s->b[i];
   }
-  s->ta = kiln_from_buffer(s->a, KILN_F32, KILN_SHAPE(W8_N));
-  s->tb = kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(W8_N));
+  s->in = (fn_inputs){2, {kiln_from_buffer(s->a, KILN_F32, KILN_SHAPE(W8_N)),
+                          kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(W8_N))}};
   return s;
 }
 
 static kiln_tensor *w8_build(void *p) {
   w8_state *s = p;
-  return kiln_add(s->ta, s->tb);
+  return kiln_add(s->in.t[0], s->in.t[1]);
 }
 
 static const float *w8_expected(void *p, int64_t *n) {
@@ -388,8 +398,7 @@ static const float *w8_expected(void *p, int64_t *n) {
 
 static void w8_teardown(void *p) {
   w8_state *s = p;
-  kiln_release(s->ta);
-  kiln_release(s->tb);
+  for (int i = 0; i < s->in.n; i++) kiln_release(s->in.t[i]);
   free(s);
 }
 
@@ -506,7 +515,7 @@ static const workload workloads[] = {
 #endif
   {"W8", "a + b on f32[16], kernel cached: per-realize dispatch", 0, 10000,
    w8_setup, w8_build, w8_expected, w8_teardown,
-   {KILN_FUSED}, 0, 0},
+   {KILN_FUSED, KILN_FN}, 0, 0},
   W9_ROW("W9-ew", "tanh(a*b + c) - a on f32[16,16]: compile, cached dispatch", ew),
   W9_ROW("W9-rowsum", "sum(a*b, dim=1) on f32[16,16]: compile, cached dispatch", rowsum),
   W9_ROW("W9-softmax", "softmax(a, -1) on f32[16,16]: compile, cached dispatch", softmax),
@@ -659,6 +668,45 @@ static void measure_kiln(const workload *w, const impl *im, void *st, double *ms
   if (!im->eager && warm.compiles > 0) add_compile_row(w, warm, med);
 }
 
+/* The expression built on placeholders standing for the state's inputs. */
+static kiln_fn *compile_fn(const workload *w, fn_inputs *io) {
+  kiln_tensor *real[3], *ph[3];
+  for (int i = 0; i < io->n; i++) {
+    real[i] = io->t[i];
+    ph[i] = io->t[i] = kiln_placeholder(kiln_dtype_of(real[i]), kiln_ndim(real[i]), kiln_shape(real[i]));
+  }
+  kiln_tensor *y = w->build(io);
+  for (int i = 0; i < io->n; i++) io->t[i] = real[i];
+  kiln_fn *f = kiln_compile(io->n, ph, 1, &y);
+  return f;
+}
+
+/* Compiles once, a checked first call, then `runs` timed calls that write
+ * the first call's result tensor in place. */
+static void measure_fn(const workload *w, const impl *im, void *st, double *ms, int runs) {
+  fn_inputs *io = st;
+  kiln_scope_begin();
+  kiln_fn *f = compile_fn(w, io);
+  kiln_tensor *out = NULL;
+  kiln_status status = f ? kiln_fn_run(f, io->t, &out) : KILN_ERR_ARG;
+  if (status == KILN_OK) check_result(w, im, st, out);
+  kiln_stats_t before = kiln_stats();
+  for (int i = 0; i < runs && status == KILN_OK; i++) {
+    double t0 = now_ms();
+    status = kiln_fn_run(f, io->t, &out);
+    ms[i] = now_ms() - t0;
+  }
+  kiln_stats_t after = kiln_stats();
+  if (status != KILN_OK) {
+    printf("ERROR %s %s: %s\n", w->name, im->name, kiln_last_error());
+    failed = 1;
+  } else {
+    add_timed_row(w, im, ms, runs, (int64_t)(after.kernels_launched - before.kernels_launched) / runs);
+  }
+  kiln_fn_free(f);
+  kiln_scope_end();
+}
+
 static void measure_native(const workload *w, const impl *im, void *st, double *ms, int runs) {
   native_run(im, st);  /* warm-up: caches and page tables, like kiln's */
   for (int i = 0; i < runs; i++) ms[i] = native_run(im, st);
@@ -678,6 +726,7 @@ static void run_workload(const workload *w, int runs) {
   for (int i = 0; ms && i < MAX_IMPLS && w->impls[i].name; i++) {
     const impl *im = &w->impls[i];
     if (im->native) measure_native(w, im, st, ms, n);
+    else if (im->eager == KILN_FN_MODE) measure_fn(w, im, st, ms, n);
     else measure_kiln(w, im, st, ms, n);
   }
   free(ms);

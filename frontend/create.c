@@ -94,6 +94,22 @@ kiln_tensor *kiln_from_buffer_at(const char *f, int l, void *data, kiln_dtype dt
   return buffer_node(f, l, buf, dt, ndim, shape);
 }
 
+/* A stand-in for an input of a compiled function: a BUFFER whose storage
+ * holds no memory. Ops on it build a graph that only kiln_compile plans. */
+kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, const int64_t *shape) {
+  ir_node *e = check_shape_dtype(f, l, "placeholder", ndim, shape, dt);
+  if (e) return e;
+  size_t bytes = shape_bytes(ndim, shape, dt);
+  if (bytes == SIZE_MAX) return fe_error(KILN_ERR_MEMORY, f, l, "placeholder: %s tensor is larger than memory", ir_dtypes[dt].name);
+  rt_buffer *stand_in = rt_buffer_borrow(NULL, bytes);
+  if (!stand_in) return fe_error(KILN_ERR_MEMORY, f, l, "placeholder: out of memory");
+  ir_node *n = ir_node_new(IR_BUFFER, dt, ndim, shape, 0, NULL, f, l);
+  n->buf = stand_in;
+  n->pending = 0;
+  n->symbolic = true;
+  return fe_register(n);
+}
+
 /* ---- constants and ranges ----------------------------------------------- */
 static const kiln_device cpu = {KILN_CPU, 0};
 

@@ -14,6 +14,11 @@ static kiln_status surface(const char *f, int l, const char *op, kiln_tensor *t)
     return KILN_ERR_ARG;
   }
   if (t->status != KILN_OK) ir_error_set(t->msg);
+  if (t->status == KILN_OK && t->symbolic) {
+    ir_error_setf("%s:%d: %s: the tensor reads a placeholder and has no value: compile it with kiln_compile "
+                  "and run it with kiln_fn_run", f, l, op);
+    return KILN_ERR_ARG;
+  }
   return t->status;
 }
 
@@ -41,7 +46,8 @@ kiln_status kiln_realize_n_at(const char *f, int l, int n, kiln_tensor *const *t
 /* ---- host data ---------------------------------------------------------- */
 /* A realized CPU tensor, or its error. */
 static kiln_status realize_on_host(const char *f, int l, const char *op, kiln_tensor *t) {
-  kiln_status st = kiln_realize_at(f, l, t);
+  kiln_status st = surface(f, l, op, t);
+  if (st == KILN_OK) st = kiln_realize_at(f, l, t);
   if (st != KILN_OK) return st;
   IR_ASSERT(t->op == IR_BUFFER);   /* what realize promises */
   if (t->device.type == KILN_CPU) return KILN_OK;

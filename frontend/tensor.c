@@ -145,7 +145,8 @@ static ir_node *realize_or_error(ir_node *n) {
 
 ir_node *fe_finish(ir_node *n) {
   rt_options *o = rt_opts();
-  if (n->op == IR_BUFFER || n->status != KILN_OK) return fe_register(n);
+  /* a graph over placeholders has no value to compute: kiln_compile plans it */
+  if (n->op == IR_BUFFER || n->status != KILN_OK || n->symbolic) return fe_register(n);
   if (o->eager) return fe_register(realize_or_error(n));
   if (n->pending <= o->max_pending) return fe_register(n);
   rt_stats_mut()->auto_realizes++;

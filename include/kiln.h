@@ -375,6 +375,52 @@ typedef enum { KILN_FMT_TEXT, KILN_FMT_DOT } kiln_graph_format;
 kiln_status kiln_dump_graph_at(const char *f, int l, kiln_tensor *t, FILE *out, kiln_graph_format fmt);
 #define kiln_dump_graph(t, out, fmt) kiln_dump_graph_at(__FILE__, __LINE__, t, out, fmt)
 
+/* ---- compiled functions ------------------------------------------------------
+ * The fast path for loops (like jax.jit or tinygrad's TinyJit): build a graph
+ * over placeholders once, compile it once, then run it with new data.
+ *
+ *   kiln_tensor *x = kiln_placeholder(KILN_F32, KILN_SHAPE(64, 784));
+ *   kiln_tensor *y = kiln_softmax(kiln_relu(kiln_linear(x, w, b)), -1);
+ *   kiln_fn *f = kiln_compile(1, &x, 1, &y);     (passes, fusion, compiling: once)
+ *   kiln_fn_run(f, (kiln_tensor *[]){batch}, (kiln_tensor *[]){out});
+ *   kiln_fn_free(f);
+ *
+ * kiln_placeholder: an input of a function, with a dtype and shape (CPU) but
+ * no data; any op reading it builds a graph that only kiln_compile plans
+ * (realizing it, or reading its data, is an error).
+ * kiln_compile: plans the graph of outputs[0..nout) over the placeholders
+ * inputs[0..nin): graph passes, fusion, lowering and compiling of every
+ * kernel, and the buffers of its intermediates. Tensors the graph captured
+ * that do not read a placeholder (weights) are realized now and become
+ * constants of the function (later changes to the handles do not reach
+ * it: tensors are values). Returns NULL with kiln_last_error() set when an
+ * input is not a placeholder, an output reads a placeholder that is not an
+ * input, or an op of the graph failed (its message and file:line, as at
+ * realize). The graph's handles stay the caller's; free the function with
+ * kiln_fn_free (NULL is fine).
+ * kiln_fn_run: inputs[i] must have the dtype, shape and device of
+ * placeholder i and be dense (an offset is fine); pending inputs are
+ * realized first. outputs[o] NULL: a new handle is stored there (owned by
+ * the current scope, like any op's result); otherwise a realized tensor of
+ * the output's dtype, shape and device that receives the values, written
+ * in place by the kernels when it is the output's own storage (a loop over
+ * kiln_from_buffer outputs allocates nothing) and copied into otherwise
+ * (CPU). It builds no graph and runs no pass. Errors name the function (its
+ * kiln_compile location), the argument and the mismatch. Several threads may
+ * run one function at once with different buffers.
+ * kiln_fn_dump: the steps (kernels, copies) and the slots they read and
+ * write, as text or a Graphviz digraph. */
+typedef struct kiln_fn kiln_fn;
+kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, const int64_t *shape);
+kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *inputs, int nout,
+                         kiln_tensor *const *outputs);
+kiln_status kiln_fn_run_at(const char *f, int l, kiln_fn *fn, kiln_tensor *const *inputs, kiln_tensor **outputs);
+kiln_status kiln_fn_dump(kiln_fn *fn, FILE *out, kiln_graph_format fmt);
+void kiln_fn_free(kiln_fn *fn);
+#define kiln_placeholder(dt, ...) kiln_placeholder_at(__FILE__, __LINE__, dt, __VA_ARGS__)
+#define kiln_compile(nin, inputs, nout, outputs) kiln_compile_at(__FILE__, __LINE__, nin, inputs, nout, outputs)
+#define kiln_fn_run(fn, inputs, outputs) kiln_fn_run_at(__FILE__, __LINE__, fn, inputs, outputs)
+
 /* ---- devices ---------------------------------------------------------------
  * kiln_to(t, dev): t's value on dev, a lazy node like any op: realize copies
  * it (host <-> GPU) where the graph needs it, and ops on the result run on

@@ -62,6 +62,7 @@ ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
     n->src[i] = src[i];
     ir_node_retain(src[i]);
     if (src[i]->op != IR_BUFFER) n->pending = add_saturating(n->pending, src[i]->pending);
+    n->symbolic |= src[i]->symbolic;
   }
   if (nsrc) n->device = src[0]->device;
   n->file = file;
@@ -146,76 +147,35 @@ void ir_node_set_const(ir_node *n, double value) {
   n->attr.value = value;
 }
 
-void ir_node_set_view(ir_node *n, const ir_node *of, const int64_t *strides, int64_t offset) {
-  rt_buffer_retain(of->buf);
-  ir_node_set_buffer(n, of->buf);
+void ir_node_set_storage(ir_node *n, rt_buffer *buf, const int64_t *strides, int64_t offset) {
+  ir_node_set_buffer(n, buf);
   memcpy(n->strides, strides, sizeof(int64_t) * (size_t)n->ndim);
   n->offset = offset;
 }
 
-/* ---- a pointer -> int map (open addressing), so walks leave scratch alone - */
-typedef struct { const ir_node **keys; int *vals; size_t cap, n; } node_map;
-
-static size_t map_slot(const node_map *m, const ir_node *k) {
-  size_t h = (size_t)(((uintptr_t)k >> 4) * 0x9E3779B97F4A7C15ull);
-  size_t i = h & (m->cap - 1);
-  while (m->keys[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
-  return i;
-}
-
-static void map_put(node_map *m, const ir_node *k, int v);
-
-static void map_grow(node_map *m) {
-  node_map old = *m;
-  m->cap = old.cap ? 2 * old.cap : 64;
-  m->n = 0;
-  m->keys = calloc(m->cap, sizeof *m->keys);
-  m->vals = calloc(m->cap, sizeof *m->vals);
-  IR_ASSERT(m->keys && m->vals);
-  for (size_t i = 0; i < old.cap; i++)
-    if (old.keys[i]) map_put(m, old.keys[i], old.vals[i]);
-  free(old.keys);
-  free(old.vals);
-}
-
-static void map_put(node_map *m, const ir_node *k, int v) {
-  if (2 * (m->n + 1) > m->cap) map_grow(m);
-  size_t i = map_slot(m, k);
-  if (!m->keys[i]) m->n++;
-  m->keys[i] = k;
-  m->vals[i] = v;
-}
-
-/* The value stored for k, or -1. */
-static int map_get(const node_map *m, const ir_node *k) {
-  if (!m->cap) return -1;
-  size_t i = map_slot(m, k);
-  return m->keys[i] ? m->vals[i] : -1;
-}
-
-static void map_free(node_map *m) {
-  free(m->keys);
-  free(m->vals);
+void ir_node_set_view(ir_node *n, const ir_node *of, const int64_t *strides, int64_t offset) {
+  rt_buffer_retain(of->buf);
+  ir_node_set_storage(n, of->buf, strides, offset);
 }
 
 /* Post-order DFS with an explicit stack: a node is emitted after all its
  * sources, so the output is a topological order. The graph is a DAG, so a
  * node marked on entry can never be reached again while still open. */
 int ir_graph_collect(int nroots, ir_node *const *roots, ir_node ***out) {
-  node_map seen = {0};
+  ir_ptrmap seen = {0};
   node_stack st = {0}, order = {0};
   for (int r = 0; r < nroots; r++) {
-    if (!roots[r] || map_get(&seen, roots[r]) >= 0) continue;
-    map_put(&seen, roots[r], 0);
+    if (!roots[r] || ir_ptrmap_get(&seen, roots[r]) >= 0) continue;
+    ir_ptrmap_put(&seen, roots[r], 0);
     stack_push(&st, roots[r]);
     while (st.n) {
       ir_node *n = st.v[st.n - 1];
-      int next = map_get(&seen, n);   /* index of the next source to visit */
+      int next = ir_ptrmap_get(&seen, n);   /* index of the next source to visit */
       if (next < n->nsrc) {
-        map_put(&seen, n, next + 1);
+        ir_ptrmap_put(&seen, n, next + 1);
         ir_node *s = n->src[next];
-        if (map_get(&seen, s) < 0) {
-          map_put(&seen, s, 0);
+        if (ir_ptrmap_get(&seen, s) < 0) {
+          ir_ptrmap_put(&seen, s, 0);
           stack_push(&st, s);
         }
         continue;
@@ -224,10 +184,33 @@ int ir_graph_collect(int nroots, ir_node *const *roots, ir_node ***out) {
       stack_push(&order, n);
     }
   }
-  map_free(&seen);
+  ir_ptrmap_free(&seen);
   free(st.v);
   *out = order.v;
   return (int)order.n;
+}
+
+void ir_graph_clone(int n, ir_node *const *topo, ir_node **clones) {
+  for (int i = 0; i < n; i++) topo[i]->scratch = i;
+  for (int i = 0; i < n; i++) {
+    ir_node *o = topo[i];
+    if (o->op == IR_BUFFER) {
+      ir_node_retain(clones[i] = o);
+      continue;
+    }
+    ir_node *src[3];
+    for (int s = 0; s < o->nsrc; s++) src[s] = clones[o->src[s]->scratch];
+    ir_node *c = ir_node_new(o->op, o->dtype, o->ndim, o->shape, o->nsrc, src, o->file, o->line);
+    c->device = o->device;
+    c->attr = o->attr;
+    memcpy(c->strides, o->strides, sizeof c->strides);
+    c->offset = o->offset;
+    c->status = o->status;
+    if (o->msg) IR_ASSERT(c->msg = strdup(o->msg));
+    c->id = o->id;
+    c->symbolic = o->symbolic;
+    clones[i] = c;
+  }
 }
 
 ir_node *ir_graph_find_error(int nroots, ir_node *const *roots) {
@@ -241,8 +224,8 @@ ir_node *ir_graph_find_error(int nroots, ir_node *const *roots) {
 }
 
 /* ---- printing ----------------------------------------------------------- */
-static void print_src_ref(ir_str *b, const node_map *pos, const ir_node *s) {
-  int i = map_get(pos, s);
+static void print_src_ref(ir_str *b, const ir_ptrmap *pos, const ir_node *s) {
+  int i = ir_ptrmap_get(pos, s);
   if (i >= 0) ir_str_printf(b, "%%%d", i);
   else ir_str_printf(b, "#%llu", (unsigned long long)s->id);   /* outside the list */
 }
@@ -312,7 +295,7 @@ static void print_attrs(ir_str *b, const ir_node *n) {
   }
 }
 
-static void print_node(ir_str *b, const node_map *pos, int i, const ir_node *n) {
+static void print_node(ir_str *b, const ir_ptrmap *pos, int i, const ir_node *n) {
   ir_str_printf(b, "%%%d = %s", i, ir_ops[n->op].name);
   for (int s = 0; s < n->nsrc; s++) {
     ir_str_printf(b, s ? ", " : " ");
@@ -327,8 +310,8 @@ static void print_node(ir_str *b, const node_map *pos, int i, const ir_node *n) 
 }
 
 void ir_graph_print(ir_str *b, int n, ir_node *const *topo) {
-  node_map pos = {0};
-  for (int i = 0; i < n; i++) map_put(&pos, topo[i], i);
+  ir_ptrmap pos = {0};
+  for (int i = 0; i < n; i++) ir_ptrmap_put(&pos, topo[i], i);
   for (int i = 0; i < n; i++) print_node(b, &pos, i, topo[i]);
-  map_free(&pos);
+  ir_ptrmap_free(&pos);
 }

@@ -55,6 +55,8 @@ struct kiln_tensor {
   char *msg;
   uint64_t id;          /* creation order, for printing and stable sorting */
   int64_t pending;      /* upper bound on unrealized nodes below (bounded laziness) */
+  bool symbolic;        /* a placeholder (kiln_placeholder) or reads one: it has
+                           no value of its own and runs only through kiln_fn */
   int scratch;          /* per-pass temporary (kernel id, visit mark); no meaning between passes */
 };
 typedef struct kiln_tensor ir_node;
@@ -78,12 +80,19 @@ void ir_node_set_const(ir_node *n, double value);
 /* Turns n into a BUFFER sharing of's storage through strides and offset
  * (elements): a zero-copy view. */
 void ir_node_set_view(ir_node *n, const ir_node *of, const int64_t *strides, int64_t offset);
+/* Turns n into a BUFFER over buf (the caller's reference) with strides and offset. */
+void ir_node_set_storage(ir_node *n, rt_buffer *buf, const int64_t *strides, int64_t offset);
 bool ir_node_is_contiguous(const ir_node *n);
 void ir_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 
 /* Nodes reachable from roots that are not BUFFERs, plus the BUFFER leaves,
  * in topological order (sources first). Iterative. Caller frees *out. */
 int ir_graph_collect(int nroots, ir_node *const *roots, ir_node ***out);
+/* Copies of topo (sources first) that passes may rewrite freely: BUFFER
+ * leaves are shared (retained); every other node is new, with the same op,
+ * attributes, shape, location and id, reading the copies of its sources.
+ * clones[i] holds one reference. Sets topo[i]->scratch = i. */
+void ir_graph_clone(int n, ir_node *const *topo, ir_node **clones);
 /* First error node reachable from roots, or NULL. */
 ir_node *ir_graph_find_error(int nroots, ir_node *const *roots);
 

@@ -206,3 +206,44 @@ void ir_error_setf(const char *fmt, ...) {
   va_end(ap);
 }
 const char *ir_error_get(void) { return last_error; }
+
+/* ---- pointer map ---------------------------------------------------------- */
+static size_t ptrmap_slot(const ir_ptrmap *m, const void *k) {
+  size_t h = (size_t)(((uintptr_t)k >> 4) * 0x9E3779B97F4A7C15ull);
+  size_t i = h & (m->cap - 1);
+  while (m->keys[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
+  return i;
+}
+
+static void ptrmap_grow(ir_ptrmap *m) {
+  ir_ptrmap old = *m;
+  m->cap = old.cap ? 2 * old.cap : 64;
+  m->n = 0;
+  m->keys = calloc(m->cap, sizeof *m->keys);
+  m->vals = calloc(m->cap, sizeof *m->vals);
+  IR_ASSERT(m->keys && m->vals);
+  for (size_t i = 0; i < old.cap; i++)
+    if (old.keys[i]) ir_ptrmap_put(m, old.keys[i], old.vals[i]);
+  free(old.keys);
+  free(old.vals);
+}
+
+void ir_ptrmap_put(ir_ptrmap *m, const void *k, int v) {
+  if (2 * (m->n + 1) > m->cap) ptrmap_grow(m);
+  size_t i = ptrmap_slot(m, k);
+  if (!m->keys[i]) m->n++;
+  m->keys[i] = k;
+  m->vals[i] = v;
+}
+
+int ir_ptrmap_get(const ir_ptrmap *m, const void *k) {
+  if (!m->cap) return -1;
+  size_t i = ptrmap_slot(m, k);
+  return m->keys[i] ? m->vals[i] : -1;
+}
+
+void ir_ptrmap_free(ir_ptrmap *m) {
+  free(m->keys);
+  free(m->vals);
+  *m = (ir_ptrmap){0};
+}

@@ -69,6 +69,12 @@ void ir_str_free(ir_str *b);
 void ir_str_shape(ir_str *b, int ndim, const int64_t *shape);
 uint64_t ir_hash_bytes(const void *p, size_t n, uint64_t seed);
 
+/* ---- a pointer -> int map (open addressing): walks keep nodes' scratch alone */
+typedef struct { const void **keys; int *vals; size_t cap, n; } ir_ptrmap;
+void ir_ptrmap_put(ir_ptrmap *m, const void *k, int v);
+int ir_ptrmap_get(const ir_ptrmap *m, const void *k);   /* the value stored for k, or -1 */
+void ir_ptrmap_free(ir_ptrmap *m);
+
 /* ---- the thread's last user-facing error (kiln_last_error) -------------- */
 void ir_error_set(const char *msg);
 void ir_error_setf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -40,6 +40,7 @@ typedef struct {
   ir_node **created;    /* nodes passes made (one reference each), released
                            with the graph: running a kernel drops its sources */
   int target;           /* pass_config.target, set by pass_run_graph */
+  bool symbolic_ok;     /* pass_config.symbolic_ok, set by pass_run_graph */
 } pass_graph;
 
 kiln_status pass_verify(pass_graph *g);
@@ -84,6 +85,7 @@ typedef struct {
   const char *off;      /* KILN_PASSES: "-fuse,-verify" switches those passes off */
   int debug;            /* KILN_DEBUG: >= 4 dumps the IR after each pass to stderr */
   int target;           /* kiln_device_type the kernels are for; -1: each kernel's own device */
+  bool symbolic_ok;     /* placeholders may appear (a kiln_fn is planned, not run) */
 } pass_config;
 /* Runs the graph passes in order with a dump after each. */
 kiln_status pass_run_graph(pass_graph *g, const pass_config *cfg);

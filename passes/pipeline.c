@@ -98,6 +98,7 @@ static void dump_graph(const pass_graph *g, const char *after) {
 
 kiln_status pass_run_graph(pass_graph *g, const pass_config *cfg) {
   g->target = cfg->target;
+  g->symbolic_ok = cfg->symbolic_ok;
   for (size_t i = 0; i < sizeof graph_passes / sizeof *graph_passes; i++) {
     const graph_pass *p = &graph_passes[i];
     bool on = !p->switchable || pass_enabled(cfg, p->name);

@@ -94,6 +94,11 @@ kiln_status pass_verify(pass_graph *g) {
       ir_error_set(n->msg);
       return n->status;
     }
+    if (n->symbolic && n->op == IR_BUFFER && !g->symbolic_ok) {
+      ir_error_setf("%s:%d: placeholder: has no data: a graph that reads a placeholder runs only through "
+                    "kiln_compile and kiln_fn_run", n->file ? n->file : "?", n->line);
+      return KILN_ERR_ARG;
+    }
     const char *why = check_node(n);
     if (why) {
       ir_str s = {0};

@@ -4,6 +4,7 @@
 
 #include "codegen_cpu/cpu.h"
 #include "ir/kernel.h"
+#include "passes/pass.h"
 #include "runtime/rt.h"
 
 /* The compiled kernel for k (whose k_key is `key`), from the cache or freshly
@@ -17,13 +18,48 @@ void rt_execute(const kernel *k, cpu_kernel_fn fn, void *const *bufs);
  * of its inputs, and each output compared with the device's. KILN_OK when
  * they agree; KILN_ERR_COMPILE (a miscompile) with the kernel, the output,
  * the first differing element and both values in the last error. out and
- * inputs as realize binds them (outputs, then the inputs' nodes in order). */
-kiln_status rt_validate(kernel *k, rt_buffer **out, ir_node **inputs, int debug);
+ * inputs as a plan binds them (outputs, then the inputs' buffers in param order). */
+kiln_status rt_validate(kernel *k, rt_buffer **out, rt_buffer **inputs, int debug);
 /* The first of n elements of dtype dt where got and want differ beyond
  * validation's tolerance, -1 when none: integers and bool exactly; floats
  * within a few units of their precision (relative, with an absolute floor
  * near zero), infinities exactly, nan matching nan. */
 int64_t rt_validate_diff(kiln_dtype dt, const void *got, const void *want, int64_t n);
 void rt_cache_shutdown(void);
+
+/* ---- executables (exec.c): what a realize launches, decided once ---- */
+typedef struct rt_exec rt_exec;
+/* Where a target's value is after a run: a view of slot's buffer (slot -1:
+ * an empty tensor without one). */
+typedef struct {
+  int slot;
+  int64_t strides[KILN_MAX_DIMS];
+  int64_t offset;
+} rt_exec_view;
+/* Plans the pending graph nodes[0..n) (sources first, as ir_graph_collect
+ * gives it) for the targets at positions tpos[0..nt): the passes run on a
+ * copy, so the graph itself never changes, and every group is lowered and
+ * compiled in launch order with nothing run. Slots 0..nleaves-1 are the
+ * given leaves (BUFFER nodes of the graph, bound at run time). NULL with *st
+ * and the last error set when the graph is invalid or a kernel cannot be
+ * compiled. */
+rt_exec *rt_exec_build(int n, ir_node *const *nodes, int nt, const int *tpos, int nleaves, ir_node *const *leaves,
+                       const pass_config *cfg, kiln_status *st);
+void rt_exec_free(rt_exec *p);
+/* Runs p: slots[0..nleaves) hold the leaves' buffers (NULL for an empty
+ * tensor without one), the rest NULL or a buffer the caller gives for that
+ * output. On KILN_OK the targets' slots, and those hold[] marks (NULL: none),
+ * hold their buffers (references for the caller) and every other non-leaf
+ * slot is NULL; on failure all non-leaf slots are NULL. fresh: the first
+ * run after planning (its compiles are not cache hits). */
+kiln_status rt_exec_run(const rt_exec *p, rt_buffer **slots, const bool *hold, bool fresh, int debug);
+/* Where the value of the planned graph's node i is after a run (slot -1:
+ * no step stores it; it stays pending). */
+const rt_exec_view *rt_exec_node(const rt_exec *p, int i);
+/* The steps and slots of p, as text or a Graphviz digraph (kiln_fn_dump). */
+void rt_exec_print(ir_str *b, const rt_exec *p, bool dot, const char *where);
+int rt_exec_nslots(const rt_exec *p);
+int rt_exec_nleaves(const rt_exec *p);
+
 
 #endif

@@ -70,7 +70,7 @@ static kiln_status compare(const kernel *k, int o, int p, const rt_buffer *got, 
   return KILN_ERR_COMPILE;
 }
 
-kiln_status rt_validate(kernel *k, rt_buffer **out, ir_node **inputs, int debug) {
+kiln_status rt_validate(kernel *k, rt_buffer **out, rt_buffer **inputs, int debug) {
   rt_buffer **host = calloc((size_t)k->nparams + 1, sizeof *host), **cpu = calloc((size_t)k->nparams + 1, sizeof *cpu);
   void **bufs = calloc((size_t)k->nparams + 1, sizeof *bufs);
   IR_ASSERT(host && cpu && bufs);
@@ -80,7 +80,7 @@ kiln_status rt_validate(kernel *k, rt_buffer **out, ir_node **inputs, int debug)
     const kparam *kp = &k->params[p];
     bufs[p] = k->args;
     if (kp->args) continue;
-    const rt_buffer *b = kp->output ? out[o++] : inputs[i++]->buf;
+    const rt_buffer *b = kp->output ? out[o++] : inputs[i++];
     if (!(host[p] = host_copy(b, &st))) break;
     if (kp->output && !(cpu[p] = rt_buffer_alloc(b->bytes))) {
       ir_error_setf("KILN_VALIDATE: out of host memory for %zu bytes", b->bytes);

@@ -1,0 +1,525 @@
+/* exec.c: an executable: what a realize launches, decided once. Building a plan walks the
+ * kernel groups in launch order as realize always has (lower, kernel passes,
+ * compile) but runs nothing: each group's outputs get stand-in buffers (no
+ * memory) so the groups after it lower exactly as they would have. Every
+ * buffer is a slot: the leaves' first, then each output's. Running a plan
+ * binds the leaves' buffers, allocates each step's outputs, launches, and
+ * gives a slot back to the allocator after its last reader unless it is
+ * kept. Lazy realizes (realize.c) and compiled functions (fn.c) both run
+ * plans; neither builds graphs or runs passes to replay one. */
+#include "rt.h"
+#include "rt_internal.h"
+#include "passes/pass.h"
+#include "runtime/device.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef enum { STEP_KERNEL, STEP_DEVICE, STEP_GEMM, STEP_COPY } step_kind;
+
+typedef struct {
+  step_kind kind;
+  kernel *k;                /* KERNEL, DEVICE, GEMM */
+  cpu_kernel_fn fn;         /* KERNEL */
+  rt_device_kernel *dk;     /* DEVICE; GEMM: the rest of the epilogue */
+  cuda_gemm gm;             /* GEMM */
+  bool compiled;            /* compiled while planning, not found in a cache */
+  kiln_device dev;          /* where the outputs live */
+  int nout, nin;
+  int *slots;               /* nout output slots, then nin input slots (param order) */
+  size_t *bytes;            /* per output */
+  size_t copy_off;          /* COPY: byte offset in the source slot */
+  int free_lo, free_hi;     /* plan->frees[free_lo..free_hi): slots dead after it */
+  char file[96];            /* where the user built the group's first output, for messages */
+  int line;
+  ir_op op;
+} plan_step;
+
+struct rt_exec {
+  int nleaves, nslots;
+  int nsteps;
+  plan_step *steps;
+  int *frees;
+  bool *keep;               /* per slot: survives the run (targets, held values) */
+  rt_buffer **stubs;        /* per slot while planning: the stand-in, NULL for leaves */
+  ir_ptrmap slot_of;        /* while planning: rt_buffer * (a leaf's or a stand-in) -> slot */
+  int nviews;
+  rt_exec_view *views;      /* per node of the planned graph: where its value is */
+};
+
+/* ---- execution helpers --------------------------------------------------- */
+typedef struct {
+  cpu_kernel_fn fn;
+  void *const *bufs;
+} launch;
+
+static void run_chunk(void *ctx, int64_t lo, int64_t hi) {
+  launch *l = ctx;
+  l->fn(l->bufs, lo, hi);
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static uint64_t kernel_bytes(const kernel *k) {
+  uint64_t b = 0;
+  for (int p = 0; p < k->nparams; p++) b += (uint64_t)k->params[p].numel * ir_dtypes[k->params[p].dtype].size;
+  return b;
+}
+
+/* Splits the parallel range so each chunk holds at least ~16K innermost
+ * iterations: tiny kernels run on the calling thread with no synchronisation
+ * at all. */
+void rt_execute(const kernel *k, cpu_kernel_fn fn, void *const *bufs) {
+  launch l = {fn, bufs};
+  int64_t cost, extent = k_parallel(k, &cost);
+  if (extent == 0) {
+    fn(bufs, 0, 1);
+    return;
+  }
+  int64_t min_chunk = cost >= 16384 ? 1 : 16384 / (cost ? cost : 1);
+  rt_parallel_for(extent, min_chunk, run_chunk, &l);
+}
+
+/* A buffer on dev (host memory for the CPU); NULL with the last error set. */
+static rt_buffer *alloc_on(kiln_device dev, size_t bytes) {
+  const rt_device *d = rt_device_of(dev);
+  rt_buffer *b = d ? d->alloc(dev.index, bytes) : rt_buffer_alloc(bytes);
+  if (!b && !d) ir_error_setf("out of memory allocating %zu bytes", bytes);
+  return b;
+}
+
+/* Prefixes the last error (a device's or the allocator's) with the op and
+ * where the user built the step's first output. */
+static kiln_status locate_error(const plan_step *s, kiln_status st) {
+  char *msg = strdup(ir_error_get());
+  IR_ASSERT(msg);
+  ir_error_setf("%s:%d: %s: %s", s->file, s->line, ir_ops[s->op].name, msg);
+  free(msg);
+  return st;
+}
+
+/* bytes of src from byte off into dst: host <-> device by the device's copy,
+ * device <-> device through host memory. */
+static kiln_status copy_buffer(rt_buffer *dst, const rt_buffer *src, size_t off, size_t bytes) {
+  const rt_device *from = rt_device_of(src->device), *to = rt_device_of(dst->device);
+  if (bytes == 0) return KILN_OK;
+  if (!from) return to->copy_in(dst, (const char *)src->data + off, bytes);
+  if (!to) return from->copy_out(dst->data, src, off, bytes);
+  rt_buffer *host = rt_buffer_alloc(bytes);
+  if (!host) {
+    ir_error_setf("out of host memory staging %zu bytes", bytes);
+    return KILN_ERR_MEMORY;
+  }
+  kiln_status st = from->copy_out(host->data, src, off, bytes);
+  if (st == KILN_OK) st = to->copy_in(dst, host->data, bytes);
+  rt_buffer_release(host);
+  return st;
+}
+
+/* cuBLASLt's product into the output or the temp, then the rest of the
+ * epilogue reading it. The temp goes back to the allocator at once: its
+ * next user is queued after the rest. */
+static kiln_status queue_gemm(const rt_device *d, int index, const cuda_gemm *gm, rt_device_kernel *dk,
+                              void *const *bufs, int debug) {
+  rt_buffer *temp = gm->temp > 0 ? d->alloc(index, (size_t)gm->temp * ir_dtypes[gm->compute].size) : NULL;
+  if (gm->temp > 0 && !temp) return KILN_ERR_MEMORY;
+  void *t = temp ? temp->data : NULL;
+  kiln_status st = rt_cublas_matmul(index, gm, bufs, t, debug);
+  if (st == KILN_OK && gm->rest) {
+    const kernel *r = gm->rest;
+    void **rbufs = malloc(sizeof *rbufs * ((size_t)r->nparams + 1));
+    IR_ASSERT(rbufs);
+    for (int q = 0; q < r->nparams; q++)
+      rbufs[q] = r->params[q].args ? (void *)r->args : gm->rest_src[q] < 0 ? t : bufs[gm->rest_src[q]];
+    st = d->launch(index, dk, gm->rest, rbufs, debug);
+    free(rbufs);
+  }
+  rt_buffer_release(temp);
+  return st;
+}
+
+/* ---- building ------------------------------------------------------------ */
+typedef struct {
+  rt_exec *p;
+  pass_graph *g;
+  const pass_config *cfg;
+  ir_node **inputs;         /* scratch for pass_run_kernel */
+  int cap_slots;
+} builder;
+
+static int new_slot(builder *b, rt_buffer *stub) {
+  rt_exec *p = b->p;
+  if (p->nslots == b->cap_slots) {
+    b->cap_slots = b->cap_slots ? 2 * b->cap_slots : 16;
+    p->stubs = realloc(p->stubs, sizeof *p->stubs * (size_t)b->cap_slots);
+    p->keep = realloc(p->keep, sizeof *p->keep * (size_t)b->cap_slots);
+    IR_ASSERT(p->stubs && p->keep);
+  }
+  p->stubs[p->nslots] = stub;
+  p->keep[p->nslots] = false;
+  if (stub) ir_ptrmap_put(&p->slot_of, stub, p->nslots);
+  return p->nslots++;
+}
+
+/* The slot holding a node's buffer; -1 for an empty tensor without one. */
+static int slot_of(const builder *b, const ir_node *n) {
+  int s = n->buf ? ir_ptrmap_get(&b->p->slot_of, n->buf) : -1;
+  IR_ASSERT(!n->buf || s >= 0);   /* every buffer is a leaf's or a planned output's */
+  return s;
+}
+
+static plan_step *new_step(builder *b, step_kind kind, const ir_node *first, int nout, int nin) {
+  rt_exec *p = b->p;
+  plan_step *s = &p->steps[p->nsteps++];
+  *s = (plan_step){.kind = kind, .dev = first->device, .nout = nout, .nin = nin,
+                   .line = first->line, .op = first->op};
+  snprintf(s->file, sizeof s->file, "%s", first->file ? first->file : "?");
+  s->slots = malloc(sizeof *s->slots * (size_t)(nout + nin + 1));
+  s->bytes = malloc(sizeof *s->bytes * (size_t)(nout + 1));
+  IR_ASSERT(s->slots && s->bytes);
+  return s;
+}
+
+/* The outputs of a planned group become BUFFERs over stand-ins (no memory):
+ * later groups load them exactly as if they had run. */
+static void stub_outputs(builder *b, plan_step *s, ir_node *const *outs) {
+  for (int o = 0; o < s->nout; o++) {
+    rt_buffer *stub = rt_buffer_borrow(NULL, s->bytes[o]);
+    IR_ASSERT(stub);
+    rt_buffer_retain(stub);   /* the plan's reference, dropped when building ends */
+    s->slots[o] = new_slot(b, stub);
+    ir_node_set_buffer(outs[o], stub);
+  }
+}
+
+static kiln_status plan_kernel_group(builder *b, int gi) {
+  pass_group *pg = &b->g->groups[gi];
+  int ninputs = 0;
+  kernel *k = pass_run_kernel(b->g, gi, b->inputs, &ninputs, b->cfg);
+  const rt_device *d = rt_device_of(pg->outs[0]->device);
+  bool matmul = false;
+  for (int i = 0; d && i < b->g->n; i++) matmul |= b->g->group_of[i] == gi && b->g->topo[i]->op == IR_MATMUL;
+  plan_step *s = new_step(b, !d ? STEP_KERNEL : matmul ? STEP_GEMM : STEP_DEVICE, pg->outs[0], pg->nout, ninputs);
+  s->k = k;
+  int64_t numel = ir_numel(pg->ndim, pg->shape);
+  for (int o = 0; o < pg->nout; o++) s->bytes[o] = (size_t)numel * ir_dtypes[pg->outs[o]->dtype].size;
+  for (int i = 0; i < ninputs; i++) s->slots[pg->nout + i] = slot_of(b, b->inputs[i]);
+  kiln_status st = KILN_OK;
+  bool hit = true;
+  if (s->kind == STEP_KERNEL) {
+    ir_str key = {0};
+    k_key(k, &key);
+    s->fn = rt_kernel_get(k, &key, b->cfg->debug, &hit);
+    ir_str_free(&key);
+    if (!s->fn) st = KILN_ERR_COMPILE;
+  } else if (s->kind == STEP_DEVICE) {
+    if ((st = d->compile(s->dev.index, k, b->cfg->debug, &s->dk, &hit)) != KILN_OK) locate_error(s, st);
+  } else {
+    char *err = NULL;
+    if (!cuda_gemm_split(k, &s->gm, &err)) {
+      ir_error_setf("not supported on %s:%d: %s", d->name, s->dev.index, err ? err : "matrix product");
+      st = locate_error(s, KILN_ERR_DEVICE);
+    } else if (s->gm.rest && (st = d->compile(s->dev.index, s->gm.rest, b->cfg->debug, &s->dk, &hit)) != KILN_OK) {
+      locate_error(s, st);
+    }
+    free(err);
+  }
+  s->compiled = !hit;
+  if (st == KILN_OK && s->compiled) rt_stats_mut()->compiles++;
+  stub_outputs(b, s, pg->outs);
+  return st;
+}
+
+/* A transfer (its group is the TO node alone; fuse stored its source) is a
+ * copy, never a kernel. A source that is a strided view (fold_views) is
+ * copied with its whole storage, and the copy keeps the view's strides. */
+static void plan_transfer(builder *b, const pass_group *pg) {
+  ir_node *to = pg->outs[0], *src = to->src[0];
+  size_t es = ir_dtypes[src->dtype].size;
+  bool dense = ir_node_is_contiguous(src);
+  plan_step *s = new_step(b, STEP_COPY, to, 1, 1);
+  s->copy_off = dense ? (size_t)src->offset * es : 0;
+  s->bytes[0] = dense ? (size_t)ir_numel(src->ndim, src->shape) * es : src->buf->bytes;
+  s->slots[1] = slot_of(b, src);
+  int64_t strides[KILN_MAX_DIMS], offset = src->offset;
+  memcpy(strides, src->strides, sizeof strides);
+  stub_outputs(b, s, &to);
+  if (!dense) {
+    memcpy(to->strides, strides, sizeof strides);
+    to->offset = offset;
+  }
+}
+
+/* A group that is only a reshape of a stored, contiguous value (x.sum(0)
+ * without keepdim: the column reduction is stored, the reshape is the
+ * target) shares that value's buffer, so its slot: no step at all. */
+static bool reshape_alias(const pass_graph *g, int gi) {
+  const ir_node *n = g->groups[gi].outs[0], *s = n->src[0];
+  if (g->groups[gi].nout != 1 || n->op != IR_RESHAPE || s->op != IR_BUFFER || !s->buf) return false;
+  for (int i = 0; i < g->n; i++)
+    if (g->group_of[i] == gi && g->topo[i] != n) return false;
+  return s->offset == 0 && ir_node_is_contiguous(s);
+}
+
+/* Liveness: a slot that is not a leaf and not kept dies after the last step
+ * that reads it (or the step that writes it, when nothing reads it). */
+static void plan_frees(rt_exec *p) {
+  int *last = malloc(sizeof *last * ((size_t)p->nslots + 1));
+  int *count = calloc((size_t)p->nsteps + 1, sizeof *count);
+  p->frees = malloc(sizeof *p->frees * ((size_t)p->nslots + 1));
+  IR_ASSERT(last && count && p->frees);
+  for (int i = 0; i < p->nslots; i++) last[i] = -1;
+  for (int i = 0; i < p->nsteps; i++)
+    for (int j = 0; j < p->steps[i].nout + p->steps[i].nin; j++)
+      if (p->steps[i].slots[j] >= 0) last[p->steps[i].slots[j]] = i;
+  for (int i = p->nleaves; i < p->nslots; i++)
+    if (!p->keep[i] && last[i] >= 0) count[last[i]]++;
+  for (int i = 0, at = 0; i < p->nsteps; i++) {
+    p->steps[i].free_lo = p->steps[i].free_hi = at;
+    at += count[i];
+  }
+  for (int i = p->nleaves; i < p->nslots; i++)
+    if (!p->keep[i] && last[i] >= 0) p->frees[p->steps[last[i]].free_hi++] = i;
+  free(last);
+  free(count);
+}
+
+static void drop_stubs(rt_exec *p) {
+  for (int i = 0; p->stubs && i < p->nslots; i++) rt_buffer_release(p->stubs[i]);
+  free(p->stubs);
+  p->stubs = NULL;
+  ir_ptrmap_free(&p->slot_of);
+}
+
+/* Where each node's copy ended: a view of a slot when a step stores it or
+ * it is a view of a leaf, slot -1 when it stays pending. */
+static void record_views(rt_exec *p, int n, ir_node *const *clones) {
+  p->nviews = n;
+  p->views = calloc((size_t)n + 1, sizeof *p->views);
+  IR_ASSERT(p->views);
+  for (int i = 0; i < n; i++) {
+    const ir_node *c = clones[i];
+    p->views[i].slot = c->op == IR_BUFFER && c->buf ? ir_ptrmap_get(&p->slot_of, c->buf) : -1;
+    memcpy(p->views[i].strides, c->strides, sizeof c->strides);
+    p->views[i].offset = c->offset;
+  }
+}
+
+static kiln_status build_steps(builder *b) {
+  pass_graph *g = b->g;
+  kiln_status st = KILN_OK;
+  for (int i = 0; st == KILN_OK && i < g->ngroups; i++) {
+    int gi = g->order[i];
+    ir_node *first = g->groups[gi].outs[0];
+    if (ir_op_has(first->op, IR_XFER)) plan_transfer(b, &g->groups[gi]);
+    else if (reshape_alias(g, gi)) {
+      rt_buffer_retain(first->src[0]->buf);
+      ir_node_set_buffer(first, first->src[0]->buf);
+    } else st = plan_kernel_group(b, gi);
+  }
+  return st;
+}
+
+rt_exec *rt_exec_build(int n, ir_node *const *nodes, int nt, const int *tpos, int nleaves, ir_node *const *leaves,
+                       const pass_config *cfg, kiln_status *status) {
+  ir_node **clones = malloc(sizeof *clones * ((size_t)n + 1)), **targets = malloc(sizeof *targets * ((size_t)nt + 1));
+  rt_exec *p = calloc(1, sizeof *p);
+  IR_ASSERT(clones && targets && p);
+  ir_graph_clone(n, nodes, clones);
+  for (int t = 0; t < nt; t++) targets[t] = clones[tpos[t]];
+  pass_graph g = {.ntargets = nt, .targets = targets, .arena = ir_arena_new(), .n = n,
+                  .topo = malloc(sizeof(ir_node *) * ((size_t)n + 1))};
+  builder b = {.p = p, .g = &g, .cfg = cfg, .inputs = malloc(sizeof(ir_node *) * ((size_t)n + 1))};
+  IR_ASSERT(g.topo && b.inputs);
+  memcpy(g.topo, clones, sizeof(ir_node *) * (size_t)n);
+  p->nleaves = nleaves;
+  for (int i = 0; i < nleaves; i++) {
+    new_slot(&b, NULL);
+    if (leaves[i]->buf && ir_ptrmap_get(&p->slot_of, leaves[i]->buf) < 0) ir_ptrmap_put(&p->slot_of, leaves[i]->buf, i);
+  }
+  kiln_status st = pass_run_graph(&g, cfg);
+  if (st == KILN_OK) {
+    p->steps = calloc((size_t)g.ngroups + 1, sizeof *p->steps);
+    IR_ASSERT(p->steps);
+    st = build_steps(&b);
+  }
+  if (st == KILN_OK) {
+    record_views(p, n, clones);
+    for (int t = 0; t < nt; t++)
+      if (p->views[tpos[t]].slot >= 0) p->keep[p->views[tpos[t]].slot] = true;
+    plan_frees(p);
+  }
+  drop_stubs(p);
+  pass_graph_release(&g);
+  for (int i = 0; i < n; i++) ir_node_release(clones[i]);
+  free(g.topo);
+  ir_arena_free(g.arena);
+  free(b.inputs);
+  free(clones);
+  free(targets);
+  *status = st;
+  if (st == KILN_OK) return p;
+  rt_exec_free(p);
+  return NULL;
+}
+
+void rt_exec_free(rt_exec *p) {
+  if (!p) return;
+  drop_stubs(p);
+  for (int i = 0; p->steps && i < p->nsteps; i++) {
+    plan_step *s = &p->steps[i];
+    if (s->kind == STEP_GEMM) cuda_gemm_free(&s->gm);
+    k_free(s->k);
+    free(s->slots);
+    free(s->bytes);
+  }
+  free(p->steps);
+  free(p->frees);
+  free(p->keep);
+  free(p->views);
+  free(p);
+}
+
+/* ---- running ------------------------------------------------------------- */
+static void debug_line(const plan_step *s, double ms, bool hit) {
+  const kernel *k = s->k;
+  if (s->kind != STEP_KERNEL) {
+    fprintf(stderr, "kiln: %s %lld elems queued on cuda:%d (%s)\n", k->name, (long long)k->work, s->dev.index,
+            s->kind == STEP_GEMM ? "cuBLASLt" : hit ? "cached" : "compiled");
+    return;
+  }
+  double gb = (double)kernel_bytes(k) / 1e9;
+  fprintf(stderr, "kiln: %s %lld elems %.3f ms %.1f GB/s (%s)\n", k->name, (long long)k->work, ms,
+          ms > 0 ? gb / (ms / 1e3) : 0.0, hit ? "cached" : "compiled");
+}
+
+static void count_launch(const plan_step *s, bool hit) {
+  kiln_stats_t *st = rt_stats_mut();
+  const kernel *k = s->kind == STEP_GEMM ? s->gm.rest : s->k;
+  if (s->kind == STEP_GEMM && s->gm.call) {   /* cuBLASLt calls: launches never compiled */
+    st->kernels_launched += (uint64_t)cuda_gemm_calls(&s->gm);
+    st->bytes_moved += kernel_bytes(s->k);
+  }
+  if (!k) return;
+  st->kernels_launched++;
+  st->bytes_moved += kernel_bytes(k);
+  if (hit) st->cache_hits++;
+}
+
+/* A kernel's arguments: outputs, k->args, the inputs' buffers, in param order. */
+static void bind_params(const plan_step *s, rt_buffer **slots, void **bufs) {
+  const kernel *k = s->k;
+  for (int p = 0, o = 0, i = 0; p < k->nparams; p++) {
+    if (k->params[p].args) {
+      bufs[p] = (void *)k->args;
+      continue;
+    }
+    int slot = k->params[p].output ? s->slots[o++] : s->slots[s->nout + i++];
+    bufs[p] = slot >= 0 && slots[slot] ? slots[slot]->data : NULL;
+  }
+}
+
+static kiln_status run_step(const plan_step *s, rt_buffer **slots, bool hit, int debug) {
+  for (int o = 0; o < s->nout; o++) {
+    if (slots[s->slots[o]]) continue;   /* bound by the caller (a function's given output) */
+    if (!(slots[s->slots[o]] = alloc_on(s->dev, s->bytes[o]))) return locate_error(s, KILN_ERR_MEMORY);
+  }
+  if (s->kind == STEP_COPY) {
+    kiln_status st = copy_buffer(slots[s->slots[0]], slots[s->slots[1]], s->copy_off, s->bytes[0]);
+    return st == KILN_OK ? st : locate_error(s, st);
+  }
+  void *small[16], **bufs = s->k->nparams <= 16 ? small : malloc(sizeof *bufs * (size_t)s->k->nparams);
+  IR_ASSERT(bufs);
+  bind_params(s, slots, bufs);
+  kiln_status st = KILN_OK;
+  double t0 = debug >= 1 ? now_ms() : 0;
+  if (s->k->work > 0) {
+    const rt_device *d = rt_device_of(s->dev);
+    if (s->kind == STEP_KERNEL) rt_execute(s->k, s->fn, bufs);
+    else if (s->kind == STEP_GEMM) st = queue_gemm(d, s->dev.index, &s->gm, s->dk, bufs, debug);
+    else if ((st = d->launch(s->dev.index, s->dk, s->k, bufs, debug)) == KILN_OK && rt_opts()->validate) {
+      rt_buffer *ins[s->nin + 1];
+      for (int i = 0; i < s->nin; i++) ins[i] = s->slots[s->nout + i] >= 0 ? slots[s->slots[s->nout + i]] : NULL;
+      rt_buffer *outs[s->nout + 1];
+      for (int o = 0; o < s->nout; o++) outs[o] = slots[s->slots[o]];
+      st = rt_validate(s->k, outs, ins, debug);
+    }
+  }
+  if (bufs != small) free(bufs);
+  if (st != KILN_OK) return locate_error(s, st);
+  count_launch(s, hit);
+  if (debug >= 1) debug_line(s, now_ms() - t0, hit);
+  return KILN_OK;
+}
+
+kiln_status rt_exec_run(const rt_exec *p, rt_buffer **slots, const bool *hold, bool fresh, int debug) {
+  kiln_status st = KILN_OK;
+  for (int i = 0; st == KILN_OK && i < p->nsteps; i++) {
+    const plan_step *s = &p->steps[i];
+    st = run_step(s, slots, !(fresh && s->compiled), debug);
+    for (int f = s->free_lo; st == KILN_OK && f < s->free_hi; f++) {
+      if (hold && hold[p->frees[f]]) continue;
+      rt_buffer_release(slots[p->frees[f]]);
+      slots[p->frees[f]] = NULL;
+    }
+  }
+  if (st != KILN_OK)
+    for (int i = p->nleaves; i < p->nslots; i++) {
+      rt_buffer_release(slots[i]);
+      slots[i] = NULL;
+    }
+  return st;
+}
+
+int rt_exec_nslots(const rt_exec *p) { return p->nslots; }
+int rt_exec_nleaves(const rt_exec *p) { return p->nleaves; }
+const rt_exec_view *rt_exec_node(const rt_exec *p, int i) { return &p->views[i]; }
+
+/* ---- printing (kiln_fn_dump) ------------------------------------------------ */
+static const char *step_name(const plan_step *s) {
+  static const char *kinds[] = {"kernel", "device kernel", "cuBLASLt matmul", "copy"};
+  return kinds[s->kind];
+}
+
+static void print_slots(ir_str *b, const plan_step *s, int from, int n) {
+  for (int i = 0; i < n; i++) ir_str_printf(b, i ? ", %%%d" : "%%%d", s->slots[from + i]);
+}
+
+static void print_text(ir_str *b, const rt_exec *p, const char *where) {
+  ir_str_printf(b, "function compiled at %s: %d steps, %d slots (%%0..%%%d bound to its leaves: inputs, then constants)\n",
+                where, p->nsteps, p->nslots, p->nleaves - 1);
+  for (int i = 0; i < p->nsteps; i++) {
+    const plan_step *s = &p->steps[i];
+    ir_str_printf(b, "  step %d: %s %s  ", i, step_name(s), s->k ? s->k->name : "");
+    print_slots(b, s, 0, s->nout);
+    ir_str_printf(b, " = f(");
+    print_slots(b, s, s->nout, s->nin);
+    ir_str_printf(b, ")  %s:%d %s", s->file, s->line, ir_ops[s->op].name);
+    for (int f = s->free_lo; f < s->free_hi; f++) ir_str_printf(b, f == s->free_lo ? "  frees %%%d" : ", %%%d", p->frees[f]);
+    ir_str_printf(b, "\n");
+  }
+}
+
+static void print_dot(ir_str *b, const rt_exec *p, const char *where) {
+  ir_str_printf(b, "digraph kiln_fn {\n  label=\"function compiled at %s\";\n  node [fontname=monospace];\n", where);
+  for (int i = 0; i < p->nslots; i++)
+    ir_str_printf(b, "  s%d [label=\"%%%d\", shape=%s];\n", i, i, i < p->nleaves ? "invhouse" : "ellipse");
+  for (int i = 0; i < p->nsteps; i++) {
+    const plan_step *s = &p->steps[i];
+    ir_str_printf(b, "  k%d [label=\"%d: %s\\n%s\", shape=box];\n", i, i, step_name(s), s->k ? s->k->name : "");
+    for (int j = 0; j < s->nin; j++)
+      if (s->slots[s->nout + j] >= 0) ir_str_printf(b, "  s%d -> k%d;\n", s->slots[s->nout + j], i);
+    for (int o = 0; o < s->nout; o++) ir_str_printf(b, "  k%d -> s%d;\n", i, s->slots[o]);
+  }
+  ir_str_printf(b, "}\n");
+}
+
+void rt_exec_print(ir_str *b, const rt_exec *p, bool dot, const char *where) {
+  (dot ? print_dot : print_text)(b, p, where);
+}
