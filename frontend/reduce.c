@@ -47,15 +47,14 @@ static kiln_dtype reduce_dtype(ir_op op, kiln_dtype in) {
 
 /* Errors PyTorch gives before reducing: bool argmax, empty max/min/arg*. */
 static ir_node *reduce_check(const char *f, int l, ir_op op, ir_node *t, unsigned mask) {
+  bool arg = op == IR_ARGMAX || op == IR_ARGMIN, extreme = arg || op == IR_MAX || op == IR_MIN;
+  bool bool_arg = arg && t->dtype == KILN_BOOL;
+  if (!bool_arg && !(extreme && reduced_count(t, mask) == 0 && ir_numel(t->ndim, t->shape) == 0)) return NULL;
   const char *name = ir_ops[op].name;
-  bool extreme = op == IR_MAX || op == IR_MIN || op == IR_ARGMAX || op == IR_ARGMIN;
-  ir_node *e = NULL;
   ir_str b = {0};
-  fe_describe(&b, t);
-  if ((op == IR_ARGMAX || op == IR_ARGMIN) && t->dtype == KILN_BOOL)
-    e = fe_error(KILN_ERR_DTYPE, f, l, "%s: not implemented for bool (input: %s)", name, b.s);
-  else if (extreme && reduced_count(t, mask) == 0 && ir_numel(t->ndim, t->shape) == 0)
-    e = fe_error(KILN_ERR_SHAPE, f, l, "%s: cannot reduce over an empty dimension (input: %s); it has no identity", name, b.s);
+  fe_describe(&b, t);   /* only on failure: a cached realize builds ops in its hot path */
+  ir_node *e = bool_arg ? fe_error(KILN_ERR_DTYPE, f, l, "%s: not implemented for bool (input: %s)", name, b.s)
+                        : fe_error(KILN_ERR_SHAPE, f, l, "%s: cannot reduce over an empty dimension (input: %s); it has no identity", name, b.s);
   ir_str_free(&b);
   return e;
 }

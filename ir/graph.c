@@ -162,7 +162,7 @@ void ir_node_set_view(ir_node *n, const ir_node *of, const int64_t *strides, int
  * sources, so the output is a topological order. The graph is a DAG, so a
  * node marked on entry can never be reached again while still open. */
 int ir_graph_collect(int nroots, ir_node *const *roots, ir_node ***out) {
-  ir_ptrmap seen = {0};
+  IR_PTRMAP_ON_STACK(seen);
   node_stack st = {0}, order = {0};
   for (int r = 0; r < nroots; r++) {
     if (!roots[r] || ir_ptrmap_get(&seen, roots[r]) >= 0) continue;

@@ -222,8 +222,10 @@ static void ptrmap_grow(ir_ptrmap *m) {
   m->keys = calloc(m->cap, sizeof *m->keys);
   m->vals = calloc(m->cap, sizeof *m->vals);
   IR_ASSERT(m->keys && m->vals);
+  m->borrowed = false;
   for (size_t i = 0; i < old.cap; i++)
     if (old.keys[i]) ir_ptrmap_put(m, old.keys[i], old.vals[i]);
+  if (old.borrowed) return;
   free(old.keys);
   free(old.vals);
 }
@@ -243,7 +245,9 @@ int ir_ptrmap_get(const ir_ptrmap *m, const void *k) {
 }
 
 void ir_ptrmap_free(ir_ptrmap *m) {
-  free(m->keys);
-  free(m->vals);
+  if (!m->borrowed) {
+    free(m->keys);
+    free(m->vals);
+  }
   *m = (ir_ptrmap){0};
 }

@@ -70,7 +70,18 @@ void ir_str_shape(ir_str *b, int ndim, const int64_t *shape);
 uint64_t ir_hash_bytes(const void *p, size_t n, uint64_t seed);
 
 /* ---- a pointer -> int map (open addressing): walks keep nodes' scratch alone */
-typedef struct { const void **keys; int *vals; size_t cap, n; } ir_ptrmap;
+typedef struct {
+  const void **keys;
+  int *vals;
+  size_t cap, n;
+  bool borrowed;        /* keys/vals are the caller's (IR_PTRMAP_ON_STACK) until it grows */
+} ir_ptrmap;
+/* A map whose first 64 entries live in the caller's frame: hot walks of
+ * small graphs allocate nothing. */
+#define IR_PTRMAP_ON_STACK(m)                                      \
+  const void *m##_keys[64] = {0};                                  \
+  int m##_vals[64];                                                \
+  ir_ptrmap m = {m##_keys, m##_vals, 64, 0, true}
 void ir_ptrmap_put(ir_ptrmap *m, const void *k, int v);
 int ir_ptrmap_get(const ir_ptrmap *m, const void *k);   /* the value stored for k, or -1 */
 void ir_ptrmap_free(ir_ptrmap *m);

@@ -53,12 +53,12 @@ static rt_exec *plan_find(uint64_t h, const ir_str *key) {
   return NULL;
 }
 
-static void plan_insert(uint64_t h, ir_str *key, rt_exec *plan) {
+static void plan_insert(uint64_t h, const ir_str *key, rt_exec *plan) {
   if (plans.n == PLAN_LIMIT) plan_unlink(plans.oldest);
   plan_entry *e = calloc(1, sizeof *e);
   IR_ASSERT(e);
-  *e = (plan_entry){plans.bucket[h % PLAN_BUCKETS], plans.newest, NULL, h, *key, plan};
-  *key = (ir_str){0};
+  *e = (plan_entry){plans.bucket[h % PLAN_BUCKETS], plans.newest, NULL, h, {0}, plan};
+  ir_str_append(&e->key, key->s, key->len);
   plans.bucket[h % PLAN_BUCKETS] = e;
   if (plans.newest) plans.newest->newer = e;
   else plans.oldest = e;
@@ -66,21 +66,40 @@ static void plan_insert(uint64_t h, ir_str *key, rt_exec *plan) {
   plans.n++;
 }
 
+static ir_str key_buf;   /* the key of the graph being realized (under realize_mu) */
+
 static void plans_free(void) {
   while (plans.oldest) plan_unlink(plans.oldest);
+  ir_str_free(&key_buf);
 }
 
 /* ---- a graph's structure --------------------------------------------------- */
-static void put(ir_str *b, const void *p, size_t n) { ir_str_append(b, p, n); }
-#define PUT(b, v) put(b, &(v), sizeof(v))
+/* One node as words: built on the stack and appended once (keys are built on
+ * every realize, so this is the hot path of a cached one). */
+typedef struct {
+  int64_t w[24 + 5 * KILN_MAX_DIMS];
+  int n;
+} node_words;
 
-static void put_attr(ir_str *b, const ir_node *n) {
+static void word(node_words *k, int64_t v) { k->w[k->n++] = v; }
+
+static void word_f(node_words *k, double v) {
+  int64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  word(k, bits);
+}
+
+/* The attributes n's kind of op reads (ops.def). */
+static void attr_words(node_words *k, const ir_node *n) {
   const ir_attr *a = &n->attr;
-  PUT(b, a->value), PUT(b, a->start), PUT(b, a->step), PUT(b, a->end), PUT(b, a->seed), PUT(b, a->offset);
-  PUT(b, a->low), PUT(b, a->high), PUT(b, a->to), PUT(b, a->compute), PUT(b, a->dim), PUT(b, a->index);
-  PUT(b, a->stride), PUT(b, a->flip_mask), PUT(b, a->axes);
-  put(b, a->perm, sizeof(int) * (size_t)n->ndim);
-  put(b, a->pad, sizeof a->pad[0] * (size_t)n->ndim);
+  if (ir_op_has(n->op, IR_SRC)) {
+    word_f(k, a->value), word_f(k, a->start), word_f(k, a->step), word_f(k, a->end);
+    word(k, (int64_t)a->seed), word(k, (int64_t)a->offset), word(k, a->low), word(k, a->high);
+  } else if (ir_op_has(n->op, IR_MOVE)) {
+    word_f(k, a->value), word(k, a->dim), word(k, a->index), word(k, a->stride), word(k, a->flip_mask);
+    for (int d = 0; d < n->ndim; d++) word(k, a->perm[d]), word(k, a->pad[d][0]), word(k, a->pad[d][1]);
+  }
+  word(k, a->to | (int64_t)a->compute << 8 | (int64_t)a->axes << 16);
 }
 
 /* Everything the passes and lowering read of the pending graph, in topo
@@ -88,27 +107,37 @@ static void put_attr(ir_str *b, const ir_node *n) {
  * and which leaves share storage; the targets' positions; the options the
  * passes obey. Equal keys plan alike. Sets each node's scratch to its position. */
 static void graph_key(ir_str *b, int nheld, ir_node *const *held, int nt, ir_node *const *targets, const pass_config *cfg) {
-  ir_ptrmap storage = {0};
+  IR_PTRMAP_ON_STACK(storage);
   for (int i = 0; i < nheld; i++) held[i]->scratch = i;
   for (int i = 0; i < nheld; i++) {
     const ir_node *n = held[i];
-    PUT(b, n->op), PUT(b, n->dtype), PUT(b, n->device), PUT(b, n->ndim), PUT(b, n->status), PUT(b, n->nsrc);
-    put(b, n->shape, sizeof(int64_t) * (size_t)n->ndim);
-    put(b, n->strides, sizeof(int64_t) * (size_t)n->ndim);
-    for (int s = 0; s < n->nsrc; s++) PUT(b, n->src[s]->scratch);
+    node_words k = {.n = 0};
+    word(&k, n->op | (int64_t)n->dtype << 8 | (int64_t)n->device.type << 16 | (int64_t)n->ndim << 24 |
+                 (int64_t)n->status << 32 | (int64_t)n->nsrc << 40);
+    word(&k, n->device.index);
+    for (int d = 0; d < n->ndim; d++) word(&k, n->shape[d]);
+    for (int s = 0; s < n->nsrc; s++) word(&k, n->src[s]->scratch);
     if (n->op != IR_BUFFER) {
-      put_attr(b, n);
-      continue;
+      attr_words(&k, n);
+    } else {
+      int first = n->buf ? ir_ptrmap_get(&storage, n->buf) : -2;
+      if (first == -1) ir_ptrmap_put(&storage, n->buf, i);
+      bool stand_in = n->buf && !n->buf->data && n->buf->bytes;
+      for (int d = 0; d < n->ndim; d++) word(&k, n->strides[d]);
+      word(&k, first), word(&k, n->offset), word(&k, stand_in);
+      if (n->buf) word(&k, n->buf->device.type | (int64_t)n->buf->device.index << 8);
     }
-    int first = n->buf ? ir_ptrmap_get(&storage, n->buf) : -2;
-    if (first == -1) ir_ptrmap_put(&storage, n->buf, i);
-    bool stand_in = n->buf && !n->buf->data && n->buf->bytes;
-    PUT(b, first), PUT(b, n->offset), PUT(b, stand_in);
-    if (n->buf) PUT(b, n->buf->device);
+    ir_str_append(b, k.w, sizeof k.w[0] * (size_t)k.n);
   }
   ir_ptrmap_free(&storage);
-  for (int t = 0; t < nt; t++) PUT(b, targets[t]->scratch);
-  ir_str_printf(b, "|%s|%d", cfg->off ? cfg->off : "", cfg->target);
+  node_words t = {.n = 0};
+  for (int i = 0; i < nt; i++) {
+    word(&t, targets[i]->scratch);
+    if (t.n == (int)(sizeof t.w / sizeof t.w[0]) || i == nt - 1) ir_str_append(b, t.w, sizeof t.w[0] * (size_t)t.n), t.n = 0;
+  }
+  word(&t, cfg->target);
+  ir_str_append(b, t.w, sizeof t.w[0]);
+  if (cfg->off) ir_str_append(b, cfg->off, strlen(cfg->off));
 }
 
 /* ---- realize ---------------------------------------------------------------- */
@@ -179,10 +208,10 @@ static kiln_status realize_locked(int n, ir_node *const *nodes) {
   for (int i = 0; i < nheld; i++) ir_node_retain(held[i]);
   int nleaves = collect_leaves(nheld, held, &leaves);
   pass_config cfg = {rt_opts()->passes, rt_opts()->debug, -1, false};
-  ir_str key = {0};
-  graph_key(&key, nheld, held, n, nodes, &cfg);
-  uint64_t h = ir_hash_bytes(key.s, key.len, 0);
-  rt_exec *p = plan_find(h, &key);
+  key_buf.len = 0;
+  graph_key(&key_buf, nheld, held, n, nodes, &cfg);
+  uint64_t h = ir_hash_bytes(key_buf.s, key_buf.len, 0);
+  rt_exec *p = plan_find(h, &key_buf);
   bool fresh = !p;
   kiln_status st = KILN_OK;
   if (fresh) {
@@ -191,10 +220,9 @@ static kiln_status realize_locked(int n, ir_node *const *nodes) {
     for (int t = 0; t < n; t++) tpos[t] = nodes[t]->scratch;
     p = rt_exec_build(nheld, held, n, tpos, nleaves, leaves, &cfg, &st);
     if (tpos != small) free(tpos);
-    if (p) plan_insert(h, &key, p);
+    if (p) plan_insert(h, &key_buf, p);
   }
   if (p) st = run_plan(p, n, nodes, nheld, held, nleaves, leaves, fresh, cfg.debug);
-  ir_str_free(&key);
   for (int i = 0; i < nheld; i++) ir_node_release(held[i]);
   free(held);
   free(leaves);
