@@ -42,6 +42,7 @@ typedef enum {
   KILN_ERR_DEVICE,    /* operands on different devices, CUDA not available */
   KILN_ERR_MEMORY,    /* allocation failed */
   KILN_ERR_COMPILE,   /* the JIT or NVRTC failed (an internal error) */
+  KILN_ERR_IO,        /* a file that cannot be read or written, or is not a valid .npy file */
   KILN_NUM_STATUS
 } kiln_status;
 
@@ -385,6 +386,25 @@ kiln_tensor *kiln_to_at(const char *f, int l, kiln_tensor *t, kiln_device dev);
 kiln_tensor *kiln_cpu_at(const char *f, int l, kiln_tensor *t);
 #define kiln_to(t, dev) kiln_to_at(__FILE__, __LINE__, t, dev)
 #define kiln_cpu(t) kiln_cpu_at(__FILE__, __LINE__, t)
+
+/* ---- files and exchange ----------------------------------------------------
+ * kiln_save_npy writes t (realized; copied to the host from any device) to
+ * path in NumPy's .npy format: a version 1.0 header, C order,
+ * little-endian. bool, uint8, int8, int16, int32, int64, float16, float32
+ * and float64 are NumPy's b1 u1 i1 i2 i4 i8 f2 f4 f8; bfloat16 has no NumPy
+ * dtype and is refused (KILN_ERR_DTYPE): cast it first. KILN_ERR_IO when
+ * the file cannot be written (none is left behind).
+ * kiln_load_npy reads a .npy file (versions 1.0 to 3.0) as a CPU tensor.
+ * C-ordered little-endian data is mapped and used in place, not copied: the
+ * file must not be truncated or rewritten while a tensor reads it (as with
+ * numpy.load(mmap_mode='r')). Fortran order and big-endian data are copied.
+ * A bad file gives an error node (KILN_ERR_IO) whose message names the file
+ * and what is wrong: not an npy file, unsupported version or dtype, header
+ * too long, shape overflow, truncated data. */
+kiln_status kiln_save_npy_at(const char *f, int l, kiln_tensor *t, const char *path);
+kiln_tensor *kiln_load_npy_at(const char *f, int l, const char *path);
+#define kiln_save_npy(t, path) kiln_save_npy_at(__FILE__, __LINE__, t, path)
+#define kiln_load_npy(path) kiln_load_npy_at(__FILE__, __LINE__, path)
 
 /* Info: valid on any non-error handle without realizing it. */
 int kiln_ndim(kiln_tensor *t);
