@@ -13,8 +13,7 @@ static ir_node *check_dtype(const char *f, int l, const char *op, kiln_dtype dt)
   return fe_error(KILN_ERR_ARG, f, l, "%s: invalid dtype %d", op, (int)dt);
 }
 
-/* NULL when (ndim, shape) is a shape kiln can hold, else the error node. */
-static ir_node *check_shape(const char *f, int l, const char *op, int ndim, const int64_t *shape) {
+ir_node *fe_check_shape(const char *f, int l, const char *op, int ndim, const int64_t *shape) {
   if (ndim < 0 || ndim > KILN_MAX_DIMS)
     return fe_error(KILN_ERR_ARG, f, l, "%s: %d dims is outside 0..KILN_MAX_DIMS (%d)", op, ndim, KILN_MAX_DIMS);
   if (ndim && !shape) return fe_error(KILN_ERR_ARG, f, l, "%s: shape is NULL with %d dims", op, ndim);
@@ -32,7 +31,7 @@ static ir_node *check_shape(const char *f, int l, const char *op, int ndim, cons
 
 static ir_node *check_shape_dtype(const char *f, int l, const char *op, int ndim, const int64_t *shape,
                                   kiln_dtype dt) {
-  ir_node *e = check_shape(f, l, op, ndim, shape);
+  ir_node *e = fe_check_shape(f, l, op, ndim, shape);
   return e ? e : check_dtype(f, l, op, dt);
 }
 

@@ -12,6 +12,8 @@
 char *fe_format(const void *data, kiln_dtype dt, int ndim, const int64_t *shape, kiln_device dev);
 
 /* ---- create.c ------------------------------------------------------------ */
+/* NULL when (ndim, shape) is a shape kiln can hold, else the error node. */
+ir_node *fe_check_shape(const char *f, int l, const char *op, int ndim, const int64_t *shape);
 /* A registered BUFFER node over buf (contiguous; the node takes buf's
  * reference), built at the caller's f:l. */
 ir_node *fe_buffer_node(const char *f, int l, rt_buffer *buf, kiln_dtype dt, int ndim, const int64_t *shape);

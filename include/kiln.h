@@ -406,6 +406,29 @@ kiln_tensor *kiln_load_npy_at(const char *f, int l, const char *path);
 #define kiln_save_npy(t, path) kiln_save_npy_at(__FILE__, __LINE__, t, path)
 #define kiln_load_npy(path) kiln_load_npy_at(__FILE__, __LINE__, path)
 
+/* DLPack (the legacy DLManagedTensor of DLPack 0.6, which NumPy's
+ * from_dlpack and torch.utils.dlpack accept; include <dlpack/dlpack.h> to
+ * look inside one). kiln.h only declares the struct, so code that does not
+ * use DLPack compiles without its header.
+ * kiln_to_dlpack realizes t and returns a DLManagedTensor over its memory,
+ * no copy: CPU or CUDA (after the device's queued work is done), kiln's
+ * strides and byte offset, bool as DLPack 0.8's kDLBool (code 6, 8 bits),
+ * bfloat16 as kDLBfloat. The caller owns it and must call its deleter once,
+ * which drops kiln's hold on the memory (t may be released before). NULL
+ * and the last error when t cannot be realized.
+ * kiln_from_dlpack wraps m without a copy as a tensor on its device (CPU,
+ * pinned host memory, CUDA), with any strides and byte offset: the memory
+ * must stay unchanged while kiln may read it (writes show, as with
+ * kiln_from_buffer). On success kiln owns m and calls its deleter once, when
+ * its last reference to the memory goes. On error (an error node: NULL m,
+ * more than KILN_MAX_DIMS dims, an unsupported dtype or device, misaligned
+ * data) m stays the caller's. */
+struct DLManagedTensor;
+struct DLManagedTensor *kiln_to_dlpack_at(const char *f, int l, kiln_tensor *t);
+kiln_tensor *kiln_from_dlpack_at(const char *f, int l, struct DLManagedTensor *m);
+#define kiln_to_dlpack(t) kiln_to_dlpack_at(__FILE__, __LINE__, t)
+#define kiln_from_dlpack(m) kiln_from_dlpack_at(__FILE__, __LINE__, m)
+
 /* Info: valid on any non-error handle without realizing it. */
 int kiln_ndim(kiln_tensor *t);
 const int64_t *kiln_shape(kiln_tensor *t);
