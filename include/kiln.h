@@ -354,6 +354,28 @@ const void *kiln_data_at(const char *f, int l, kiln_tensor *t);
 char *kiln_to_string_at(const char *f, int l, kiln_tensor *t);
 kiln_status kiln_print_at(const char *f, int l, kiln_tensor *t);
 
+/* Print options, PyTorch's torch.set_printoptions: digits after the point
+ * (precision, default 4); tensors of more than threshold elements (1000)
+ * are summarized to edgeitems (3) at each end of every dim around "...";
+ * lines wrap at linewidth characters (80); sci_mode forces scientific
+ * notation on or off for floats, KILN_SCI_AUTO (PyTorch's None, the
+ * default) picks it from the values. A negative precision, threshold,
+ * edgeitems or linewidth keeps the current value (PyTorch's None);
+ * sci_mode is always set, as in PyTorch. KILN_ERR_ARG (nothing changed) for
+ * a precision above 100 or an unknown sci_mode. The options are global and
+ * apply to kiln_print and kiln_to_string from then on. */
+typedef enum { KILN_SCI_AUTO = -1, KILN_SCI_OFF = 0, KILN_SCI_ON = 1 } kiln_sci_mode;
+typedef struct {
+  int precision;
+  int64_t threshold;
+  int edgeitems;
+  int linewidth;
+  kiln_sci_mode sci_mode;
+} kiln_printoptions;
+kiln_status kiln_set_printoptions_at(const char *f, int l, int precision, int64_t threshold, int edgeitems,
+                                     int linewidth, kiln_sci_mode sci_mode);
+kiln_printoptions kiln_get_printoptions(void);
+
 #define kiln_realize(t) kiln_realize_at(__FILE__, __LINE__, t)
 #define kiln_realize_n(n, ts) kiln_realize_n_at(__FILE__, __LINE__, n, ts)
 #define kiln_copy_to_host(t, dst, bytes) kiln_copy_to_host_at(__FILE__, __LINE__, t, dst, bytes)
@@ -361,6 +383,8 @@ kiln_status kiln_print_at(const char *f, int l, kiln_tensor *t);
 #define kiln_data(t) kiln_data_at(__FILE__, __LINE__, t)
 #define kiln_to_string(t) kiln_to_string_at(__FILE__, __LINE__, t)
 #define kiln_print(t) kiln_print_at(__FILE__, __LINE__, t)
+#define kiln_set_printoptions(precision, threshold, edgeitems, linewidth, sci_mode) \
+  kiln_set_printoptions_at(__FILE__, __LINE__, precision, threshold, edgeitems, linewidth, sci_mode)
 
 /* Draws t's pending graph as kiln_realize would compile it: after the graph
  * passes, partitioned into the kernels realize would launch (in launch

@@ -16,6 +16,7 @@ typedef struct {
   bool allow_tf32;      /* KILN_ALLOW_TF32=1: f32 matmuls on a GPU may round their inputs to TF32 */
   const char *cublaslt; /* KILN_CUBLASLT: the cuBLASLt library to dlopen, NULL for the default */
   bool validate;        /* KILN_VALIDATE=1: every device kernel is checked against the CPU back end */
+  kiln_printoptions print;  /* kiln_set_printoptions; PyTorch's defaults */
 } rt_options;
 rt_options *rt_opts(void);
 
