@@ -101,15 +101,25 @@ kiln_tensor *kiln_load_npy_at(const char *f, int l, const char *path) {
 }
 
 /* ---- saving --------------------------------------------------------------- */
-/* The header, then the data; a file that could not be written whole is removed. */
+/* The header, then the data, into a new file beside path that then replaces
+ * it: a tensor still mapping the old file keeps reading it (truncating a
+ * mapped file in place would crash its readers). A file that could not be
+ * written whole is removed. */
 static kiln_status write_file(const char *f, int l, const char *path, const char *hdr, size_t hlen,
                               const void *data, size_t bytes) {
-  FILE *fp = fopen(path, "wb");
+  static unsigned counter;
+  ir_str tmp = {0};
+  ir_str_printf(&tmp, "%s.kiln-%d-%u.tmp", path, (int)getpid(), __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+  int fd = open(tmp.s, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  FILE *fp = fd >= 0 ? fdopen(fd, "wb") : NULL;
   bool ok = fp && fwrite(hdr, 1, hlen, fp) == hlen && fwrite(data, 1, bytes, fp) == bytes;
   int err = errno;
+  if (!fp && fd >= 0) close(fd);
   if (fp && fclose(fp) && ok) ok = false, err = errno;
+  if (ok && rename(tmp.s, path)) ok = false, err = errno;
+  if (!ok && fd >= 0) unlink(tmp.s);
+  ir_str_free(&tmp);
   if (ok) return KILN_OK;
-  if (fp) remove(path);
   ir_error_setf("%s:%d: save_npy: '%s': cannot write: %s", f, l, path, strerror(err));
   return KILN_ERR_IO;
 }

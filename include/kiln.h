@@ -923,8 +923,10 @@ kiln_tensor *kiln_cpu_at(const char *f, int l, kiln_tensor *t);
  * path in NumPy's .npy format: a version 1.0 header, C order,
  * little-endian. bool, uint8, int8, int16, int32, int64, float16, float32
  * and float64 are NumPy's b1 u1 i1 i2 i4 i8 f2 f4 f8; bfloat16 has no NumPy
- * dtype and is refused (KILN_ERR_DTYPE): cast it first. KILN_ERR_IO when
- * the file cannot be written (none is left behind).
+ * dtype and is refused (KILN_ERR_DTYPE): cast it first. The file is
+ * written beside path and renamed over it, so tensors still mapping an old
+ * file of that name keep their values. KILN_ERR_IO when it cannot be
+ * written (nothing is left behind).
  * kiln_load_npy reads a .npy file (versions 1.0 to 3.0) as a CPU tensor.
  * C-ordered little-endian data is mapped and used in place, not copied: the
  * file must not be truncated or rewritten while a tensor reads it (as with

@@ -8,9 +8,9 @@
 #include "runtime/rt.h"
 #include "util/testutil.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- files ---------------------------------------------------------------- */
@@ -59,6 +59,21 @@ static int mappings_of(const char *path) {
   while (fp && fgets(line, sizeof line, fp))
     if (strstr(line, path)) n++;
   if (fp) fclose(fp);
+  return n;
+}
+
+/* Files beside path whose name starts with path's: a temporary save left. */
+static int leftovers(const char *path) {
+  char dir[256];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  *slash = '\0';
+  const char *base = slash + 1;
+  int n = 0;
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (!strncmp(e->d_name, base, strlen(base)) && strcmp(e->d_name, base)) n++;
+  if (d) closedir(d);
   return n;
 }
 
@@ -161,6 +176,27 @@ START_TEST(test_npy_mapping_lifetime) {
   kiln_release(w);
   kiln_release(y);
   ck_assert_int_eq(mappings_of(path), 0);
+  unlink(path);
+}
+END_TEST
+
+/* Saving over a file a tensor maps replaces the file: the old tensor keeps
+ * its values (truncating the mapped file would crash it), a new load sees
+ * the new ones, and no temporary file is left. */
+START_TEST(test_npy_overwrite_mapped) {
+  char *path = tmp_path("over.npy");
+  float a[3] = {1, 2, 3}, b[3] = {7, 8, 9};
+  kiln_scope_begin();
+  ck_assert_int_eq(kiln_save_npy(kiln_from_data(a, KILN_F32, KILN_SHAPE(3)), path), KILN_OK);
+  kiln_tensor *old = kiln_load_npy(path);
+  ck_assert(old->buf->borrowed);
+  ck_assert_int_eq(kiln_save_npy(kiln_from_data(b, KILN_F32, KILN_SHAPE(3)), path), KILN_OK);
+  assert_bytes(old, a, sizeof a);
+  assert_bytes(kiln_load_npy(path), b, sizeof b);
+  ck_assert_int_eq(kiln_save_npy(old, path), KILN_OK);   /* a mapped tensor saved over its own file */
+  assert_bytes(kiln_load_npy(path), a, sizeof a);
+  kiln_scope_end();
+  ck_assert_int_eq(leftovers(path), 0);
   unlink(path);
 }
 END_TEST
@@ -325,6 +361,7 @@ static Suite *npy_suite(void) {
   tcase_add_test(tc, test_npy_header_bytes);
   tcase_add_test(tc, test_npy_save_view);
   tcase_add_test(tc, test_npy_mapping_lifetime);
+  tcase_add_test(tc, test_npy_overwrite_mapped);
   tcase_add_test(tc, test_npy_copied_layouts);
   tcase_add_test(tc, test_npy_header_variants);
   tcase_add_loop_test(tc, test_npy_bad_files, 0, (int)(sizeof bad / sizeof bad[0]));
