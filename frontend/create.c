@@ -13,8 +13,7 @@ static ir_node *check_dtype(const char *f, int l, const char *op, kiln_dtype dt)
   return fe_error(KILN_ERR_ARG, f, l, "%s: invalid dtype %d", op, (int)dt);
 }
 
-/* NULL when (ndim, shape) is a shape kiln can hold, else the error node. */
-static ir_node *check_shape(const char *f, int l, const char *op, int ndim, const int64_t *shape) {
+ir_node *fe_check_shape(const char *f, int l, const char *op, int ndim, const int64_t *shape) {
   if (ndim < 0 || ndim > KILN_MAX_DIMS)
     return fe_error(KILN_ERR_ARG, f, l, "%s: %d dims is outside 0..KILN_MAX_DIMS (%d)", op, ndim, KILN_MAX_DIMS);
   if (ndim && !shape) return fe_error(KILN_ERR_ARG, f, l, "%s: shape is NULL with %d dims", op, ndim);
@@ -32,7 +31,7 @@ static ir_node *check_shape(const char *f, int l, const char *op, int ndim, cons
 
 static ir_node *check_shape_dtype(const char *f, int l, const char *op, int ndim, const int64_t *shape,
                                   kiln_dtype dt) {
-  ir_node *e = check_shape(f, l, op, ndim, shape);
+  ir_node *e = fe_check_shape(f, l, op, ndim, shape);
   return e ? e : check_dtype(f, l, op, dt);
 }
 
@@ -54,7 +53,7 @@ static size_t shape_bytes(int ndim, const int64_t *shape, kiln_dtype dt) {
   return bytes;
 }
 
-static ir_node *buffer_node(const char *f, int l, rt_buffer *buf, kiln_dtype dt, int ndim, const int64_t *shape) {
+ir_node *fe_buffer_node(const char *f, int l, rt_buffer *buf, kiln_dtype dt, int ndim, const int64_t *shape) {
   ir_node *n = ir_node_new(IR_BUFFER, dt, ndim, shape, 0, NULL, f, l);
   ir_node_set_buffer(n, buf);
   return fe_register(n);
@@ -80,7 +79,7 @@ kiln_tensor *kiln_from_data_at(const char *f, int l, const void *data, kiln_dtyp
   rt_buffer *buf = rt_buffer_alloc(bytes ? bytes : 1);   /* every BUFFER owns real memory */
   if (!buf) return fe_error(KILN_ERR_MEMORY, f, l, "from_data: cannot allocate %zu bytes", bytes);
   if (bytes) memcpy(buf->data, data, bytes);
-  return buffer_node(f, l, buf, dt, ndim, shape);
+  return fe_buffer_node(f, l, buf, dt, ndim, shape);
 }
 
 /* Zero-copy: the node reads the user's memory, so later writes show. */
@@ -91,7 +90,7 @@ kiln_tensor *kiln_from_buffer_at(const char *f, int l, void *data, kiln_dtype dt
   if (!data) return kiln_from_data_at(f, l, NULL, dt, ndim, shape);   /* empty: nothing to borrow */
   rt_buffer *buf = rt_buffer_borrow(data, bytes);
   if (!buf) return fe_error(KILN_ERR_MEMORY, f, l, "from_buffer: out of memory");
-  return buffer_node(f, l, buf, dt, ndim, shape);
+  return fe_buffer_node(f, l, buf, dt, ndim, shape);
 }
 
 /* A stand-in for an input of a compiled function: a BUFFER whose storage

@@ -11,6 +11,43 @@
  * ", device='cuda:0'" for non-CPU devices. Returns a malloc'd string. */
 char *fe_format(const void *data, kiln_dtype dt, int ndim, const int64_t *shape, kiln_device dev);
 
+/* ---- create.c ------------------------------------------------------------ */
+/* NULL when (ndim, shape) is a shape kiln can hold, else the error node. */
+ir_node *fe_check_shape(const char *f, int l, const char *op, int ndim, const int64_t *shape);
+/* A registered BUFFER node over buf (contiguous; the node takes buf's
+ * reference), built at the caller's f:l. */
+ir_node *fe_buffer_node(const char *f, int l, rt_buffer *buf, kiln_dtype dt, int ndim, const int64_t *shape);
+
+/* ---- results.c: host data ----------------------------------------------- */
+/* Copies a strided view (element strides, es bytes per element) into dst
+ * as contiguous row-major elements. */
+void fe_copy_strided(char *dst, const char *src, size_t es, int ndim, const int64_t *shape, const int64_t *strides);
+/* Realizes t (a CPU tensor) and makes its buffer dense: *data is its first
+ * element, valid while t lives. Errors name op and the caller's file:line. */
+kiln_status fe_host_data(const char *f, int l, const char *op, kiln_tensor *t, const void **data);
+
+/* ---- npy_header.c: NumPy's .npy header ----------------------------------- */
+typedef struct {
+  kiln_dtype dtype;
+  size_t elem_size;     /* bytes per element */
+  bool big_endian;      /* multi-byte elements stored most significant byte first */
+  bool fortran;         /* column-major data */
+  int ndim;
+  int64_t shape[KILN_MAX_DIMS];
+  size_t data_offset;   /* from the start of the file to the first element */
+  size_t data_bytes;    /* numel * elem_size; the file holds at least this */
+} fe_npy_header;
+/* Parses the header at the start of the len bytes of a file (format 1.0,
+ * 2.0 or 3.0) and checks that the file holds the data it announces. False
+ * with what is wrong in why ("truncated data (...)", "unsupported dtype
+ * '<c8' ...") otherwise. Never reads outside bytes[0..len). */
+bool fe_npy_parse(const unsigned char *bytes, size_t len, fe_npy_header *h, char *why, size_t why_len);
+/* Writes a format 1.0 header for C-ordered little-endian data into out
+ * (FE_NPY_HEADER_MAX bytes) and returns its length, a multiple of 64, or 0
+ * when dt has no NumPy dtype (bfloat16). */
+#define FE_NPY_HEADER_MAX 320
+size_t fe_npy_header_write(char *out, kiln_dtype dt, int ndim, const int64_t *shape);
+
 /* ---- tensor.c: handles, scopes, errors ---------------------------------- */
 /* Records a handle about to be returned to the user in the innermost scope
  * (if one is open) and returns it. */

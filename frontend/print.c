@@ -1,18 +1,18 @@
 /* print.c: PyTorch's tensor repr (torch/_tensor_str.py) for contiguous host
  * data: one formatter sizes every element to a common width and picks the
  * float style (integral "1.", fixed "0.1000" or scientific "1.0000e+10");
- * tensors over 1000 elements show 3 edge items per dim around "...". */
+ * tensors over threshold elements show edgeitems per dim around "...".
+ * The print options and their defaults are PyTorch's set_printoptions. */
 #include "frontend/frontend.h"
+#include "runtime/rt.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define PRECISION 4
-#define THRESHOLD 1000
-#define EDGEITEMS 3
-#define LINEWIDTH 80
+#define MAX_PRECISION 100  /* keeps one element within ELEM_MAX */
+#define ELEM_MAX 512       /* "%.100f" of 1e308 (sci_mode off) and a sign fit */
 #define PREFIX "tensor("
 #define INDENT 7  /* strlen(PREFIX) */
 
@@ -22,7 +22,8 @@ typedef struct {
   int ndim;
   const int64_t *shape;
   int64_t strides[KILN_MAX_DIMS];  /* contiguous, in elements */
-  bool summarize;       /* numel > THRESHOLD: only edge items are shown */
+  kiln_printoptions o;  /* as they were when printing began */
+  bool summarize;       /* numel > o.threshold: only edge items are shown */
   /* _Formatter state */
   bool int_mode;        /* floats: every finite value is integral */
   bool sci_mode;
@@ -46,11 +47,11 @@ static void float_text(const printer *p, double v, char *buf, size_t len) {
   else if (isinf(v))
     snprintf(buf, len, v < 0 ? "-inf" : "inf");
   else if (p->sci_mode)
-    snprintf(buf, len, "%.*e", PRECISION, v);
+    snprintf(buf, len, "%.*e", p->o.precision, v);
   else if (p->int_mode)
     snprintf(buf, len, "%.0f.", v);
   else
-    snprintf(buf, len, "%.*f", PRECISION, v);
+    snprintf(buf, len, "%.*f", p->o.precision, v);
 }
 
 static void elem_text(const printer *p, int64_t i, char *buf, size_t len) {
@@ -65,10 +66,10 @@ static void elem_text(const printer *p, int64_t i, char *buf, size_t len) {
 /* ---- the elements PyTorch shows (get_summarized_data) ------------------- */
 typedef void (*elem_visit)(printer *p, int64_t i);
 
-/* Indices shown along a dim of size n: all, or the first and last EDGEITEMS. */
-static bool dim_skips(const printer *p, int64_t n) { return p->summarize && n > 2 * EDGEITEMS; }
+/* Indices shown along a dim of size n: all, or the first and last edgeitems. */
+static bool dim_skips(const printer *p, int64_t n) { return p->summarize && n > 2 * (int64_t)p->o.edgeitems; }
 static int64_t dim_next(const printer *p, int64_t n, int64_t j) {
-  return dim_skips(p, n) && j == EDGEITEMS - 1 ? n - EDGEITEMS : j + 1;
+  return dim_skips(p, n) && j == p->o.edgeitems - 1 ? n - p->o.edgeitems : j + 1;
 }
 
 static void visit_shown(printer *p, int d, int64_t base, elem_visit fn) {
@@ -96,7 +97,7 @@ static void scan_width(printer *p, int64_t i) {
     double v = elem_f64(p, i);
     if (!isfinite(v) || v == 0) return;
   }
-  char buf[64];
+  char buf[ELEM_MAX];
   elem_text(p, i, buf, sizeof buf);
   int w = (int)strlen(buf);
   if (w > p->width) p->width = w;
@@ -112,11 +113,14 @@ static void formatter_init(printer *p) {
     p->sci_mode = ratio > 1000.0 || p->abs_max > 1.0e8 || (!p->int_mode && p->abs_min < 1.0e-4);
   }
   visit_shown(p, 0, 0, scan_width);
+  /* As in PyTorch, a forced mode comes after the widths (measured in the
+   * automatic style) and not at all when no value is nonzero and finite. */
+  if (ir_is_float(p->dt) && p->o.sci_mode != KILN_SCI_AUTO) p->sci_mode = p->o.sci_mode == KILN_SCI_ON;
 }
 
 /* ---- layout (_tensor_str_with_formatter) -------------------------------- */
 static void put_elem(const printer *p, ir_str *b, int64_t i) {
-  char buf[64];
+  char buf[ELEM_MAX];
   elem_text(p, i, buf, sizeof buf);
   ir_str_printf(b, "%*s", p->width, buf);
 }
@@ -130,11 +134,11 @@ static void put_row_sep(ir_str *b, int64_t k, int64_t per_line, int indent) {
 /* A row; " ..." is one item of the row, as in PyTorch. */
 static void put_vector(const printer *p, ir_str *b, int64_t base, int indent) {
   int64_t n = p->shape[p->ndim - 1], k = 0;
-  int64_t per_line = (LINEWIDTH - indent) / (p->width + 2);
+  int64_t per_line = (p->o.linewidth - indent) / (p->width + 2);
   if (per_line < 1) per_line = 1;
   ir_str_printf(b, "[");
   for (int64_t j = 0; j < n; j = dim_next(p, n, j)) {
-    if (dim_skips(p, n) && j == n - EDGEITEMS) {
+    if (dim_skips(p, n) && j == n - p->o.edgeitems) {
       put_row_sep(b, k++, per_line, indent);
       ir_str_printf(b, " ...");
     }
@@ -161,7 +165,7 @@ static void put_tensor(const printer *p, ir_str *b, int d, int64_t base, int ind
   int inner = p->ndim - d - 1;
   ir_str_printf(b, "[");
   for (int64_t j = 0; j < n; j = dim_next(p, n, j)) {
-    if (dim_skips(p, n) && j == n - EDGEITEMS) {
+    if (dim_skips(p, n) && j == n - p->o.edgeitems) {
       put_slice_sep(b, inner, indent);
       ir_str_printf(b, "...");
     }
@@ -172,11 +176,11 @@ static void put_tensor(const printer *p, ir_str *b, int d, int64_t base, int ind
 }
 
 /* ---- suffixes (_add_suffixes) ------------------------------------------- */
-/* ", suffix" while the line stays within LINEWIDTH, else on a new line.
+/* ", suffix" while the line stays within linewidth, else on a new line.
  * last_line follows PyTorch's count exactly (which starts 2 too high). */
-static void put_suffix(ir_str *b, size_t *last_line, const char *suffix) {
+static void put_suffix(ir_str *b, size_t *last_line, int linewidth, const char *suffix) {
   size_t len = strlen(suffix);
-  if (*last_line + len + 2 > LINEWIDTH) {
+  if ((int64_t)(*last_line + len + 2) > linewidth) {
     ir_str_printf(b, ",\n%*s%s", INDENT, "", suffix);
     *last_line = INDENT + len;
   } else {
@@ -188,39 +192,43 @@ static void put_suffix(ir_str *b, size_t *last_line, const char *suffix) {
 /* Device first, then size (empty tensors that are not 1-D), then dtype.
  * PyTorch omits the dtype for its defaults float32, int64 and bool; an empty
  * tensor shows every dtype but float32. */
-static void put_suffixes(ir_str *b, kiln_dtype dt, int ndim, const int64_t *shape, int64_t numel,
-                         kiln_device dev) {
+static void put_suffixes(ir_str *b, const printer *p, int64_t numel, kiln_device dev) {
+  kiln_dtype dt = p->dt;
+  int ndim = p->ndim;
+  const int64_t *shape = p->shape;
   const char *nl = memrchr(b->s, '\n', b->len);
   size_t last_line = nl ? (size_t)(b->s + b->len - nl) + 1 : b->len + 2;
   ir_str s = {0};
   if (dev.type == KILN_CUDA) {
     ir_str_printf(&s, "device='cuda:%d'", dev.index);
-    put_suffix(b, &last_line, s.s);
+    put_suffix(b, &last_line, p->o.linewidth, s.s);
     s.len = 0;
   }
   if (numel == 0 && ndim != 1) {
     ir_str_printf(&s, "size=(");
     for (int i = 0; i < ndim; i++) ir_str_printf(&s, "%s%lld", i ? ", " : "", (long long)shape[i]);
     ir_str_printf(&s, ")");
-    put_suffix(b, &last_line, s.s);
+    put_suffix(b, &last_line, p->o.linewidth, s.s);
     s.len = 0;
   }
   if (numel == 0 ? dt != KILN_F32 : dt != KILN_F32 && dt != KILN_I64 && dt != KILN_BOOL) {
     ir_str_printf(&s, "dtype=kiln.%s", ir_dtypes[dt].name);
-    put_suffix(b, &last_line, s.s);
+    put_suffix(b, &last_line, p->o.linewidth, s.s);
   }
   ir_str_free(&s);
 }
 
 char *fe_format(const void *data, kiln_dtype dt, int ndim, const int64_t *shape, kiln_device dev) {
-  printer p = {.data = data, .dt = dt, .ndim = ndim, .shape = shape};
+  printer p = {.data = data, .dt = dt, .ndim = ndim, .shape = shape, .o = kiln_get_printoptions()};
   int64_t numel = ir_numel(ndim, shape);
   ir_contiguous_strides(ndim, shape, p.strides);
-  p.summarize = numel > THRESHOLD;
+  p.summarize = numel > p.o.threshold;
   ir_str b = {0};
   ir_str_printf(&b, PREFIX);
   if (numel == 0) {
     ir_str_printf(&b, "[]");
+  } else if (p.summarize && !p.o.edgeitems && ndim > 0) {
+    ir_str_printf(&b, "[...]");   /* no edge items: PyTorch shows only the ellipsis */
   } else {
     formatter_init(&p);
     if (ndim == 0)
@@ -228,7 +236,30 @@ char *fe_format(const void *data, kiln_dtype dt, int ndim, const int64_t *shape,
     else
       put_tensor(&p, &b, 0, 0, INDENT);
   }
-  put_suffixes(&b, dt, ndim, shape, numel, dev);
+  put_suffixes(&b, &p, numel, dev);
   ir_str_printf(&b, ")");
   return b.s;
 }
+
+/* ---- options ---------------------------------------------------------------- */
+kiln_status kiln_set_printoptions_at(const char *f, int l, int precision, int64_t threshold, int edgeitems,
+                                     int linewidth, kiln_sci_mode sci_mode) {
+  if (precision > MAX_PRECISION) {
+    ir_error_setf("%s:%d: set_printoptions: precision %d is more than %d", f, l, precision, MAX_PRECISION);
+    return KILN_ERR_ARG;
+  }
+  if (sci_mode < KILN_SCI_AUTO || sci_mode > KILN_SCI_ON) {
+    ir_error_setf("%s:%d: set_printoptions: sci_mode %d is not KILN_SCI_AUTO, KILN_SCI_OFF or KILN_SCI_ON", f, l,
+                  (int)sci_mode);
+    return KILN_ERR_ARG;
+  }
+  kiln_printoptions *o = &rt_opts()->print;
+  if (precision >= 0) o->precision = precision;
+  if (threshold >= 0) o->threshold = threshold;
+  if (edgeitems >= 0) o->edgeitems = edgeitems;
+  if (linewidth >= 0) o->linewidth = linewidth;
+  o->sci_mode = sci_mode;   /* PyTorch sets it always: None is automatic */
+  return KILN_OK;
+}
+
+kiln_printoptions kiln_get_printoptions(void) { return rt_opts()->print; }

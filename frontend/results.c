@@ -57,9 +57,9 @@ static kiln_status realize_on_host(const char *f, int l, const char *op, kiln_te
   return KILN_ERR_DEVICE;
 }
 
-/* Copies a strided view element by element (rows of the last dim at a time
- * when that dim is dense), counting through the index like an odometer. */
-static void copy_strided(char *dst, const char *src, size_t es, int ndim, const int64_t *shape,
+/* Rows of the last dim at a time when that dim is dense, counting through
+ * the index like an odometer. */
+void fe_copy_strided(char *dst, const char *src, size_t es, int ndim, const int64_t *shape,
                          const int64_t *strides) {
   int64_t numel = ir_numel(ndim, shape);
   if (numel == 0) return;
@@ -99,7 +99,7 @@ kiln_status kiln_copy_to_host_at(const char *f, int l, kiln_tensor *t, void *dst
     ir_str_free(&b);
     return KILN_ERR_ARG;
   }
-  copy_strided(dst, buffer_base(t), es, t->ndim, t->shape, t->strides);
+  fe_copy_strided(dst, buffer_base(t), es, t->ndim, t->shape, t->strides);
   return KILN_OK;
 }
 
@@ -127,13 +127,12 @@ static kiln_status make_contiguous(const char *f, int l, kiln_tensor *t) {
     ir_error_setf("%s:%d: data: cannot allocate %zu bytes for a contiguous copy", f, l, bytes);
     return KILN_ERR_MEMORY;
   }
-  copy_strided(buf->data, buffer_base(t), es, t->ndim, t->shape, t->strides);
+  fe_copy_strided(buf->data, buffer_base(t), es, t->ndim, t->shape, t->strides);
   ir_node_set_buffer(t, buf);
   return KILN_OK;
 }
 
-/* A realized, dense CPU tensor whose elements start at *data. */
-static kiln_status host_data(const char *f, int l, const char *op, kiln_tensor *t, const void **data) {
+kiln_status fe_host_data(const char *f, int l, const char *op, kiln_tensor *t, const void **data) {
   kiln_status st = realize_on_host(f, l, op, t);
   if (st == KILN_OK) st = make_contiguous(f, l, t);
   *data = st == KILN_OK ? buffer_base(t) : NULL;
@@ -142,14 +141,14 @@ static kiln_status host_data(const char *f, int l, const char *op, kiln_tensor *
 
 const void *kiln_data_at(const char *f, int l, kiln_tensor *t) {
   const void *data;
-  host_data(f, l, "data", t, &data);
+  fe_host_data(f, l, "data", t, &data);
   return data;
 }
 
 /* ---- text --------------------------------------------------------------- */
 static kiln_status format_tensor(const char *f, int l, const char *op, kiln_tensor *t, char **out) {
   const void *data;
-  kiln_status st = host_data(f, l, op, t, &data);
+  kiln_status st = fe_host_data(f, l, op, t, &data);
   *out = st == KILN_OK ? fe_format(data, t->dtype, t->ndim, t->shape, t->device) : NULL;
   return st;
 }

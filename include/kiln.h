@@ -1,16 +1,33 @@
-/* kiln.h: the one public header of kiln, a lazy graph compiler for tensor
+/** @file kiln.h
+ * kiln.h: the one public header of kiln, a lazy graph compiler for tensor
  * expressions. Every op only builds a node of a DAG; kiln_realize (or any call
  * that reads data) checks, fuses, compiles and runs what is pending.
  *
- * Conventions
+ * @section conventions Conventions
  * - Every function that can fail is a macro that passes the caller's
  *   __FILE__/__LINE__ to a `*_at` function; call the `_at` form directly to
- *   report a location of your own (a wrapper library, say).
+ *   report a location of your own (a wrapper library, say). The `f` and `l`
+ *   parameters of every `_at` function are that location.
  * - Ops never return NULL. A bad op returns an error node; errors are sticky
  *   (an op on an error node returns an error node) and surface at realize as
  *   a kiln_status plus kiln_last_error().
- * - Handles are reference counted. A handle made inside kiln_scope_begin/end
- *   is released by kiln_scope_end unless kiln_keep moved it out.
+ *
+ * @section handles Handles
+ * A kiln_tensor * is a reference-counted handle to a node of the graph.
+ * Every function returning a new handle gives the caller one reference:
+ * inside kiln_scope_begin / kiln_scope_end the innermost scope owns it and
+ * releases it at its end (unless kiln_keep moves it out or kiln_retain
+ * takes one of the caller's own); outside any scope the caller releases it
+ * with kiln_release. Sources a node was built from stay alive as long as
+ * the node does. A handle may be used from any thread, but one graph should
+ * be realized by one thread at a time.
+ *
+ * @section errors Errors
+ * A bad argument gives an error node (or, for functions returning a status,
+ * the status) and a message naming the op, the operands' shapes and dtypes
+ * and the caller's file:line, as `model.c:42: add: shapes (2,3) and (4,)
+ * cannot broadcast`. kiln_status_of and kiln_realize return the status and
+ * make the message kiln_last_error().
  */
 #ifndef KILN_H
 #define KILN_H
@@ -23,104 +40,247 @@
 extern "C" {
 #endif
 
+/** A handle to a tensor: a node of the lazy graph (see @ref handles). */
 typedef struct kiln_tensor kiln_tensor;
 
+/** Element types, PyTorch's (kiln_dtype_name gives "float32", ...). */
 typedef enum {
   KILN_BOOL, KILN_U8, KILN_I8, KILN_I16, KILN_I32, KILN_I64,
   KILN_F16, KILN_BF16, KILN_F32, KILN_F64,
-  KILN_NUM_DTYPES
+  KILN_NUM_DTYPES     /**< the number of dtypes, not a dtype */
 } kiln_dtype;
 
+/** The kinds of device a tensor can live on. */
 typedef enum { KILN_CPU, KILN_CUDA } kiln_device_type;
-typedef struct { kiln_device_type type; int index; } kiln_device;
+/** A device: the host (index 0) or a CUDA device by its driver index. */
+typedef struct {
+  kiln_device_type type;  /**< CPU or CUDA */
+  int index;              /**< 0 for the CPU; the CUDA device number */
+} kiln_device;
 
+/** What a call that can fail returns; kiln_last_error() says more. */
 typedef enum {
-  KILN_OK = 0,
-  KILN_ERR_ARG,       /* NULL handle, bad dtype, bad size, bad dim */
-  KILN_ERR_SHAPE,     /* shapes that cannot broadcast, overflowing sizes */
-  KILN_ERR_DTYPE,     /* an op that does not accept the operands' dtypes */
-  KILN_ERR_DEVICE,    /* operands on different devices, CUDA not available */
-  KILN_ERR_MEMORY,    /* allocation failed */
-  KILN_ERR_COMPILE,   /* the JIT or NVRTC failed (an internal error) */
-  KILN_NUM_STATUS
+  KILN_OK = 0,        /**< success */
+  KILN_ERR_ARG,       /**< NULL handle, bad dtype, bad size, bad dim */
+  KILN_ERR_SHAPE,     /**< shapes that cannot broadcast, overflowing sizes */
+  KILN_ERR_DTYPE,     /**< an op that does not accept the operands' dtypes */
+  KILN_ERR_DEVICE,    /**< operands on different devices, CUDA not available */
+  KILN_ERR_MEMORY,    /**< allocation failed */
+  KILN_ERR_COMPILE,   /**< the JIT or NVRTC failed (an internal error) */
+  KILN_ERR_IO,        /**< a file that cannot be read or written, or is not a valid .npy file */
+  KILN_NUM_STATUS     /**< the number of statuses, not a status */
 } kiln_status;
 
-/* Shapes and dim lists in C: KILN_SHAPE(2, 3) expands to the two arguments
- * `2, (const int64_t[]){2, 3}` (a count and a compound-literal array). */
+/** @name Shapes and dim lists
+ * Shapes and dim lists in C: KILN_SHAPE(2, 3) expands to the two arguments
+ * `2, (const int64_t[]){2, 3}` (a count and a compound-literal array).
+ * @{ */
+/** The number of its arguments (an implementation detail of KILN_SHAPE). */
 #define KILN_NARGS_(...) ((int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+/** `ndim, shape` arguments from a list of sizes: KILN_SHAPE(2, 3). */
 #define KILN_SHAPE(...) KILN_NARGS_(__VA_ARGS__), ((const int64_t[]){__VA_ARGS__})
+/** `ndims, dims` arguments from a list of dims: KILN_DIMS(0, -1). */
 #define KILN_DIMS(...) KILN_SHAPE(__VA_ARGS__)
+/** The most dims a tensor can have. */
 #define KILN_MAX_DIMS 8
+/** @} */
 
 /* ---- runtime, devices, modes --------------------------------------------- */
+/** @return the host device, {KILN_CPU, 0}. */
 kiln_device kiln_cpu_device(void);
+/** @return cuda:0 when it can be used, else the CPU. */
 kiln_device kiln_default_device(void);   /* cuda:0 when available, else cpu */
+/** @return 1 when cuda:0 can run kiln's kernels (a driver, a device, kiln built with the toolkit), else 0. */
 int kiln_cuda_is_available(void);
+/** @return the number of CUDA devices kiln can use, 0 without a driver. */
 int kiln_cuda_device_count(void);
-/* Why cuda:0 cannot be used ("libcuda.so.1 not found (no NVIDIA driver)"),
- * "" when it can. Valid until the thread's next call. */
+/** Why cuda:0 cannot be used ("libcuda.so.1 not found (no NVIDIA driver)").
+ * @return the reason, "" when it can be used; kiln's thread-local string,
+ * valid until the thread's next call. */
 const char *kiln_cuda_unavailable_reason(void);
+/** Eager mode: every op runs as its own kernel when built (the baseline for
+ * fused-vs-eager comparisons); also set by KILN_EAGER=1.
+ * @param on nonzero for eager, 0 for lazy (the default) */
 void kiln_set_eager(int on);             /* also KILN_EAGER=1 */
+/** @return 1 in eager mode, else 0. */
 int kiln_get_eager(void);
+/** Frees all runtime state (JIT, kernel caches, thread pool, devices, open
+ * scopes' handles) so leak checkers see a clean exit; kiln starts afresh
+ * on its next use. Handles still held afterwards stay valid to release. */
 void kiln_shutdown(void);                /* frees all runtime state */
+/** @param d a dtype
+ * @return its PyTorch name ("float32", "int64", ...), "invalid" for a value that is none. */
 const char *kiln_dtype_name(kiln_dtype d);  /* "float32", "int64", ... */
+/** @param d a dtype
+ * @return bytes per element, 0 for a value that is no dtype. */
 size_t kiln_dtype_size(kiln_dtype d);
 
+/** Counters since the start or the last kiln_reset_stats. */
 typedef struct {
-  uint64_t kernels_launched;
-  uint64_t compiles;
-  uint64_t cache_hits;
-  uint64_t bytes_moved;      /* bytes read + written by launched kernels */
-  uint64_t auto_realizes;    /* pending graphs realized for growing too big */
+  uint64_t kernels_launched; /**< kernels run, on any device */
+  uint64_t compiles;         /**< kernels compiled (cache misses) */
+  uint64_t cache_hits;       /**< launches that found their kernel compiled */
+  uint64_t bytes_moved;      /**< bytes read + written by launched kernels */
+  uint64_t auto_realizes;    /**< pending graphs realized for growing too big */
 } kiln_stats_t;
+/** @return the counters (a copy). */
 kiln_stats_t kiln_stats(void);
+/** Sets every counter of kiln_stats to zero. */
 void kiln_reset_stats(void);
 
-/* Memory kiln holds on a device: bytes in live tensors, plus freed blocks
- * kept for reuse (reserved), and the highest live figure since the last
- * kiln_reset_peak_memory, for the CPU or a CUDA device (zeros before its
- * first use). KILN_ERR_DEVICE (with a message) for a CUDA device that cannot
- * be used. */
+/** Memory kiln holds on a device. */
 typedef struct {
-  uint64_t allocated_bytes;
-  uint64_t reserved_bytes;
-  uint64_t peak_bytes;
+  uint64_t allocated_bytes;  /**< bytes in live tensors */
+  uint64_t reserved_bytes;   /**< allocated plus freed blocks kept for reuse */
+  uint64_t peak_bytes;       /**< the highest allocated figure since kiln_reset_peak_memory */
 } kiln_memory_stats_t;
+/** Memory kiln holds on the CPU or a CUDA device (zeros before its first use).
+ * @param dev the device
+ * @param out where the figures go
+ * @return KILN_OK; KILN_ERR_ARG for a NULL out; KILN_ERR_DEVICE (with a
+ * message) for a CUDA device that cannot be used. */
 kiln_status kiln_memory_stats(kiln_device dev, kiln_memory_stats_t *out);
+/** Starts every device's peak_bytes afresh from what is allocated now. */
 void kiln_reset_peak_memory(void);       /* on every device */
-/* Gives the freed blocks every allocator keeps for reuse back to the system
+/** Gives the freed blocks every allocator keeps for reuse back to the system
  * (after a GPU's queued work is done). Memory of live tensors stays. */
 void kiln_empty_cache(void);
 
 /* ---- lifetimes ----------------------------------------------------------- */
+/** Opens a scope: handles made on this thread until the matching
+ * kiln_scope_end belong to it (see @ref handles). Scopes nest. */
 void kiln_scope_begin(void);
+/** Closes the innermost scope, releasing every handle it owns, newest
+ * first. Without an open scope it does nothing. */
 void kiln_scope_end(void);
+/** Moves t out of the innermost scope into the enclosing one (or, at the
+ * outermost, to the caller), like returning a value from a function.
+ * @param t a handle (NULL is returned as is)
+ * @return t */
 kiln_tensor *kiln_keep(kiln_tensor *t);  /* survives the current scope */
+/** Drops one reference: one kiln_retain took, else the one a scope holds
+ * (which then no longer releases it).
+ * @param t a handle; NULL is fine */
 void kiln_release(kiln_tensor *t);       /* drops one reference; NULL is fine */
+/** Adds a reference of the caller's own, which no scope releases.
+ * @param t a handle
+ * @return t, to be released with kiln_release */
 kiln_tensor *kiln_retain(kiln_tensor *t); /* adds one reference */
 
 /* ---- errors -------------------------------------------------------------- */
+/** @return the message of this thread's last failure, "" if none; valid
+ * until the thread's next failing call. */
 const char *kiln_last_error(void);       /* message of the last failure, "" if none */
+/** The status of a handle without realizing it; an error's message becomes
+ * kiln_last_error().
+ * @param t a handle
+ * @return KILN_OK, the error node's status, or KILN_ERR_ARG for NULL */
 kiln_status kiln_status_of(kiln_tensor *t);
 
 /* ---- creation ------------------------------------------------------------ */
+/** A CPU tensor holding a copy of data.
+ * @at
+ * @param data numel elements of dt, contiguous row-major (may be NULL when empty)
+ * @param dt the dtype
+ * @param ndim,shape the shape (KILN_SHAPE(2, 3)); sizes >= 0, ndim <= KILN_MAX_DIMS
+ * @handle KILN_ERR_ARG for a bad dtype, shape or NULL data; KILN_ERR_SHAPE
+ * when the size overflows; KILN_ERR_MEMORY. */
 kiln_tensor *kiln_from_data_at(const char *f, int l, const void *data, kiln_dtype dt, int ndim, const int64_t *shape);
+/** A CPU tensor over the caller's memory, zero-copy: kiln reads data in
+ * place and never frees it, so it must outlive every tensor reading it and
+ * later writes show.
+ * @at
+ * @param data numel elements of dt, contiguous row-major
+ * @param dt,ndim,shape as for kiln_from_data_at
+ * @handle errors as for kiln_from_data_at. */
 kiln_tensor *kiln_from_buffer_at(const char *f, int l, void *data, kiln_dtype dt, int ndim, const int64_t *shape);
+/** A 0-dim tensor of value v.
+ * @at
+ * @param v the value, converted as torch.full converts it (integers truncate, bool is v != 0)
+ * @param dt the dtype
+ * @handle KILN_ERR_ARG for a bad dtype. Costs nothing until read. */
 kiln_tensor *kiln_scalar_at(const char *f, int l, double v, kiln_dtype dt);
+/** A tensor of one value (a constant: costs nothing until read).
+ * @at
+ * @param ndim,shape the shape
+ * @param v the value, converted as for kiln_scalar_at
+ * @param dt the dtype
+ * @handle KILN_ERR_ARG / KILN_ERR_SHAPE for a bad dtype or shape. */
 kiln_tensor *kiln_full_at(const char *f, int l, int ndim, const int64_t *shape, double v, kiln_dtype dt);
+/** kiln_full_at with 0.
+ * @at
+ * @param ndim,shape the shape
+ * @param dt the dtype
+ * @handle as kiln_full_at. */
 kiln_tensor *kiln_zeros_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
+/** kiln_full_at with 1.
+ * @at
+ * @param ndim,shape the shape
+ * @param dt the dtype
+ * @handle as kiln_full_at. */
 kiln_tensor *kiln_ones_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
+/** torch.arange: start, start + step, ... below end (above it for a
+ * negative step), ceil((end - start) / step) elements; int64 when all three
+ * are integral, else float32.
+ * @at
+ * @param start,end,step the range; step nonzero
+ * @handle KILN_ERR_ARG for a zero or NaN step, non-finite bounds or a step
+ * of the wrong sign; KILN_ERR_SHAPE for too many elements. */
 kiln_tensor *kiln_arange_at(const char *f, int l, double start, double end, double step);
+/** torch.linspace: steps float32 values evenly from start to end inclusive.
+ * @at
+ * @param start,end the first and last value
+ * @param steps the number of elements, >= 0
+ * @handle KILN_ERR_ARG for negative steps. */
 kiln_tensor *kiln_linspace_at(const char *f, int l, double start, double end, int64_t steps);
+/** An n x m identity matrix.
+ * @at
+ * @param n rows, >= 0
+ * @param m columns; negative means n (square)
+ * @param dt the dtype
+ * @handle KILN_ERR_ARG for a negative n or a bad dtype. */
 kiln_tensor *kiln_eye_at(const char *f, int l, int64_t n, int64_t m, kiln_dtype dt);
+/** Uniform random values in [0, 1) from kiln's Philox stream (see kiln_manual_seed).
+ * @at
+ * @param ndim,shape the shape
+ * @param dt a floating dtype
+ * @handle KILN_ERR_DTYPE for a non-floating dtype; shape errors as kiln_full_at. */
 kiln_tensor *kiln_rand_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
+/** Standard normal random values (mean 0, variance 1), as kiln_rand_at.
+ * @at
+ * @param ndim,shape the shape
+ * @param dt a floating dtype
+ * @handle errors as kiln_rand_at. */
 kiln_tensor *kiln_randn_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
+/** Uniform random integers in [low, high).
+ * @at
+ * @param low,high the range, low < high
+ * @param ndim,shape the shape
+ * @param dt any dtype but bool
+ * @handle KILN_ERR_ARG when low >= high; KILN_ERR_DTYPE for bool. */
 kiln_tensor *kiln_randint_at(const char *f, int l, int64_t low, int64_t high, int ndim, const int64_t *shape, kiln_dtype dt);
+/** Zeros of t's shape, dtype and device.
+ * @at
+ * @param t the model
+ * @handle t's error when t is an error node, KILN_ERR_ARG for NULL. */
 kiln_tensor *kiln_zeros_like_at(const char *f, int l, kiln_tensor *t);
+/** Ones of t's shape, dtype and device.
+ * @at
+ * @param t the model
+ * @handle errors as kiln_zeros_like_at. */
 kiln_tensor *kiln_ones_like_at(const char *f, int l, kiln_tensor *t);
+/** kiln_rand_at of t's shape, dtype and device.
+ * @at
+ * @param t the model, of a floating dtype
+ * @handle errors as kiln_zeros_like_at and kiln_rand_at. */
 kiln_tensor *kiln_rand_like_at(const char *f, int l, kiln_tensor *t);
+/** Restarts the random stream every random op draws from.
+ * @param seed the seed; the same seed gives the same values on every device */
 void kiln_manual_seed(uint64_t seed);
 
+/** @name Creation macros
+ * @{ */
+/** @macros */
 #define kiln_from_data(data, dt, ...) kiln_from_data_at(__FILE__, __LINE__, data, dt, __VA_ARGS__)
 #define kiln_from_buffer(data, dt, ...) kiln_from_buffer_at(__FILE__, __LINE__, data, dt, __VA_ARGS__)
 #define kiln_scalar(v, dt) kiln_scalar_at(__FILE__, __LINE__, v, dt)
@@ -136,28 +296,77 @@ void kiln_manual_seed(uint64_t seed);
 #define kiln_zeros_like(t) kiln_zeros_like_at(__FILE__, __LINE__, t)
 #define kiln_ones_like(t) kiln_ones_like_at(__FILE__, __LINE__, t)
 #define kiln_rand_like(t) kiln_rand_like_at(__FILE__, __LINE__, t)
+/** @} */
 
 /* ---- elementwise ops (NumPy broadcasting, PyTorch type promotion) -------- */
+/** Declares the `_at` function of a unary op (undefined after use). */
 #define KILN_UNARY_(name) \
   kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *a);
+/** Declares the `_at` functions of a binary op and its scalar form (undefined after use). */
 #define KILN_BINARY_(name) \
   kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b); \
   kiln_tensor *kiln_##name##s_at(const char *f, int l, kiln_tensor *a, double b);
+/** @name Unary ops
+ * PyTorch's torch.neg, abs, exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid,
+ * relu, gelu (the exact erf form), gelu_tanh (approximate='tanh'), silu,
+ * floor, ceil, round (half to even), sign, reciprocal and logical_not, one
+ * element at a time; the fuser merges chains of them into one kernel.
+ * @{ */
+/** An elementwise op of a. The result dtype is PyTorch's: ops of floats on
+ * an integer or bool tensor give float32, logical_not gives bool.
+ * @at
+ * @param a the operand
+ * @handle a's error for an error node, KILN_ERR_ARG for NULL, KILN_ERR_DTYPE
+ * for a dtype PyTorch refuses for the op. */
 KILN_UNARY_(neg) KILN_UNARY_(abs) KILN_UNARY_(exp) KILN_UNARY_(log)
 KILN_UNARY_(sqrt) KILN_UNARY_(rsqrt) KILN_UNARY_(sin) KILN_UNARY_(cos)
 KILN_UNARY_(tanh) KILN_UNARY_(sigmoid) KILN_UNARY_(relu) KILN_UNARY_(gelu) KILN_UNARY_(gelu_tanh)
 KILN_UNARY_(silu) KILN_UNARY_(floor) KILN_UNARY_(ceil) KILN_UNARY_(round)
 KILN_UNARY_(sign) KILN_UNARY_(reciprocal) KILN_UNARY_(logical_not)
+/** @} */
+/** @name Binary ops
+ * PyTorch's add, sub, mul, div (true division), pow, maximum, minimum, the
+ * comparisons eq, ne, lt, le, gt, ge (bool results) and logical_and,
+ * logical_or; each also in a scalar form kiln_adds_at(..., a, 2.0).
+ * @{ */
+/** An elementwise op of a and b with NumPy broadcasting and PyTorch's type
+ * promotion; in the scalar forms (name ending in s) b acts as a Python
+ * number: it never widens a tensor of its own kind.
+ * @at
+ * @param a the first operand
+ * @param b the second operand: a tensor, or a double in the scalar forms
+ * @handle an operand's error for an error node, KILN_ERR_ARG for NULL,
+ * KILN_ERR_SHAPE for shapes that cannot broadcast, KILN_ERR_DEVICE for
+ * operands on different devices, KILN_ERR_DTYPE for dtypes the op refuses. */
 KILN_BINARY_(add) KILN_BINARY_(sub) KILN_BINARY_(mul) KILN_BINARY_(div)
 KILN_BINARY_(pow) KILN_BINARY_(maximum) KILN_BINARY_(minimum)
 KILN_BINARY_(eq) KILN_BINARY_(ne) KILN_BINARY_(lt) KILN_BINARY_(le)
 KILN_BINARY_(gt) KILN_BINARY_(ge) KILN_BINARY_(logical_and) KILN_BINARY_(logical_or)
+/** @} */
 #undef KILN_UNARY_
 #undef KILN_BINARY_
+/** torch.where: a where cond is true, else b, all three broadcast together.
+ * @at
+ * @param cond a bool tensor
+ * @param a,b the values, promoted together
+ * @handle errors as the binary ops; KILN_ERR_DTYPE when cond is not bool. */
 kiln_tensor *kiln_where_at(const char *f, int l, kiln_tensor *cond, kiln_tensor *a, kiln_tensor *b);
+/** torch.clamp: min(max(a, lo), hi).
+ * @at
+ * @param a the operand
+ * @param lo,hi the bounds (as Python numbers: they keep an integer tensor integer when integral)
+ * @handle errors as the unary ops. */
 kiln_tensor *kiln_clamp_at(const char *f, int l, kiln_tensor *a, double lo, double hi);
+/** a converted to dt as PyTorch's Tensor.to(dtype) converts.
+ * @at
+ * @param a the operand
+ * @param dt the new dtype (a itself, as a new handle, when it is a's)
+ * @handle KILN_ERR_ARG for a bad dtype, a's error for an error node. */
 kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dtype dt);
 
+/** @name Elementwise macros
+ * @{ */
+/** @macros */
 #define kiln_neg(a) kiln_neg_at(__FILE__, __LINE__, a)
 #define kiln_abs(a) kiln_abs_at(__FILE__, __LINE__, a)
 #define kiln_exp(a) kiln_exp_at(__FILE__, __LINE__, a)
@@ -217,9 +426,11 @@ kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dtype dt);
 #define kiln_where(c, a, b) kiln_where_at(__FILE__, __LINE__, c, a, b)
 #define kiln_clamp(a, lo, hi) kiln_clamp_at(__FILE__, __LINE__, a, lo, hi)
 #define kiln_cast(a, dt) kiln_cast_at(__FILE__, __LINE__, a, dt)
+/** @} */
 
 /* ---- movement: views, never copies until realize (PyTorch semantics) ----- */
-/* Dims may be negative (counting from the end). reshape allows one -1 (the
+/** @name Movement ops
+ * Dims may be negative (counting from the end). reshape allows one -1 (the
  * size that keeps numel); view is reshape that fails, as PyTorch's view does,
  * when the input's strides cannot express the new shape (after a transpose,
  * say): reshape copies then, view never does. expand's -1 keeps a size.
@@ -229,27 +440,127 @@ kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dtype dt);
  * kiln_pad(t, KILN_SHAPE(1, 2), 0.0) pads the last dim: (left, right) pairs,
  * last dim first; negative amounts crop. cat concatenates along an existing
  * dim (promoting dtypes), stack along a new one. kiln_index is NumPy basic
- * indexing from a string: "0, :, 1:3, ::2, -1, None, ...". */
+ * indexing from a string: "0, :, 1:3, ::2, -1, None, ...".
+ * Every one takes t's error for an error node and gives KILN_ERR_ARG for a
+ * NULL t, a dim out of range or an argument the op cannot take, with the
+ * shapes in the message.
+ * @{ */
+/** The stop of kiln_slice_at meaning "to the end". */
 #define KILN_END INT64_MAX
+/** t with a new shape of the same numel, a view when t's strides allow, else a copy.
+ * @at
+ * @param t the tensor
+ * @param ndim,shape the new shape; one size may be -1
+ * @handle KILN_ERR_SHAPE when numel differs. */
 kiln_tensor *kiln_reshape_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
+/** kiln_reshape_at that never copies.
+ * @at
+ * @param t the tensor
+ * @param ndim,shape the new shape; one size may be -1
+ * @handle KILN_ERR_SHAPE also when t's strides cannot express the shape (use kiln_reshape_at). */
 kiln_tensor *kiln_view_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
+/** t's dims reordered: output dim d is t's dim dims[d].
+ * @at
+ * @param t the tensor
+ * @param ndim,dims a permutation of t's dims
+ * @handle KILN_ERR_ARG for a list that is not a permutation. */
 kiln_tensor *kiln_permute_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *dims);
+/** t with dims d0 and d1 swapped.
+ * @at
+ * @param t the tensor
+ * @param d0,d1 the dims
+ * @handle */
 kiln_tensor *kiln_transpose_at(const char *f, int l, kiln_tensor *t, int d0, int d1);
+/** The transpose of a matrix.
+ * @at
+ * @param t a 2-D tensor
+ * @handle KILN_ERR_ARG for a tensor that is not 2-D. */
 kiln_tensor *kiln_T_at(const char *f, int l, kiln_tensor *t);   /* 2-D only */
+/** t broadcast to shape without copying (size-1 dims repeat, new dims lead).
+ * @at
+ * @param t the tensor
+ * @param ndim,shape the target; -1 keeps a size
+ * @handle KILN_ERR_SHAPE when t cannot broadcast to it. */
 kiln_tensor *kiln_expand_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
+/** t without its size-1 dims.
+ * @at
+ * @param t the tensor
+ * @handle */
 kiln_tensor *kiln_squeeze_at(const char *f, int l, kiln_tensor *t);   /* every size-1 dim */
+/** t without dim, when its size is 1 (else t).
+ * @at
+ * @param t the tensor
+ * @param dim the dim
+ * @handle */
 kiln_tensor *kiln_squeeze_dim_at(const char *f, int l, kiln_tensor *t, int dim);  /* no-op unless size 1 */
+/** t with a size-1 dim inserted at dim.
+ * @at
+ * @param t the tensor
+ * @param dim where, in -(ndim + 1) .. ndim
+ * @handle */
 kiln_tensor *kiln_unsqueeze_at(const char *f, int l, kiln_tensor *t, int dim);
+/** t as 1-D.
+ * @at
+ * @param t the tensor
+ * @handle */
 kiln_tensor *kiln_flatten_at(const char *f, int l, kiln_tensor *t);   /* to 1-D */
+/** t with dims start..end (inclusive) merged into one.
+ * @at
+ * @param t the tensor
+ * @param start,end the first and last dim merged
+ * @handle */
 kiln_tensor *kiln_flatten_dims_at(const char *f, int l, kiln_tensor *t, int start, int end);
+/** Python's t[start:stop:step] along dim.
+ * @at
+ * @param t the tensor
+ * @param dim the dim
+ * @param start,stop Python bounds (clamped; negative counts from the end; KILN_END)
+ * @param step > 0
+ * @handle KILN_ERR_ARG for a step <= 0. */
 kiln_tensor *kiln_slice_at(const char *f, int l, kiln_tensor *t, int dim, int64_t start, int64_t stop, int64_t step);
+/** t[..., index, ...] along dim, which is removed.
+ * @at
+ * @param t the tensor
+ * @param dim the dim
+ * @param index in -size .. size - 1
+ * @handle KILN_ERR_ARG for an index out of range. */
 kiln_tensor *kiln_select_at(const char *f, int l, kiln_tensor *t, int dim, int64_t index);
+/** t reversed along the listed dims.
+ * @at
+ * @param t the tensor
+ * @param ndims,dims the dims (KILN_DIMS(0, -1))
+ * @handle */
 kiln_tensor *kiln_flip_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims);
+/** PyTorch's F.pad with a constant.
+ * @at
+ * @param t the tensor
+ * @param npads,pads (before, after) pairs, last dim first; negative amounts crop
+ * @param value the fill
+ * @handle KILN_ERR_ARG for an odd count or more pairs than dims. */
 kiln_tensor *kiln_pad_at(const char *f, int l, kiln_tensor *t, int npads, const int64_t *pads, double value);
+/** torch.cat: the tensors joined along an existing dim, dtypes promoted.
+ * @at
+ * @param n,ts the tensors (n >= 1), equal in every other dim
+ * @param dim the dim
+ * @handle KILN_ERR_SHAPE for sizes that differ elsewhere. */
 kiln_tensor *kiln_cat_at(const char *f, int l, int n, kiln_tensor *const *ts, int dim);
+/** torch.stack: the tensors joined along a new dim.
+ * @at
+ * @param n,ts the tensors (n >= 1), all of one shape
+ * @param dim where the new dim goes
+ * @handle KILN_ERR_SHAPE for shapes that differ. */
 kiln_tensor *kiln_stack_at(const char *f, int l, int n, kiln_tensor *const *ts, int dim);
+/** NumPy basic indexing from a string: "0, :, 1:3, ::2, -1, None, ...".
+ * @at
+ * @param t the tensor
+ * @param index the index expression
+ * @handle KILN_ERR_ARG for a malformed index (the message points into it). */
 kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *index);
+/** @} */
 
+/** @name Movement macros
+ * @{ */
+/** @macros */
 #define kiln_reshape(t, ...) kiln_reshape_at(__FILE__, __LINE__, t, __VA_ARGS__)
 #define kiln_view(t, ...) kiln_view_at(__FILE__, __LINE__, t, __VA_ARGS__)
 #define kiln_permute(t, ...) kiln_permute_at(__FILE__, __LINE__, t, __VA_ARGS__)
@@ -268,34 +579,128 @@ kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *ind
 #define kiln_cat(n, ts, dim) kiln_cat_at(__FILE__, __LINE__, n, ts, dim)
 #define kiln_stack(n, ts, dim) kiln_stack_at(__FILE__, __LINE__, n, ts, dim)
 #define kiln_index(t, index) kiln_index_at(__FILE__, __LINE__, t, index)
+/** @} */
 
-/* ---- reductions (PyTorch semantics) -------------------------------------
+/* ---- reductions (PyTorch semantics) ------------------------------------- */
+/** @name Reductions
  * kiln_sum(t) reduces every element to a 0-dim tensor; kiln_sum_dims(t,
  * KILN_DIMS(0, -1), keepdim) reduces the listed dims. bool and integer sums
  * and products are int64; mean/var/std of an integer tensor is an error (as
  * in PyTorch). argmax/argmin give int64 indices of the first extreme (NaN
  * counts as the extreme); over all elements the index is into the flattened
- * tensor. var/std: unbiased divides by n - 1. */
+ * tensor. var/std: unbiased divides by n - 1.
+ * @{ */
+/** Declares the `_at` function of a reduction over every element (undefined after use). */
 #define KILN_REDUCE_(name) \
-  kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *t); \
+  kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *t);
+/** Declares the `_at` function of a reduction over listed dims (undefined after use). */
+#define KILN_REDUCE_DIMS_(name) \
   kiln_tensor *kiln_##name##_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int keepdim);
+/** @name Reductions over every element
+ * @{ */
+/** sum, mean, prod, max, min, any (bool), all (bool) of every element: a 0-dim result.
+ * @at
+ * @param t the tensor
+ * @handle t's error, KILN_ERR_ARG for NULL, KILN_ERR_DTYPE for mean of an
+ * integer tensor, KILN_ERR_SHAPE for max or min of an empty tensor. */
 KILN_REDUCE_(sum) KILN_REDUCE_(mean) KILN_REDUCE_(prod) KILN_REDUCE_(max) KILN_REDUCE_(min)
 KILN_REDUCE_(any) KILN_REDUCE_(all)
+/** @} */
+/** @name Reductions over dims
+ * @{ */
+/** sum, mean, prod, max, min, any (bool), all (bool) over the listed dims.
+ * @at
+ * @param t the tensor
+ * @param ndims,dims the dims reduced, negative ones counting from the end (KILN_DIMS(0, -1))
+ * @param keepdim nonzero keeps each reduced dim with size 1
+ * @handle errors as over every element; KILN_ERR_ARG for a dim out of range
+ * or listed twice. */
+KILN_REDUCE_DIMS_(sum) KILN_REDUCE_DIMS_(mean) KILN_REDUCE_DIMS_(prod) KILN_REDUCE_DIMS_(max)
+KILN_REDUCE_DIMS_(min) KILN_REDUCE_DIMS_(any) KILN_REDUCE_DIMS_(all)
+/** @} */
 #undef KILN_REDUCE_
+#undef KILN_REDUCE_DIMS_
+/** int64 index (into the flattened tensor) of the first largest element.
+ * @at
+ * @param t the tensor
+ * @handle t's error, KILN_ERR_ARG for NULL, KILN_ERR_SHAPE when empty. */
 kiln_tensor *kiln_argmax_at(const char *f, int l, kiln_tensor *t);
+/** int64 index (into the flattened tensor) of the first smallest element.
+ * @at
+ * @param t the tensor
+ * @handle errors as kiln_argmax_at. */
 kiln_tensor *kiln_argmin_at(const char *f, int l, kiln_tensor *t);
+/** int64 indices of the first largest element along dim.
+ * @at
+ * @param t the tensor
+ * @param dim the dim
+ * @param keepdim nonzero keeps dim with size 1
+ * @handle errors as kiln_argmax_at; KILN_ERR_ARG for a dim out of range. */
 kiln_tensor *kiln_argmax_dim_at(const char *f, int l, kiln_tensor *t, int64_t dim, int keepdim);
+/** int64 indices of the first smallest element along dim.
+ * @at
+ * @param t the tensor
+ * @param dim the dim
+ * @param keepdim nonzero keeps dim with size 1
+ * @handle errors as kiln_argmax_dim_at. */
 kiln_tensor *kiln_argmin_dim_at(const char *f, int l, kiln_tensor *t, int64_t dim, int keepdim);
+/** The variance of every element.
+ * @at
+ * @param t a floating tensor
+ * @param unbiased nonzero divides by n - 1, else by n
+ * @handle KILN_ERR_DTYPE for an integer tensor. */
 kiln_tensor *kiln_var_at(const char *f, int l, kiln_tensor *t, int unbiased);
+/** The standard deviation of every element.
+ * @at
+ * @param t a floating tensor
+ * @param unbiased nonzero divides by n - 1, else by n
+ * @handle KILN_ERR_DTYPE for an integer tensor. */
 kiln_tensor *kiln_std_at(const char *f, int l, kiln_tensor *t, int unbiased);
+/** The variance over the listed dims.
+ * @at
+ * @param t a floating tensor
+ * @param ndims,dims the dims reduced
+ * @param unbiased nonzero divides by n - 1
+ * @param keepdim nonzero keeps the reduced dims with size 1
+ * @handle errors as kiln_var_at and the reductions. */
 kiln_tensor *kiln_var_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased, int keepdim);
+/** The standard deviation over the listed dims.
+ * @at
+ * @param t a floating tensor
+ * @param ndims,dims the dims reduced
+ * @param unbiased nonzero divides by n - 1
+ * @param keepdim nonzero keeps the reduced dims with size 1
+ * @handle errors as kiln_var_at and the reductions. */
 kiln_tensor *kiln_std_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased, int keepdim);
 /* Compositions the fuser turns into row-wise kernels. weight and bias of
  * layer_norm may be NULL; it normalizes the last nlast dims. */
+/** torch.softmax along dim (a composition the fuser makes one row-wise kernel).
+ * @at
+ * @param t a floating tensor
+ * @param dim the dim
+ * @handle KILN_ERR_DTYPE for an integer tensor, KILN_ERR_ARG for a bad dim. */
 kiln_tensor *kiln_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim);
+/** torch.log_softmax along dim.
+ * @at
+ * @param t a floating tensor
+ * @param dim the dim
+ * @handle errors as kiln_softmax_at. */
 kiln_tensor *kiln_log_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim);
+/** F.layer_norm over the last nlast dims, then * weight + bias.
+ * @at
+ * @param x a floating tensor
+ * @param nlast how many trailing dims are normalized together
+ * @param weight,bias of those dims' shape, or NULL
+ * @param eps added to the variance
+ * @handle KILN_ERR_ARG when x has fewer than nlast dims, KILN_ERR_SHAPE for a
+ * weight or bias that does not broadcast; errors as kiln_softmax_at. */
 kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast, kiln_tensor *weight,
                                 kiln_tensor *bias, double eps);
+/** @} */
+
+/** @name Reduction macros
+ * @{ */
+/** @macros */
 
 #define kiln_sum(t) kiln_sum_at(__FILE__, __LINE__, t)
 #define kiln_mean(t) kiln_mean_at(__FILE__, __LINE__, t)
@@ -322,37 +727,139 @@ kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast,
 #define kiln_softmax(t, dim) kiln_softmax_at(__FILE__, __LINE__, t, dim)
 #define kiln_log_softmax(t, dim) kiln_log_softmax_at(__FILE__, __LINE__, t, dim)
 #define kiln_layer_norm(x, nlast, w, b, eps) kiln_layer_norm_at(__FILE__, __LINE__, x, nlast, w, b, eps)
+/** @} */
 
-/* ---- matrix products (PyTorch's matmul rules) ----------------------------
+/* ---- matrix products (PyTorch's matmul rules) ---------------------------- */
+/** @name Matrix products
  * matmul: 1-D x 1-D is a dot product, a 1-D operand is promoted to a matrix
  * and the added dim removed afterwards, batch dims broadcast. Both operands
  * must have the same floating dtype. mm: 2-D only; dot: 1-D only;
- * linear(x, W, b) = x @ W^T + b (b may be NULL). */
+ * linear(x, W, b) = x @ W^T + b (b may be NULL).
+ * @{ */
+/** torch.matmul.
+ * @at
+ * @param a,b floating tensors of one dtype
+ * @handle KILN_ERR_SHAPE when the inner sizes differ, batch dims cannot
+ * broadcast or an operand is 0-dim; KILN_ERR_DTYPE for dtypes that differ or
+ * are not floating. */
 kiln_tensor *kiln_matmul_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
+/** torch.mm: kiln_matmul_at of two matrices.
+ * @at
+ * @param a,b 2-D floating tensors of one dtype
+ * @handle errors as kiln_matmul_at (KILN_ERR_SHAPE when not 2-D). */
 kiln_tensor *kiln_mm_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
+/** torch.dot: the 0-dim dot product of two vectors.
+ * @at
+ * @param a,b 1-D floating tensors of one dtype and size
+ * @handle errors as kiln_matmul_at (KILN_ERR_SHAPE when not 1-D). */
 kiln_tensor *kiln_dot_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
+/** F.linear: x @ w^T + b, one fused matrix product.
+ * @at
+ * @param x the input, (..., in)
+ * @param w the weight, (out, in)
+ * @param b the bias, (out), or NULL
+ * @handle errors as kiln_matmul_at; KILN_ERR_SHAPE for a bias of another size. */
 kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b);
+/** @} */
+/** @name Matrix product macros
+ * @{ */
+/** @macros */
 #define kiln_matmul(a, b) kiln_matmul_at(__FILE__, __LINE__, a, b)
 #define kiln_mm(a, b) kiln_mm_at(__FILE__, __LINE__, a, b)
 #define kiln_dot(a, b) kiln_dot_at(__FILE__, __LINE__, a, b)
 #define kiln_linear(x, w, b) kiln_linear_at(__FILE__, __LINE__, x, w, b)
+/** @} */
 
 /* ---- results and info ---------------------------------------------------- */
+/** Computes t: checks, fuses, compiles and runs its pending graph; t then
+ * holds a buffer. A realized tensor costs nothing.
+ * @at
+ * @param t the tensor
+ * @return KILN_OK; t's status for an error node (the first error below it,
+ * whose message becomes kiln_last_error()); KILN_ERR_ARG for NULL;
+ * KILN_ERR_MEMORY, KILN_ERR_DEVICE or KILN_ERR_COMPILE when running fails. */
 kiln_status kiln_realize_at(const char *f, int l, kiln_tensor *t);
+/** Realizes n tensors together, sharing what their graphs share.
+ * @at
+ * @param n,ts the tensors
+ * @return as kiln_realize_at; KILN_ERR_ARG for a NULL entry or list. */
 kiln_status kiln_realize_n_at(const char *f, int l, int n, kiln_tensor *const *ts);
-/* Copies the (realized) tensor into dst as contiguous row-major values of its
- * dtype; dst_bytes must be at least numel * dtype size. */
+/** Realizes t and copies it into dst as contiguous row-major values of its dtype.
+ * @at
+ * @param t a CPU tensor (copy a GPU one with kiln_cpu first)
+ * @param dst the destination
+ * @param dst_bytes its size: at least numel * dtype size
+ * @return as kiln_realize_at; KILN_ERR_ARG when dst is too small;
+ * KILN_ERR_DEVICE for a tensor not on the CPU. */
 kiln_status kiln_copy_to_host_at(const char *f, int l, kiln_tensor *t, void *dst, size_t dst_bytes);
-/* The value of a one-element tensor as a double (NaN and an error otherwise). */
+/** The value of a one-element CPU tensor.
+ * @at
+ * @param t the tensor
+ * @return the value as a double; NaN with an error set (kiln_last_error) for
+ * more or fewer elements or a failed realize. */
 double kiln_item_at(const char *f, int l, kiln_tensor *t);
-/* Realizes t and returns its contiguous host data, valid while t lives (NULL
- * and an error on failure). CPU tensors only: copy a GPU tensor with kiln_cpu
- * first. */
+/** Realizes t and returns its contiguous host data (a strided t gets a dense
+ * copy as its buffer; its value is unchanged).
+ * @at
+ * @param t a CPU tensor (copy a GPU one with kiln_cpu first)
+ * @return t's memory, kiln's, valid while t lives; NULL with an error set
+ * on failure. */
 const void *kiln_data_at(const char *f, int l, kiln_tensor *t);
-/* PyTorch's format: tensor([[1., 2.],\n        [3., 4.]]). Caller frees. */
+/** PyTorch's repr of t under the print options: tensor([[1., 2.],\n        [3., 4.]]).
+ * @at
+ * @param t a CPU tensor (copy a GPU one with kiln_cpu first), realized first
+ * @return a malloc'd string the caller frees; NULL with an error set on failure. */
 char *kiln_to_string_at(const char *f, int l, kiln_tensor *t);
+/** Prints kiln_to_string_at's text and a newline to stdout.
+ * @at
+ * @param t the tensor
+ * @return as kiln_realize_at. */
 kiln_status kiln_print_at(const char *f, int l, kiln_tensor *t);
 
+/** @name Print options
+ * PyTorch's torch.set_printoptions: digits after the point
+ * (precision, default 4); tensors of more than threshold elements (1000)
+ * are summarized to edgeitems (3) at each end of every dim around "...";
+ * lines wrap at linewidth characters (80); sci_mode forces scientific
+ * notation on or off for floats, KILN_SCI_AUTO (PyTorch's None, the
+ * default) picks it from the values. A negative precision, threshold,
+ * edgeitems or linewidth keeps the current value (PyTorch's None);
+ * sci_mode is always set, as in PyTorch. KILN_ERR_ARG (nothing changed) for
+ * a precision above 100 or an unknown sci_mode. The options are global and
+ * apply to kiln_print and kiln_to_string from then on.
+ * @{ */
+/** Scientific notation for floats: PyTorch's sci_mode None, False, True. */
+typedef enum {
+  KILN_SCI_AUTO = -1,   /**< chosen from the values (the default) */
+  KILN_SCI_OFF = 0,     /**< never */
+  KILN_SCI_ON = 1       /**< always */
+} kiln_sci_mode;
+/** The print options (kiln_get_printoptions). */
+typedef struct {
+  int precision;        /**< digits after the point, 4 */
+  int64_t threshold;    /**< more elements than this are summarized, 1000 */
+  int edgeitems;        /**< items shown at each end of a summarized dim, 3 */
+  int linewidth;        /**< characters per line before wrapping, 80 */
+  kiln_sci_mode sci_mode; /**< KILN_SCI_AUTO */
+} kiln_printoptions;
+/** Sets the print options, as torch.set_printoptions does.
+ * @at
+ * @param precision digits after the point, 0..100; negative keeps it
+ * @param threshold summarize beyond this many elements; negative keeps it
+ * @param edgeitems items at each end of a summarized dim; negative keeps it
+ * @param linewidth characters per line; negative keeps it
+ * @param sci_mode always set
+ * @return KILN_OK; KILN_ERR_ARG (nothing changed) for a precision above 100
+ * or an unknown sci_mode. */
+kiln_status kiln_set_printoptions_at(const char *f, int l, int precision, int64_t threshold, int edgeitems,
+                                     int linewidth, kiln_sci_mode sci_mode);
+/** @return the print options in force. */
+kiln_printoptions kiln_get_printoptions(void);
+/** @} */
+
+/** @name Result macros
+ * @{ */
+/** @macros */
 #define kiln_realize(t) kiln_realize_at(__FILE__, __LINE__, t)
 #define kiln_realize_n(n, ts) kiln_realize_n_at(__FILE__, __LINE__, n, ts)
 #define kiln_copy_to_host(t, dst, bytes) kiln_copy_to_host_at(__FILE__, __LINE__, t, dst, bytes)
@@ -360,8 +867,16 @@ kiln_status kiln_print_at(const char *f, int l, kiln_tensor *t);
 #define kiln_data(t) kiln_data_at(__FILE__, __LINE__, t)
 #define kiln_to_string(t) kiln_to_string_at(__FILE__, __LINE__, t)
 #define kiln_print(t) kiln_print_at(__FILE__, __LINE__, t)
+#define kiln_set_printoptions(precision, threshold, edgeitems, linewidth, sci_mode) \
+  kiln_set_printoptions_at(__FILE__, __LINE__, precision, threshold, edgeitems, linewidth, sci_mode)
+/** @} */
 
-/* Draws t's pending graph as kiln_realize would compile it: after the graph
+/** The formats of kiln_dump_graph_at. */
+typedef enum {
+  KILN_FMT_TEXT,        /**< the graph as KILN_DEBUG=4 prints it, then one line per kernel */
+  KILN_FMT_DOT          /**< a Graphviz digraph, a cluster per kernel */
+} kiln_graph_format;
+/** Draws t's pending graph as kiln_realize would compile it: after the graph
  * passes, partitioned into the kernels realize would launch (in launch
  * order, named as KILN_DEBUG=1 names them). Nothing is compiled or run and
  * t stays pending. KILN_FMT_TEXT: the graph as KILN_DEBUG=4 prints it, then
@@ -370,75 +885,218 @@ kiln_status kiln_print_at(const char *f, int l, kiln_tensor *t);
  * of the nodes it computes, buffers and sources outside, edges from source
  * to consumer, nodes labelled "op dtype(shape)" and the file:line that built
  * them. A realized tensor is one buffer node. KILN_ERR_ARG for a NULL t or
- * out, an unknown format or a failed write; an error tensor gives its status. */
-typedef enum { KILN_FMT_TEXT, KILN_FMT_DOT } kiln_graph_format;
+ * out, an unknown format or a failed write; an error tensor gives its status.
+ * @at
+ * @param t the tensor
+ * @param out where the text goes
+ * @param fmt KILN_FMT_TEXT or KILN_FMT_DOT
+ * @return KILN_OK or the error above. */
 kiln_status kiln_dump_graph_at(const char *f, int l, kiln_tensor *t, FILE *out, kiln_graph_format fmt);
+/** @macros */
 #define kiln_dump_graph(t, out, fmt) kiln_dump_graph_at(__FILE__, __LINE__, t, out, fmt)
 
-/* ---- compiled functions ------------------------------------------------------
+/* ---- compiled functions --------------------------------------------------- */
+/** @name Compiled functions
  * The fast path for loops (like jax.jit or tinygrad's TinyJit): build a graph
  * over placeholders once, compile it once, then run it with new data.
- *
- *   kiln_tensor *x = kiln_placeholder(KILN_F32, KILN_SHAPE(64, 784));
- *   kiln_tensor *y = kiln_softmax(kiln_relu(kiln_linear(x, w, b)), -1);
- *   kiln_fn *f = kiln_compile(1, &x, 1, &y);     (passes, fusion, compiling: once)
- *   kiln_fn_run(f, (kiln_tensor *[]){batch}, (kiln_tensor *[]){out});
- *   kiln_fn_free(f);
- *
- * kiln_placeholder: an input of a function, with a dtype and shape (CPU) but
- * no data; any op reading it builds a graph that only kiln_compile plans
- * (realizing it, or reading its data, is an error).
- * kiln_compile: plans the graph of outputs[0..nout) over the placeholders
- * inputs[0..nin): graph passes, fusion, lowering and compiling of every
- * kernel, and the buffers of its intermediates. Tensors the graph captured
- * that do not read a placeholder (weights) are realized now and become
- * constants of the function (later changes to the handles do not reach
- * it: tensors are values). Returns NULL with kiln_last_error() set when an
- * input is not a placeholder, an output reads a placeholder that is not an
- * input, or an op of the graph failed (its message and file:line, as at
- * realize). The graph's handles stay the caller's; free the function with
- * kiln_fn_free (NULL is fine).
- * kiln_fn_run: inputs[i] must have the dtype, shape and device of
- * placeholder i and be dense (an offset is fine); pending inputs are
- * realized first. outputs[o] NULL: a new handle is stored there (owned by
- * the current scope, like any op's result); otherwise a realized tensor of
- * the output's dtype, shape and device that receives the values, written
- * in place by the kernels when it is the output's own storage (a loop over
- * kiln_from_buffer outputs allocates nothing) and copied into otherwise
- * (CPU). It builds no graph and runs no pass. Errors name the function (its
- * kiln_compile location), the argument and the mismatch. Several threads may
- * run one function at once with different buffers.
- * kiln_fn_dump: the steps (kernels, copies) and the slots they read and
- * write, as text or a Graphviz digraph. */
+ * @code
+ * kiln_tensor *x = kiln_placeholder(KILN_F32, KILN_SHAPE(64, 784));
+ * kiln_tensor *y = kiln_softmax(kiln_relu(kiln_linear(x, w, b)), -1);
+ * kiln_fn *f = kiln_compile(1, &x, 1, &y);          // passes, fusion, compiling: once
+ * kiln_fn_run(f, (kiln_tensor *[]){batch}, (kiln_tensor *[]){out});
+ * kiln_fn_free(f);
+ * @endcode
+ * A run builds no graph and runs no pass: it checks the arguments, binds
+ * their buffers and launches the kernels planned at compile time. Several
+ * threads may run one function at once with different buffers.
+ * @{ */
+/** A compiled function: the plan of a graph over placeholders. */
 typedef struct kiln_fn kiln_fn;
+/** An input of a compiled function: a CPU tensor with a dtype and shape but
+ * no data. Any op reading it builds a graph that only kiln_compile plans:
+ * realizing such a graph, or reading its data, is KILN_ERR_ARG.
+ * @at
+ * @param dt the dtype
+ * @param ndim,shape the shape
+ * @handle KILN_ERR_ARG for a bad dtype or shape. */
 kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, const int64_t *shape);
+/** Plans the graph of outputs over the placeholders inputs, once: graph
+ * passes, fusion, lowering and compiling of every kernel, and the buffers
+ * of its intermediates. Tensors the graph captured that do not read a
+ * placeholder (weights) are realized now and become constants of the
+ * function. The handles stay the caller's.
+ * @at
+ * @param nin,inputs the placeholders, in the order kiln_fn_run takes them
+ * @param nout,outputs what the function computes (at least one)
+ * @return the function (free it with kiln_fn_free), or NULL with
+ * kiln_last_error() set: an input that is not a placeholder (or given
+ * twice), an output that reads a placeholder that is not an input, or an
+ * op of the graph that failed (its own message and file:line, as at
+ * realize). */
 kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *inputs, int nout,
                          kiln_tensor *const *outputs);
+/** Runs fn on new data.
+ * @at
+ * @param fn the function
+ * @param inputs one tensor per placeholder, of its dtype, shape and device,
+ * dense (an offset is fine); pending ones are realized first
+ * @param outputs one slot per output: NULL receives a new handle (owned by
+ * the current scope, like any op's result); a given realized tensor of the
+ * output's dtype, shape and device receives the values, written in place
+ * by the kernels when it is the value's own storage (a loop over
+ * kiln_from_buffer outputs allocates nothing) and copied into otherwise
+ * (CPU tensors)
+ * @return KILN_OK; KILN_ERR_ARG naming the function (where it was
+ * compiled), the argument and the mismatch; the status of a failed kernel
+ * or allocation. */
 kiln_status kiln_fn_run_at(const char *f, int l, kiln_fn *fn, kiln_tensor *const *inputs, kiln_tensor **outputs);
+/** Writes fn's plan: its steps (kernels, copies) with the slots each reads,
+ * writes and frees.
+ * @param fn the function
+ * @param out where the text goes
+ * @param fmt KILN_FMT_TEXT or KILN_FMT_DOT (a Graphviz digraph)
+ * @return KILN_OK, or KILN_ERR_ARG for a NULL fn or out. */
 kiln_status kiln_fn_dump(kiln_fn *fn, FILE *out, kiln_graph_format fmt);
+/** Frees fn and what it holds (its constants, its kernels' plan).
+ * @param fn the function; NULL is fine */
 void kiln_fn_free(kiln_fn *fn);
+/** @macros */
 #define kiln_placeholder(dt, ...) kiln_placeholder_at(__FILE__, __LINE__, dt, __VA_ARGS__)
+/** @macros */
 #define kiln_compile(nin, inputs, nout, outputs) kiln_compile_at(__FILE__, __LINE__, nin, inputs, nout, outputs)
+/** @macros */
 #define kiln_fn_run(fn, inputs, outputs) kiln_fn_run_at(__FILE__, __LINE__, fn, inputs, outputs)
+/** @} */
 
-/* ---- devices ---------------------------------------------------------------
- * kiln_to(t, dev): t's value on dev, a lazy node like any op: realize copies
- * it (host <-> GPU) where the graph needs it, and ops on the result run on
- * dev. To t's own device it is t (a new handle). To a CUDA device that
- * cannot be used, an error node (KILN_ERR_DEVICE, "to: CUDA not available:
- * <reason>"). kiln_cpu(t) = kiln_to(t, cpu): the way back before kiln_data. */
+/* ---- devices ------------------------------------------------------------- */
+/** t's value on dev, a lazy node like any op: realize copies it (host <->
+ * GPU) where the graph needs it, and ops on the result run on dev. To t's
+ * own device it is t (a new handle).
+ * @at
+ * @param t the tensor
+ * @param dev the destination
+ * @handle KILN_ERR_DEVICE ("to: CUDA not available: <reason>") for a CUDA
+ * device that cannot be used, KILN_ERR_ARG for an invalid device. */
 kiln_tensor *kiln_to_at(const char *f, int l, kiln_tensor *t, kiln_device dev);
+/** kiln_to_at(f, l, t, cpu): the way back before kiln_data.
+ * @at
+ * @param t the tensor
+ * @handle as kiln_to_at. */
 kiln_tensor *kiln_cpu_at(const char *f, int l, kiln_tensor *t);
+/** @name Device macros
+ * @{ */
+/** @macros */
 #define kiln_to(t, dev) kiln_to_at(__FILE__, __LINE__, t, dev)
 #define kiln_cpu(t) kiln_cpu_at(__FILE__, __LINE__, t)
+/** @} */
+
+/* ---- files and exchange --------------------------------------------------- */
+/** @name NumPy's .npy files
+ * kiln_save_npy writes t (realized; copied to the host from any device) to
+ * path in NumPy's .npy format: a version 1.0 header, C order,
+ * little-endian. bool, uint8, int8, int16, int32, int64, float16, float32
+ * and float64 are NumPy's b1 u1 i1 i2 i4 i8 f2 f4 f8; bfloat16 has no NumPy
+ * dtype and is refused (KILN_ERR_DTYPE): cast it first. The file is
+ * written beside path and renamed over it, so tensors still mapping an old
+ * file of that name keep their values. KILN_ERR_IO when it cannot be
+ * written (nothing is left behind).
+ * kiln_load_npy reads a .npy file (versions 1.0 to 3.0) as a CPU tensor.
+ * C-ordered little-endian data is mapped and used in place, not copied: the
+ * file must not be truncated or rewritten while a tensor reads it (as with
+ * numpy.load(mmap_mode='r')). Fortran order and big-endian data are copied.
+ * A bad file gives an error node (KILN_ERR_IO) whose message names the file
+ * and what is wrong: not an npy file, unsupported version or dtype, header
+ * too long, shape overflow, truncated data.
+ * @{ */
+/** Writes t to a .npy file.
+ * @at
+ * @param t the tensor, on any device
+ * @param path the file, replaced if it exists
+ * @return KILN_OK; t's status for an error node; KILN_ERR_ARG for NULL t or
+ * path; KILN_ERR_DTYPE for bfloat16; KILN_ERR_IO when writing fails. */
+kiln_status kiln_save_npy_at(const char *f, int l, kiln_tensor *t, const char *path);
+/** Reads a .npy file as a CPU tensor.
+ * @at
+ * @param path the file
+ * @handle KILN_ERR_IO naming the file and the problem; KILN_ERR_ARG for a
+ * NULL path; KILN_ERR_MEMORY. */
+kiln_tensor *kiln_load_npy_at(const char *f, int l, const char *path);
+/** @} */
+/** @name File macros
+ * @{ */
+/** @macros */
+#define kiln_save_npy(t, path) kiln_save_npy_at(__FILE__, __LINE__, t, path)
+#define kiln_load_npy(path) kiln_load_npy_at(__FILE__, __LINE__, path)
+/** @} */
+
+/** @name DLPack
+ * DLPack (the legacy DLManagedTensor of DLPack 0.6, which NumPy's
+ * from_dlpack and torch.utils.dlpack accept; include <dlpack/dlpack.h> to
+ * look inside one). kiln.h only declares the struct, so code that does not
+ * use DLPack compiles without its header.
+ * kiln_to_dlpack realizes t and returns a DLManagedTensor over its memory,
+ * no copy: CPU or CUDA (after the device's queued work is done), kiln's
+ * strides and byte offset, bool as DLPack 0.8's kDLBool (code 6, 8 bits),
+ * bfloat16 as kDLBfloat. The caller owns it and must call its deleter once,
+ * which drops kiln's hold on the memory (t may be released before). NULL
+ * and the last error when t cannot be realized.
+ * kiln_from_dlpack wraps m without a copy as a tensor on its device (CPU,
+ * pinned host memory, CUDA), with any strides and byte offset: the memory
+ * must stay unchanged while kiln may read it (writes show, as with
+ * kiln_from_buffer). On success kiln owns m and calls its deleter once, when
+ * its last reference to the memory goes. On error (an error node: NULL m,
+ * more than KILN_MAX_DIMS dims, an unsupported dtype or device, misaligned
+ * data) m stays the caller's.
+ * @{ */
+struct DLManagedTensor;
+/** Lends t to another framework through DLPack.
+ * @at
+ * @param t the tensor, on the CPU or a CUDA device
+ * @return a DLManagedTensor the caller owns until it calls its deleter;
+ * NULL and the last error for a NULL t or one that cannot be realized. */
+struct DLManagedTensor *kiln_to_dlpack_at(const char *f, int l, kiln_tensor *t);
+/** Wraps another framework's tensor without a copy.
+ * @at
+ * @param m the managed tensor; kiln's on success, still the caller's on error
+ * @handle KILN_ERR_ARG for NULL m or data, a bad shape or misaligned data;
+ * KILN_ERR_DTYPE for a dtype kiln lacks (complex, vector lanes, ...);
+ * KILN_ERR_DEVICE for a device other than CPU, pinned host memory and a
+ * usable CUDA device; KILN_ERR_SHAPE for strides that overflow. */
+kiln_tensor *kiln_from_dlpack_at(const char *f, int l, struct DLManagedTensor *m);
+/** @} */
+/** @name DLPack macros
+ * @{ */
+/** @macros */
+#define kiln_to_dlpack(t) kiln_to_dlpack_at(__FILE__, __LINE__, t)
+#define kiln_from_dlpack(m) kiln_from_dlpack_at(__FILE__, __LINE__, m)
+/** @} */
 
 /* Info: valid on any non-error handle without realizing it. */
+/** @name Info
+ * Valid on any non-error handle without realizing it. On NULL they set an
+ * error and return 0, NULL, -1, float32 or the CPU; an error node has a
+ * shape but no meaningful one.
+ * @{ */
+/** @param t the tensor
+ * @return its number of dims */
 int kiln_ndim(kiln_tensor *t);
+/** @param t the tensor
+ * @return its kiln_ndim sizes, valid while t lives */
 const int64_t *kiln_shape(kiln_tensor *t);
+/** @param t the tensor
+ * @param dim a dim; negative dims count from the end
+ * @return its size, -1 (and an error set) for a dim out of range */
 int64_t kiln_size(kiln_tensor *t, int dim);   /* negative dims count from the end */
+/** @param t the tensor
+ * @return its number of elements */
 int64_t kiln_numel(kiln_tensor *t);
+/** @param t the tensor
+ * @return its dtype */
 kiln_dtype kiln_dtype_of(kiln_tensor *t);
+/** @param t the tensor
+ * @return the device it lives on (or will, once realized) */
 kiln_device kiln_device_of(kiln_tensor *t);
+/** @} */
 
 #ifdef __cplusplus
 }

@@ -119,12 +119,28 @@ rt_buffer *rt_buffer_alloc(size_t bytes) {
   return &b->pub;
 }
 
-rt_buffer *rt_buffer_borrow(void *data, size_t bytes) {
+rt_buffer *rt_buffer_lend(void *data, size_t bytes, kiln_device dev, void (*on_release)(void *ctx), void *ctx) {
   block *b = malloc(sizeof *b);
   if (!b) return NULL;
-  *b = (block){.pub = {.refs = 1, .data = data, .bytes = bytes, .device = {KILN_CPU, 0}, .borrowed = true},
+  *b = (block){.pub = {.refs = 1, .data = data, .bytes = bytes, .device = dev, .borrowed = true,
+                       .on_release = on_release, .release_ctx = ctx},
                .cls = -1};
   return &b->pub;
+}
+
+rt_buffer *rt_buffer_borrow(void *data, size_t bytes) {
+  return rt_buffer_lend(data, bytes, (kiln_device){KILN_CPU, 0}, NULL, NULL);
+}
+
+/* A device kernel queued before the last release may still read the memory:
+ * its owner hears only after the device is done. */
+static void borrowed_free(rt_buffer *pub) {
+  const rt_device *dev = rt_device_of(pub->device);
+  if (pub->on_release) {
+    if (dev) dev->sync(pub->device.index);
+    pub->on_release(pub->release_ctx);
+  }
+  free(pub);
 }
 
 void rt_buffer_retain(rt_buffer *b) {
@@ -147,14 +163,18 @@ static bool cache_push(block *b) {
 
 void rt_buffer_release(rt_buffer *pub) {
   if (!pub || __atomic_sub_fetch(&pub->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+  if (pub->borrowed) {
+    borrowed_free(pub);
+    return;
+  }
   const rt_device *dev = rt_device_of(pub->device);
   if (dev) {   /* device memory goes back to its device's allocator */
     dev->free(pub);
     return;
   }
   block *b = (block *)pub;
-  if (b->cls >= 0 && cache_push(b)) return;
-  if (b->cls >= 0) free(b->pub.data);
+  if (cache_push(b)) return;
+  free(b->pub.data);
   free(b);
 }
 

@@ -40,6 +40,8 @@ static void opts_init(void) {
   opts.validate = env_int("KILN_VALIDATE", 0) != 0;
   const char *lt = getenv("KILN_CUBLASLT");
   opts.cublaslt = lt && *lt ? lt : NULL;
+  opts.print = (kiln_printoptions){.precision = 4, .threshold = 1000, .edgeitems = 3, .linewidth = 80,
+                                   .sci_mode = KILN_SCI_AUTO};
 }
 
 rt_options *rt_opts(void) {

@@ -16,6 +16,7 @@ typedef struct {
   bool allow_tf32;      /* KILN_ALLOW_TF32=1: f32 matmuls on a GPU may round their inputs to TF32 */
   const char *cublaslt; /* KILN_CUBLASLT: the cuBLASLt library to dlopen, NULL for the default */
   bool validate;        /* KILN_VALIDATE=1: every device kernel is checked against the CPU back end */
+  kiln_printoptions print;  /* kiln_set_printoptions; PyTorch's defaults */
 } rt_options;
 rt_options *rt_opts(void);
 
@@ -25,7 +26,10 @@ struct rt_buffer {
   void *data;
   size_t bytes;
   kiln_device device;
-  bool borrowed;        /* user memory (kiln_from_buffer): never freed by kiln */
+  bool borrowed;        /* memory kiln did not allocate (kiln_from_buffer, a mapped
+                           .npy file, a DLPack tensor): never freed by kiln */
+  void (*on_release)(void *ctx);  /* borrowed: tells the owner kiln is done with it */
+  void *release_ctx;
 };
 /* 64-byte aligned; freed blocks are kept by size class and reused, so a
  * fresh output does not pay page faults again. NULL when out of memory. */
@@ -37,6 +41,10 @@ rt_buffer *rt_buffer_alloc(size_t bytes);
 int rt_size_class(size_t bytes);
 size_t rt_class_size(int cls);
 rt_buffer *rt_buffer_borrow(void *data, size_t bytes);
+/* Borrowed memory on dev whose owner must hear when kiln is done with it:
+ * on_release(ctx) runs once, when the last reference goes, after the
+ * device's queued work (which may still read it). NULL when out of memory. */
+rt_buffer *rt_buffer_lend(void *data, size_t bytes, kiln_device dev, void (*on_release)(void *ctx), void *ctx);
 void rt_buffer_retain(rt_buffer *b);
 void rt_buffer_release(rt_buffer *b);
 /* Frees every cached block (kiln_shutdown). Live buffers are untouched. */

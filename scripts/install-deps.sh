@@ -2,7 +2,10 @@
 # Installs the Debian packages kiln's build, tests and benchmarks need, when missing.
 # Idempotent: a machine that has everything does nothing and needs no network.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config llvm-19-dev check libopenblas-dev graphviz gnuplot-nox)
+# python3-numpy: the NumPy interop tests (.npy, DLPack); libdlpack-dev: dlpack/dlpack.h;
+# doxygen: `make docs` and the test that keeps the API reference warning-free
+pkgs=(build-essential cmake pkg-config llvm-19-dev check libopenblas-dev graphviz gnuplot-nox
+      python3-numpy libdlpack-dev doxygen)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

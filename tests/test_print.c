@@ -1,6 +1,8 @@
 /* test_print.c: fe_format against PyTorch's repr, one row per case: the
- * values (listed, or start + i * step), dtype, shape, device and the exact
- * string torch prints for the same tensor (dtype names spelled kiln.*). */
+ * values (listed, or start + i * step), dtype, shape, device, print options
+ * and the exact string torch prints for the same tensor under the same
+ * torch.set_printoptions (dtype names spelled kiln.*); then the options'
+ * own API. */
 #include "check_main.h"
 #include "frontend/frontend.h"
 
@@ -15,8 +17,14 @@ typedef struct {
   int nvals;
   double start, step;   /* otherwise element i is start + i * step */
   kiln_device dev;
+  const kiln_printoptions *o;  /* NULL: PyTorch's defaults */
   const char *want;
 } print_row;
+
+/* kiln_printoptions in kiln_set_printoptions' order */
+#define OPTS(precision, threshold, edgeitems, linewidth, sci) \
+  .o = &(const kiln_printoptions){precision, threshold, edgeitems, linewidth, sci}
+#define AUTO KILN_SCI_AUTO
 
 static const print_row rows[] = {
     {KILN_I64, 0, {}, .vals = {7}, .nvals = 1,
@@ -217,6 +225,63 @@ static const print_row rows[] = {
      "        [1997],\n"
      "        [1998],\n"
      "        [1999]])"},
+    /* ---- torch.set_printoptions ---- */
+    {KILN_F32, 1, {2}, .vals = {0.1, 2.5}, .nvals = 2, OPTS(2, 1000, 3, 80, AUTO),
+     .want = "tensor([0.10, 2.50])"},
+    {KILN_F32, 1, {2}, .vals = {1.23456, -2.5}, .nvals = 2, OPTS(2, 1000, 3, 80, AUTO),
+     .want = "tensor([ 1.23, -2.50])"},
+    /* precision 0: Python's '{:.0f}' rounds half to even */
+    {KILN_F32, 1, {2}, .vals = {1.5, 2.25}, .nvals = 2, OPTS(0, 1000, 3, 80, AUTO),
+     .want = "tensor([2, 2])"},
+    {KILN_F32, 1, {2}, .vals = {1e-05, 1}, .nvals = 2, OPTS(6, 1000, 3, 80, AUTO),
+     .want = "tensor([1.000000e-05, 1.000000e+00])"},
+    /* a forced mode keeps the widths of the automatic one: no padding here... */
+    {KILN_F32, 1, {2}, .vals = {1.5, -20.25}, .nvals = 2, OPTS(4, 1000, 3, 80, KILN_SCI_ON),
+     .want = "tensor([1.5000e+00, -2.0250e+01])"},
+    {KILN_F32, 1, {2}, .vals = {1.5, 300}, .nvals = 2, OPTS(2, 1000, 3, 80, KILN_SCI_ON),
+     .want = "tensor([1.50e+00, 3.00e+02])"},
+    {KILN_F32, 0, {}, .vals = {3.5}, .nvals = 1, OPTS(4, 1000, 3, 80, KILN_SCI_ON),
+     .want = "tensor(3.5000e+00)"},
+    /* ...and padding to the scientific width there */
+    {KILN_F32, 1, {2}, .vals = {1e-05, 1}, .nvals = 2, OPTS(4, 1000, 3, 80, KILN_SCI_OFF),
+     .want = "tensor([    0.0000,     1.0000])"},
+    {KILN_F32, 1, {2}, .vals = {1e10, 1}, .nvals = 2, OPTS(4, 1000, 3, 80, KILN_SCI_OFF),
+     .want = "tensor([10000000000.,         1.])"},
+    /* no nonzero finite value: PyTorch's formatter returns before applying the mode */
+    {KILN_F32, 1, {2}, .vals = {0, 0}, .nvals = 2, OPTS(4, 1000, 3, 80, KILN_SCI_ON),
+     .want = "tensor([0., 0.])"},
+    {KILN_I64, 1, {2}, .vals = {1, 2}, .nvals = 2, OPTS(4, 1000, 3, 80, KILN_SCI_ON),
+     .want = "tensor([1, 2])"},
+    {KILN_I64, 1, {10}, .start = 0, .step = 1, OPTS(4, 5, 3, 80, AUTO),
+     .want = "tensor([0, 1, 2,  ..., 7, 8, 9])"},
+    {KILN_I64, 1, {10}, .start = 0, .step = 1, OPTS(4, 5, 1, 80, AUTO),
+     .want = "tensor([0,  ..., 9])"},
+    {KILN_I64, 1, {10}, .start = 0, .step = 1, OPTS(4, 10, 1, 80, AUTO),
+     .want = "tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])"},
+    {KILN_I64, 1, {1001}, .start = 0, .step = 1, OPTS(4, 1000, 2, 80, AUTO),
+     .want = "tensor([   0,    1,  ...,  999, 1000])"},
+    {KILN_I64, 2, {4, 4}, .start = 0, .step = 1, OPTS(4, 10, 1, 80, AUTO),
+     .want = "tensor([[ 0,  ...,  3],\n"
+     "        ...,\n"
+     "        [12,  ..., 15]])"},
+    /* edgeitems 0: only the ellipsis */
+    {KILN_I64, 1, {10}, .start = 0, .step = 1, OPTS(4, 5, 0, 80, AUTO),
+     .want = "tensor([...])"},
+    {KILN_I32, 2, {3, 3}, .start = 0, .step = 1, OPTS(4, 2, 0, 80, AUTO),
+     .want = "tensor([...], dtype=kiln.int32)"},
+    {KILN_I64, 1, {10}, .start = 0, .step = 1, OPTS(4, 1000, 3, 20, AUTO),
+     .want = "tensor([0, 1, 2, 3,\n"
+     "        4, 5, 6, 7,\n"
+     "        8, 9])"},
+    {KILN_I32, 1, {4}, .start = 0, .step = 1, OPTS(4, 1000, 3, 20, AUTO),
+     .want = "tensor([0, 1, 2, 3],\n"
+     "       dtype=kiln.int32)"},
+    {KILN_F32, 2, {1, 6}, .vals = {1.5, 2, 3, 4, 5, 6}, .nvals = 6, OPTS(4, 1000, 3, 30, AUTO),
+     .want = "tensor([[1.5000, 2.0000,\n"
+     "         3.0000, 4.0000,\n"
+     "         5.0000, 6.0000]])"},
+    /* sci_mode off with huge values and a long precision still fits an element */
+    {KILN_F64, 1, {2}, .vals = {1e300, 1.5}, .nvals = 2, OPTS(100, 1000, 3, 80, KILN_SCI_OFF)},
 };
 
 /* f16 bits of a normal or zero value, rounded to nearest (enough for the
@@ -252,13 +317,25 @@ static void store(void *data, kiln_dtype dt, int64_t i, double v) {
   }
 }
 
+static void set_options(const kiln_printoptions *o) {
+  static const kiln_printoptions pytorch = {4, 1000, 3, 80, KILN_SCI_AUTO};
+  if (!o) o = &pytorch;
+  ck_assert_int_eq(kiln_set_printoptions(o->precision, o->threshold, o->edgeitems, o->linewidth, o->sci_mode),
+                   KILN_OK);
+}
+
 START_TEST(test_print_row) {
   const print_row *r = &rows[_i];
+  set_options(r->o);
   int64_t n = ir_numel(r->ndim, r->shape);
   void *data = calloc((size_t)(n ? n : 1), 8);
   for (int64_t i = 0; i < n; i++) store(data, r->dt, i, r->nvals ? r->vals[i] : r->start + (double)i * r->step);
   char *got = fe_format(data, r->dt, r->ndim, r->shape, r->dev);
-  ck_assert_msg(strcmp(got, r->want) == 0, "row %d:\nwant:\n%s\ngot:\n%s", _i, r->want, got);
+  if (r->want) ck_assert_msg(strcmp(got, r->want) == 0, "row %d:\nwant:\n%s\ngot:\n%s", _i, r->want, got);
+  else  /* "tensor([" 1e300 as 301 digits "." 100 digits ",\n" 8 spaces, 1.5 padded to the
+         * width of "%.100e" (107) "],\n" 7 spaces "dtype=kiln.float64)": one per line */
+    ck_assert_uint_eq(strlen(got), 8 + 402 + 2 + 8 + 107 + 3 + 7 + 19);
+  set_options(NULL);
   free(got);
   free(data);
 }
@@ -274,11 +351,46 @@ START_TEST(test_print_f16_specials) {
 }
 END_TEST
 
+/* The options' API: defaults, None-like negatives, refusals, and the
+ * public printers following them. */
+START_TEST(test_printoptions) {
+  kiln_printoptions o = kiln_get_printoptions();
+  ck_assert_int_eq(o.precision, 4);
+  ck_assert_int_eq(o.threshold, 1000);
+  ck_assert_int_eq(o.edgeitems, 3);
+  ck_assert_int_eq(o.linewidth, 80);
+  ck_assert_int_eq(o.sci_mode, KILN_SCI_AUTO);
+  ck_assert_int_eq(kiln_set_printoptions(2, -1, -1, 40, KILN_SCI_ON), KILN_OK);
+  o = kiln_get_printoptions();
+  ck_assert(o.precision == 2 && o.threshold == 1000 && o.edgeitems == 3 && o.linewidth == 40 &&
+            o.sci_mode == KILN_SCI_ON);
+  int line = __LINE__ + 1;
+  ck_assert_int_eq(kiln_set_printoptions(101, 5, 5, 5, KILN_SCI_OFF), KILN_ERR_ARG);
+  char want[128];
+  snprintf(want, sizeof want, "test_print.c:%d: set_printoptions: precision 101 is more than 100", line);
+  ck_assert_ptr_nonnull(strstr(kiln_last_error(), want));
+  ck_assert_int_eq(kiln_set_printoptions(-1, -1, -1, -1, (kiln_sci_mode)7), KILN_ERR_ARG);
+  ck_assert_ptr_nonnull(strstr(kiln_last_error(), "set_printoptions: sci_mode 7 is not KILN_SCI_AUTO"));
+  ck_assert_int_eq(kiln_get_printoptions().linewidth, 40);   /* refusals change nothing */
+  kiln_scope_begin();
+  char *s = kiln_to_string(kiln_from_data((const float[]){1.5f, 300}, KILN_F32, KILN_SHAPE(2)));
+  ck_assert_str_eq(s, "tensor([1.50e+00, 3.00e+02])");
+  free(s);
+  ck_assert_int_eq(kiln_set_printoptions(-1, -1, -1, -1, KILN_SCI_AUTO), KILN_OK);
+  s = kiln_to_string(kiln_from_data((const float[]){1.5f, 300}, KILN_F32, KILN_SHAPE(2)));
+  ck_assert_str_eq(s, "tensor([  1.50, 300.00])");
+  free(s);
+  kiln_scope_end();
+  set_options(NULL);
+}
+END_TEST
+
 static Suite *print_suite(void) {
   Suite *s = suite_create("print");
   TCase *tc = tcase_create("pytorch");
   tcase_add_loop_test(tc, test_print_row, 0, (int)(sizeof rows / sizeof rows[0]));
   tcase_add_test(tc, test_print_f16_specials);
+  tcase_add_test(tc, test_printoptions);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -118,6 +118,23 @@ START_TEST(test_buffer_borrow) {
 }
 END_TEST
 
+/* A lent buffer tells its owner once, when the last reference goes. */
+static void count_release(void *ctx) { (*(int *)ctx)++; }
+
+START_TEST(test_buffer_lend) {
+  int released = 0;
+  char user[8];
+  rt_buffer *b = rt_buffer_lend(user, sizeof user, kiln_cpu_device(), count_release, &released);
+  ck_assert_ptr_eq(b->data, user);
+  ck_assert(b->borrowed);
+  rt_buffer_retain(b);
+  rt_buffer_release(b);
+  ck_assert_int_eq(released, 0);
+  rt_buffer_release(b);
+  ck_assert_int_eq(released, 1);
+}
+END_TEST
+
 /* Allocations and releases from several threads at once. */
 static void *alloc_worker(void *arg) {
   size_t seed = (size_t)(uintptr_t)arg;
@@ -428,6 +445,7 @@ static Suite *runtime_suite(void) {
   tcase_add_test(buf, test_buffer_reuse);
   tcase_add_test(buf, test_buffer_stats_and_cache_free);
   tcase_add_test(buf, test_buffer_borrow);
+  tcase_add_test(buf, test_buffer_lend);
   tcase_add_test(buf, test_buffer_threads);
   suite_add_tcase(s, buf);
   TCase *pool = tcase_create("pool");
