@@ -412,6 +412,10 @@ kiln_status kiln_dump_graph_at(const char *f, int l, kiln_tensor *t, FILE *out, 
  * write, as text or a Graphviz digraph. */
 typedef struct kiln_fn kiln_fn;
 kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, const int64_t *shape);
+/* A dim given as -1 to kiln_placeholder is dynamic: it may change from call
+ * to call. While the graph is built it reads as KILN_DYN (a stand-in size);
+ * every dynamic dim of one function is one size per call (a batch size). */
+#define KILN_DYN 1000003
 kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *inputs, int nout,
                          kiln_tensor *const *outputs);
 kiln_status kiln_fn_run_at(const char *f, int l, kiln_fn *fn, kiln_tensor *const *inputs, kiln_tensor **outputs);
