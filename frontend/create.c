@@ -17,14 +17,14 @@ ir_node *fe_check_shape(const char *f, int l, const char *op, int ndim, const in
   if (ndim < 0 || ndim > KILN_MAX_DIMS)
     return fe_error(KILN_ERR_ARG, f, l, "%s: %d dims is outside 0..KILN_MAX_DIMS (%d)", op, ndim, KILN_MAX_DIMS);
   if (ndim && !shape) return fe_error(KILN_ERR_ARG, f, l, "%s: shape is NULL with %d dims", op, ndim);
-  ir_str s = {0};
+  int bad = -1;
+  for (int i = 0; i < ndim && bad < 0; i++)
+    if (shape[i] < 0) bad = i;
+  if (bad < 0 && ir_numel(ndim, shape) >= 0) return NULL;
+  ir_str s = {0};   /* formatted only on failure: creating tensors is on a cached realize's hot path */
   ir_str_shape(&s, ndim, shape);
-  ir_node *e = NULL;
-  for (int i = 0; i < ndim && !e; i++)
-    if (shape[i] < 0)
-      e = fe_error(KILN_ERR_ARG, f, l, "%s: negative size %lld in shape %s", op, (long long)shape[i], s.s);
-  if (!e && ir_numel(ndim, shape) < 0)
-    e = fe_error(KILN_ERR_SHAPE, f, l, "%s: shape %s has more elements than int64 can count", op, s.s);
+  ir_node *e = bad >= 0 ? fe_error(KILN_ERR_ARG, f, l, "%s: negative size %lld in shape %s", op, (long long)shape[bad], s.s)
+                        : fe_error(KILN_ERR_SHAPE, f, l, "%s: shape %s has more elements than int64 can count", op, s.s);
   ir_str_free(&s);
   return e;
 }
@@ -95,8 +95,10 @@ kiln_tensor *kiln_from_buffer_at(const char *f, int l, void *data, kiln_dtype dt
 
 /* A stand-in for an input of a compiled function: a BUFFER whose storage
  * holds no memory. Ops on it build a graph that only kiln_compile plans. */
-kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, const int64_t *shape) {
-  ir_node *e = check_shape_dtype(f, l, "placeholder", ndim, shape, dt);
+kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, const int64_t *given) {
+  int64_t shape[KILN_MAX_DIMS];
+  for (int d = 0; given && d < ndim && d < KILN_MAX_DIMS; d++) shape[d] = given[d] == -1 ? KILN_DYN : given[d];
+  ir_node *e = check_shape_dtype(f, l, "placeholder", ndim, given ? shape : NULL, dt);
   if (e) return e;
   size_t bytes = shape_bytes(ndim, shape, dt);
   if (bytes == SIZE_MAX) return fe_error(KILN_ERR_MEMORY, f, l, "placeholder: %s tensor is larger than memory", ir_dtypes[dt].name);

@@ -917,9 +917,15 @@ typedef struct kiln_fn kiln_fn;
  * realizing such a graph, or reading its data, is KILN_ERR_ARG.
  * @at
  * @param dt the dtype
- * @param ndim,shape the shape
+ * @param ndim,shape the shape; a dim of -1 is dynamic (KILN_DYN)
  * @handle KILN_ERR_ARG for a bad dtype or shape. */
 kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, const int64_t *shape);
+/** The size a dim given as -1 to kiln_placeholder reads as while the graph
+ * is built. Such a dim is dynamic: it may change from call to call, and
+ * every dynamic dim of one function has one size per call (a batch size).
+ * A function with dynamic dims is planned for each size on the first call
+ * with it. */
+#define KILN_DYN 1000003
 /** Plans the graph of outputs over the placeholders inputs, once: graph
  * passes, fusion, lowering and compiling of every kernel, and the buffers
  * of its intermediates. Tensors the graph captured that do not read a

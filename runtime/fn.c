@@ -7,6 +7,7 @@
 #include "rt_internal.h"
 #include "frontend/frontend.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,14 +20,26 @@ typedef struct {
   int64_t shape[KILN_MAX_DIMS];
 } fn_value;
 
-struct kiln_fn {
+/* The function planned for one size of its dynamic dims (0: it has none). */
+typedef struct {
+  int64_t size;
   rt_exec *exec;
+  fn_value *in, *out;       /* the shapes at this size */
+  ir_node **leaves;         /* retained: placeholders of these shapes, then the constants */
+} fn_variant;
+
+struct kiln_fn {
   char where[128];          /* "main.c:12": where kiln_compile was called */
   int nin, nout;
-  fn_value *in, *out;
-  int *out_node;            /* per output: its node in the planned graph */
-  int nleaves;
-  ir_node **leaves;         /* retained: the placeholders (slots 0..nin), then constants */
+  int ntmpl;
+  ir_node **tmpl;           /* retained: the graph as built (sources first) */
+  int *out_node;            /* per output: its position in tmpl */
+  int nleaves;              /* the placeholders (nin), then the constants */
+  ir_node **leaves;         /* retained: of tmpl */
+  bool dynamic;             /* a placeholder has a -1 dim: planned per size */
+  pthread_mutex_t mu;       /* guards variants */
+  int nvariants;
+  fn_variant *variants;
   atomic_uint_fast64_t runs;
 };
 
@@ -35,14 +48,25 @@ static void value_of(fn_value *v, const ir_node *n) {
   memcpy(v->shape, n->shape, sizeof n->shape);
 }
 
+static void release_all(int n, ir_node **v) {
+  for (int i = 0; v && i < n; i++) ir_node_release(v[i]);
+  free(v);
+}
+
 void kiln_fn_free(kiln_fn *fn) {
   if (!fn) return;
-  rt_exec_free(fn->exec);
-  for (int i = 0; i < fn->nleaves; i++) ir_node_release(fn->leaves[i]);
-  free(fn->leaves);
-  free(fn->in);
-  free(fn->out);
+  for (int i = 0; i < fn->nvariants; i++) {
+    fn_variant *v = &fn->variants[i];
+    rt_exec_free(v->exec);
+    release_all(fn->nleaves, v->leaves);
+    free(v->in);
+    free(v->out);
+  }
+  free(fn->variants);
+  release_all(fn->nleaves, fn->leaves);
+  release_all(fn->ntmpl, fn->tmpl);
   free(fn->out_node);
+  pthread_mutex_destroy(&fn->mu);
   free(fn);
 }
 
@@ -72,7 +96,10 @@ static kiln_fn *check_compile(const char *f, int l, int nin, kiln_tensor *const 
       return NULL;
     }
   }
-  return calloc(1, sizeof(kiln_fn));
+  kiln_fn *fn = calloc(1, sizeof(kiln_fn));
+  IR_ASSERT(fn);
+  pthread_mutex_init(&fn->mu, NULL);
+  return fn;
 }
 
 static bool is_output(const ir_node *n, int nout, kiln_tensor *const *out) {
@@ -81,7 +108,17 @@ static bool is_output(const ir_node *n, int nout, kiln_tensor *const *out) {
   return false;
 }
 
-/* What does not read a placeholder is a constant of the function: computed
+static bool is_dynamic(int64_t v) { return v && v % KILN_DYN == 0; }
+
+/* Whether n's value changes from call to call: it reads a placeholder, or
+ * its shape follows the dynamic size (a bias expanded to the batch). */
+static bool per_call(const ir_node *n) {
+  bool dyn = n->symbolic;
+  for (int d = 0; d < n->ndim && !dyn; d++) dyn = is_dynamic(n->shape[d]);
+  return dyn;
+}
+
+/* What does not change per call is a constant of the function: computed
  * once, now, so a call never recomputes a weight. */
 static kiln_status realize_constants(int nout, kiln_tensor *const *out) {
   ir_node **topo, **c;
@@ -90,9 +127,9 @@ static kiln_status realize_constants(int nout, kiln_tensor *const *out) {
   IR_ASSERT(c);
   for (int i = 0; i < n; i++) {
     const ir_node *t = topo[i];
-    for (int s = 0; t->symbolic && s < t->nsrc; s++)
-      if (!t->src[s]->symbolic && t->src[s]->op != IR_BUFFER) c[nc++] = t->src[s];
-    if (!t->symbolic && t->op != IR_BUFFER && is_output(t, nout, out)) c[nc++] = topo[i];
+    for (int s = 0; per_call(t) && s < t->nsrc; s++)
+      if (!per_call(t->src[s]) && t->src[s]->op != IR_BUFFER) c[nc++] = t->src[s];
+    if (!per_call(t) && t->op != IR_BUFFER && is_output(t, nout, out)) c[nc++] = topo[i];
   }
   kiln_status st = nc ? rt_realize(nc, c) : KILN_OK;
   free(c);
@@ -119,33 +156,160 @@ static kiln_status take_leaves(kiln_fn *fn, int nin, kiln_tensor *const *in, int
   return KILN_OK;
 }
 
+/* ---- dynamic sizes ------------------------------------------------------------ *
+ * A dynamic dim reads as KILN_DYN while the graph is built, and so does every
+ * size derived from it by a multiple (flattening (KILN_DYN, 4) gives
+ * 4 * KILN_DYN). A variant copies the graph with the shapes recomputed from
+ * its sources at the call's size: explicit sizes (expand, reshape, sources)
+ * have their KILN_DYN factors replaced, every other op's shape follows from
+ * its sources' by the op's own rule. */
+static int64_t at_size(int64_t v, int64_t size) {
+  int64_t mult = 1;
+  while (size && v && v % KILN_DYN == 0) v /= KILN_DYN, mult *= size;
+  return v * mult;
+}
+
+/* The shape of o's copy from its sources' copies; NULL, or why not. */
+static const char *variant_shape(const ir_node *o, ir_node *const *src, int64_t size, int64_t *shape) {
+  const ir_node *s0 = o->nsrc ? src[0] : NULL;
+  for (int d = 0; d < o->ndim; d++) shape[d] = at_size(o->shape[d], size);
+  switch (o->op) {
+  case IR_EXPAND:
+    for (int d = 0, lead = o->ndim - s0->ndim; d < s0->ndim; d++)
+      if (s0->shape[d] != 1) shape[lead + d] = s0->shape[d];
+    return NULL;
+  case IR_RESHAPE:
+    return ir_numel(o->ndim, shape) == ir_numel(s0->ndim, s0->shape) ? NULL : "a reshape that does not follow the size";
+  case IR_PERMUTE:
+    for (int d = 0; d < o->ndim; d++) shape[d] = s0->shape[o->attr.perm[d]];
+    return NULL;
+  case IR_SLICE: case IR_SELECT:
+    if (is_dynamic(o->src[0]->shape[o->attr.dim])) return "indexing along a dynamic dim";
+    for (int d = 0, j = 0; d < s0->ndim; d++)
+      if (o->op == IR_SLICE || d != o->attr.dim) shape[j++] = o->op == IR_SLICE && d == o->attr.dim ? o->shape[d] : s0->shape[d];
+    return NULL;
+  case IR_PAD:
+    for (int d = 0; d < o->ndim; d++) shape[d] = s0->shape[d] + o->attr.pad[d][0] + o->attr.pad[d][1];
+    return NULL;
+  case IR_CAT:
+    memcpy(shape, s0->shape, sizeof(int64_t) * (size_t)o->ndim);
+    shape[o->attr.dim] += src[1]->shape[o->attr.dim];
+    return NULL;
+  case IR_MATMUL:
+    memcpy(shape, s0->shape, sizeof(int64_t) * (size_t)o->ndim);
+    shape[o->ndim - 1] = src[1]->shape[o->ndim - 1];
+    return NULL;
+  case IR_ARANGE: case IR_LINSPACE: case IR_EYE:
+    for (int d = 0; d < o->ndim; d++)
+      if (is_dynamic(o->shape[d])) return "a range of a dynamic length";
+    return NULL;
+  default:
+    if (ir_op_has(o->op, IR_REDUCE))
+      for (int d = 0; d < o->ndim; d++) shape[d] = o->attr.axes & (1u << d) ? 1 : s0->shape[d];
+    else if (s0 && !ir_op_has(o->op, IR_SRC))
+      memcpy(shape, s0->shape, sizeof(int64_t) * (size_t)o->ndim);   /* elementwise and transfers */
+    return NULL;
+  }
+}
+
+static ir_node *stand_in(const ir_node *p, int ndim, const int64_t *shape) {
+  rt_buffer *b = rt_buffer_borrow(NULL, (size_t)ir_numel(ndim, shape) * ir_dtypes[p->dtype].size);
+  IR_ASSERT(b);
+  ir_node *n = ir_node_new(IR_BUFFER, p->dtype, ndim, shape, 0, NULL, p->file, p->line);
+  n->buf = b;
+  n->pending = 0;
+  n->symbolic = true;
+  return n;
+}
+
+/* fn's graph at size: placeholders of the call's shapes, constants shared,
+ * every other node copied with its shape recomputed. NULL with the last
+ * error naming the op that cannot follow the size. */
+static ir_node **variant_graph(const kiln_fn *fn, int64_t size) {
+  ir_node **g = calloc((size_t)fn->ntmpl + 1, sizeof *g);
+  IR_ASSERT(g);
+  for (int i = 0; i < fn->ntmpl; i++) fn->tmpl[i]->scratch = i;
+  for (int i = 0; i < fn->ntmpl; i++) {
+    ir_node *o = fn->tmpl[i];
+    int64_t shape[KILN_MAX_DIMS];
+    ir_node *src[3];
+    for (int s = 0; s < o->nsrc; s++) src[s] = g[o->src[s]->scratch];
+    const char *why = variant_shape(o, src, size, shape);
+    if (why) {
+      ir_error_setf("%s:%d: compile: %s: %s is not supported", o->file ? o->file : "?", o->line, ir_ops[o->op].name, why);
+      release_all(i, g);
+      return NULL;
+    }
+    if (o->op == IR_BUFFER) {
+      if (o->symbolic) g[i] = stand_in(o, o->ndim, shape);
+      else ir_node_retain(g[i] = o);
+      continue;
+    }
+    ir_node *c = g[i] = ir_node_new(o->op, o->dtype, o->ndim, shape, o->nsrc, src, o->file, o->line);
+    c->device = o->device;
+    c->attr = o->attr;
+    c->id = o->id;
+  }
+  return g;
+}
+
+/* The variant for size, planned on first use. */
+static fn_variant *variant(kiln_fn *fn, int64_t size, kiln_status *st) {
+  pthread_mutex_lock(&fn->mu);
+  fn_variant *v = NULL;
+  for (int i = 0; i < fn->nvariants && !v; i++)
+    if (fn->variants[i].size == size) v = &fn->variants[i];
+  ir_node **g = v ? NULL : variant_graph(fn, size);
+  *st = v || g ? KILN_OK : KILN_ERR_SHAPE;
+  if (g) {
+    fn_variant nv = {size, NULL, malloc(sizeof *nv.in * ((size_t)fn->nin + 1)), malloc(sizeof *nv.out * (size_t)fn->nout),
+                     malloc(sizeof *nv.leaves * (size_t)fn->nleaves)};
+    IR_ASSERT(nv.in && nv.out && nv.leaves);
+    for (int i = 0; i < fn->nleaves; i++) ir_node_retain(nv.leaves[i] = g[fn->leaves[i]->scratch]);
+    for (int i = 0; i < fn->nin; i++) value_of(&nv.in[i], nv.leaves[i]);
+    for (int o = 0; o < fn->nout; o++) value_of(&nv.out[o], g[fn->out_node[o]]);
+    pass_config cfg = {rt_opts()->passes, rt_opts()->debug, -1, true};
+    nv.exec = rt_exec_build(fn->ntmpl, g, fn->nout, fn->out_node, fn->nleaves, nv.leaves, &cfg, st);
+    release_all(fn->ntmpl, g);
+    fn_variant *grown = *st == KILN_OK ? realloc(fn->variants, sizeof *grown * (size_t)(fn->nvariants + 1)) : NULL;
+    if (grown) {
+      fn->variants = grown;
+      v = &fn->variants[fn->nvariants++];
+      *v = nv;
+    } else {
+      release_all(fn->nleaves, nv.leaves);
+      free(nv.in);
+      free(nv.out);
+    }
+  }
+  pthread_mutex_unlock(&fn->mu);
+  return v;
+}
+
 kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *in, int nout, kiln_tensor *const *out) {
   kiln_fn *fn = check_compile(f, l, nin, in, nout, out);
   if (!fn) return NULL;
   snprintf(fn->where, sizeof fn->where, "%s:%d", f ? f : "?", l);
-  kiln_status st = realize_constants(nout, out);
-  if (st != KILN_OK) {
-    kiln_fn_free(fn);
-    return NULL;
-  }
-  ir_node **topo;
-  int n = ir_graph_collect(nout, out, &topo);
-  st = take_leaves(fn, nin, in, n, topo);
   fn->nin = nin;
   fn->nout = nout;
-  fn->in = malloc(sizeof *fn->in * ((size_t)nin + 1));
-  fn->out = malloc(sizeof *fn->out * (size_t)nout);
-  fn->out_node = malloc(sizeof *fn->out_node * (size_t)nout);
-  IR_ASSERT(fn->in && fn->out && fn->out_node);
-  for (int i = 0; i < nin; i++) value_of(&fn->in[i], in[i]);
-  for (int i = 0; i < n; i++) topo[i]->scratch = i;
-  for (int o = 0; o < nout; o++) {
-    value_of(&fn->out[o], out[o]);
-    fn->out_node[o] = out[o]->scratch;
+  kiln_status st = realize_constants(nout, out);
+  if (st == KILN_OK) {
+    fn->ntmpl = ir_graph_collect(nout, out, &fn->tmpl);
+    for (int i = 0; i < fn->ntmpl; i++) ir_node_retain(fn->tmpl[i]);
+    st = take_leaves(fn, nin, in, fn->ntmpl, fn->tmpl);
   }
-  pass_config cfg = {rt_opts()->passes, rt_opts()->debug, -1, true};
-  if (st == KILN_OK) fn->exec = rt_exec_build(n, topo, nout, fn->out_node, fn->nleaves, fn->leaves, &cfg, &st);
-  free(topo);
+  fn->out_node = malloc(sizeof *fn->out_node * (size_t)nout);
+  IR_ASSERT(fn->out_node);
+  for (int i = 0; i < fn->ntmpl; i++) fn->tmpl[i]->scratch = i;
+  for (int o = 0; o < nout; o++) fn->out_node[o] = out[o]->scratch;
+  for (int i = 0; i < nin; i++)
+    for (int d = 0; d < in[i]->ndim; d++) fn->dynamic |= is_dynamic(in[i]->shape[d]);
+  /* A static function is planned now; a dynamic one is checked at a small
+   * size now and planned at each new size on its first call. */
+  ir_node **probe = st == KILN_OK && fn->dynamic ? variant_graph(fn, 2) : NULL;
+  if (fn->dynamic && st == KILN_OK && !probe) st = KILN_ERR_SHAPE;
+  release_all(probe ? fn->ntmpl : 0, probe);
+  if (st == KILN_OK && !fn->dynamic) variant(fn, 0, &st);
   if (st != KILN_OK) {
     kiln_fn_free(fn);
     return NULL;
@@ -205,31 +369,31 @@ static kiln_status check_given(const char *f, int l, const kiln_fn *fn, const ch
 
 /* A given output the executable can write in place: its value is a whole
  * slot a step writes, and no other output shares that slot. */
-static bool writable(const kiln_fn *fn, int o, int nleaves) {
-  const rt_exec_view *v = rt_exec_node(fn->exec, fn->out_node[o]);
+static bool writable(const kiln_fn *fn, const fn_variant *var, int o) {
+  const rt_exec_view *v = rt_exec_node(var->exec, fn->out_node[o]);
   int64_t dense[KILN_MAX_DIMS];
-  ir_contiguous_strides(fn->out[o].ndim, fn->out[o].shape, dense);
-  if (v->slot < nleaves || v->offset || memcmp(v->strides, dense, sizeof(int64_t) * (size_t)fn->out[o].ndim)) return false;
+  ir_contiguous_strides(var->out[o].ndim, var->out[o].shape, dense);
+  if (v->slot < fn->nleaves || v->offset || memcmp(v->strides, dense, sizeof(int64_t) * (size_t)var->out[o].ndim))
+    return false;
   for (int p = 0; p < fn->nout; p++)
-    if (p != o && rt_exec_node(fn->exec, fn->out_node[p])->slot == v->slot) return false;
+    if (p != o && rt_exec_node(var->exec, fn->out_node[p])->slot == v->slot) return false;
   return true;
 }
 
-static kiln_status bind(const char *f, int l, const kiln_fn *fn, kiln_tensor *const *in, kiln_tensor **out,
-                        rt_buffer **slots, bool *borrowed) {
-  int nleaves = rt_exec_nleaves(fn->exec);
+static kiln_status bind(const char *f, int l, const kiln_fn *fn, const fn_variant *var, kiln_tensor *const *in,
+                        kiln_tensor **out, rt_buffer **slots, bool *borrowed) {
   for (int i = 0; i < fn->nin; i++) {
-    kiln_status st = check_given(f, l, fn, "input", i, in[i], &fn->in[i]);
+    kiln_status st = check_given(f, l, fn, "input", i, in[i], &var->in[i]);
     if (st != KILN_OK) return st;
     if (!(slots[i] = storage_of(in[i], &borrowed[i])) && in[i]->buf) return KILN_ERR_MEMORY;
   }
-  for (int i = fn->nin; i < fn->nleaves; i++) slots[i] = fn->leaves[i]->buf;
+  for (int i = fn->nin; i < fn->nleaves; i++) slots[i] = var->leaves[i]->buf;
   for (int o = 0; o < fn->nout; o++) {
     if (!out[o]) continue;
-    kiln_status st = check_given(f, l, fn, "output", o, out[o], &fn->out[o]);
+    kiln_status st = check_given(f, l, fn, "output", o, out[o], &var->out[o]);
     if (st != KILN_OK) return st;
-    int s = rt_exec_node(fn->exec, fn->out_node[o])->slot;
-    if (!writable(fn, o, nleaves) || !out[o]->buf) continue;
+    int s = rt_exec_node(var->exec, fn->out_node[o])->slot;
+    if (!writable(fn, var, o) || !out[o]->buf) continue;
     if (!(slots[s] = storage_of(out[o], &borrowed[s]))) return KILN_ERR_MEMORY;
     if (!borrowed[s]) rt_buffer_retain(slots[s]);
   }
@@ -238,13 +402,14 @@ static kiln_status bind(const char *f, int l, const kiln_fn *fn, kiln_tensor *co
 
 /* After the run: a NULL output becomes a new handle over its value; a given
  * one the executable could not write in place gets a copy of it. */
-static kiln_status deliver(const char *f, int l, const kiln_fn *fn, kiln_tensor **out, rt_buffer **slots) {
+static kiln_status deliver(const char *f, int l, const kiln_fn *fn, const fn_variant *var, kiln_tensor **out,
+                           rt_buffer **slots) {
   for (int o = 0; o < fn->nout; o++) {
-    const rt_exec_view *v = rt_exec_node(fn->exec, fn->out_node[o]);
+    const rt_exec_view *v = rt_exec_node(var->exec, fn->out_node[o]);
     rt_buffer *b = v->slot >= 0 ? slots[v->slot] : NULL;
     if (out[o] && out[o]->buf && b && b->data == (char *)out[o]->buf->data + out[o]->offset * (int64_t)ir_dtypes[out[o]->dtype].size)
       continue;   /* written in place */
-    const fn_value *w = &fn->out[o];
+    const fn_value *w = &var->out[o];
     ir_node *t = ir_node_new(IR_BUFFER, w->dtype, w->ndim, w->shape, 0, NULL, f, l);
     t->device = w->device;
     rt_buffer_retain(b);
@@ -264,20 +429,46 @@ static kiln_status deliver(const char *f, int l, const kiln_fn *fn, kiln_tensor 
   return KILN_OK;
 }
 
+/* The call's size of the dynamic dims (0 for a static function): every
+ * dynamic dim of every input must have it. */
+static kiln_status call_size(const char *f, int l, const kiln_fn *fn, kiln_tensor *const *in, int64_t *size) {
+  *size = 0;
+  for (int i = 0; fn->dynamic && i < fn->nin; i++) {
+    const ir_node *p = fn->leaves[i];
+    if (!in[i] || in[i]->ndim != p->ndim) continue;   /* check_given reports it */
+    for (int d = 0; d < p->ndim; d++) {
+      if (!is_dynamic(p->shape[d])) continue;
+      if (*size && in[i]->shape[d] != *size) {
+        ir_error_setf("%s:%d: fn_run: function compiled at %s: input %d dim %d is %lld, but another dynamic dim of "
+                      "this call is %lld (the dynamic dims of one call have one size)", f, l, fn->where, i, d,
+                      (long long)in[i]->shape[d], (long long)*size);
+        return KILN_ERR_SHAPE;
+      }
+      *size = in[i]->shape[d];
+    }
+  }
+  if (fn->dynamic && *size == 0) *size = 1;   /* a mismatch is reported by the shape check */
+  return KILN_OK;
+}
+
 kiln_status kiln_fn_run_at(const char *f, int l, kiln_fn *fn, kiln_tensor *const *in, kiln_tensor **out) {
   if (!fn || (fn->nin && !in) || !out) {
     ir_error_setf("%s:%d: fn_run: %s is NULL", f, l, !fn ? "the function" : !out ? "the output list" : "the input list");
     return KILN_ERR_ARG;
   }
-  int ns = rt_exec_nslots(fn->exec);
+  int64_t size;
+  kiln_status st = call_size(f, l, fn, in, &size);
+  fn_variant *var = st == KILN_OK ? variant(fn, size, &st) : NULL;
+  if (!var) return st;
+  int ns = rt_exec_nslots(var->exec);
   rt_buffer *small[32], **slots = ns <= 32 ? small : calloc((size_t)ns, sizeof *slots);
   bool small_b[32], *borrowed = ns <= 32 ? small_b : calloc((size_t)ns, sizeof *borrowed);
   IR_ASSERT(slots && borrowed);
   memset(slots, 0, sizeof *slots * (size_t)ns);
   memset(borrowed, 0, sizeof *borrowed * (size_t)ns);
-  kiln_status st = bind(f, l, fn, in, out, slots, borrowed);
-  if (st == KILN_OK) st = rt_exec_run(fn->exec, slots, NULL, atomic_fetch_add(&fn->runs, 1) == 0, rt_opts()->debug);
-  if (st == KILN_OK) st = deliver(f, l, fn, out, slots);
+  st = bind(f, l, fn, var, in, out, slots, borrowed);
+  if (st == KILN_OK) st = rt_exec_run(var->exec, slots, NULL, atomic_fetch_add(&fn->runs, 1) == 0, rt_opts()->debug);
+  if (st == KILN_OK) st = deliver(f, l, fn, var, out, slots);
   for (int i = 0; i < ns; i++)
     if (i >= fn->nleaves || borrowed[i]) rt_buffer_release(slots[i]);
   if (slots != small) free(slots);
@@ -291,7 +482,14 @@ kiln_status kiln_fn_dump(kiln_fn *fn, FILE *out, kiln_graph_format fmt) {
     return KILN_ERR_ARG;
   }
   ir_str b = {0};
-  rt_exec_print(&b, fn->exec, fmt == KILN_FMT_DOT, fn->where);
+  pthread_mutex_lock(&fn->mu);
+  if (!fn->nvariants) ir_str_printf(&b, "function compiled at %s: dynamic, not planned yet (no call so far)\n", fn->where);
+  for (int i = 0; i < fn->nvariants; i++) {
+    char where[200];
+    snprintf(where, sizeof where, fn->dynamic ? "%s, dynamic size %lld" : "%s", fn->where, (long long)fn->variants[i].size);
+    rt_exec_print(&b, fn->variants[i].exec, fmt == KILN_FMT_DOT, where);
+  }
+  pthread_mutex_unlock(&fn->mu);
   fputs(b.s ? b.s : "", out);
   ir_str_free(&b);
   return KILN_OK;
