@@ -281,6 +281,17 @@ static LLVMValueRef emit_load(emitter *em, const kexpr *e) {
   return emit_cast(&em->g, widen(&em->g, v, st), st, e->type);
 }
 
+/* k->args[e->i] as e->type: the bits k_arg_int / k_arg_float wrote. */
+static LLVMValueRef emit_arg(emitter *em, const kexpr *e) {
+  cpu_cg *g = &em->g;
+  LLVMValueRef idx = LLVMConstInt(g->i64, (unsigned long long)e->i, 0);
+  LLVMValueRef p = LLVMBuildInBoundsGEP2(g->b, g->i64, em->bufs[k_args_param(em->k)], &idx, 1, "");
+  LLVMValueRef bits = LLVMBuildLoad2(g->b, g->i64, p, "");
+  if (e->type == KILN_F64) return LLVMBuildBitCast(g->b, bits, g->f64, "");
+  if (e->type == KILN_F32) return LLVMBuildBitCast(g->b, LLVMBuildTrunc(g->b, bits, g->i32, ""), g->f32, "");
+  return e->type == KILN_I64 ? bits : LLVMBuildTrunc(g->b, bits, cpu_type(g, e->type), "");
+}
+
 static LLVMValueRef emit_expr_new(emitter *em, const kexpr *e) {
   cpu_cg *g = &em->g;
   LLVMTypeRef t = cpu_type(g, e->type);
@@ -300,6 +311,7 @@ static LLVMValueRef emit_expr_new(emitter *em, const kexpr *e) {
   case KX_IMOD: return LLVMBuildSRem(g->b, emit_expr(em, e->a), emit_expr(em, e->b), "");
   case KX_PHILOX: return emit_philox(em, emit_expr(em, e->a), emit_expr(em, e->b), (int)e->i);
   case KX_ACC: return LLVMBuildLoad2(g->b, t, cpu_acc_slot(em, e->var, e->type), "");
+  case KX_ARG: return emit_arg(em, e);
   }
   IR_ASSERT(!"bad expression kind");
 }

@@ -3,6 +3,13 @@
  * parameters. Its printed form is what KILN_DEBUG=3 shows and, with the
  * target, the kernel cache key.
  *
+ * Values are arguments, not code: the value of a constant (kiln_full, the
+ * scalar forms, clamp bounds, pad fills, arange/linspace starts and steps,
+ * random seeds, offsets and bounds) is a KX_ARG, read at run time from
+ * k->args, so kernels that differ only in values have one key and compile
+ * once. The few values that change the code are literals (KX_CONST); which
+ * ones is decided by one rule, pass_value_is_code (passes/values.c).
+ *
  * ABI of a compiled CPU kernel: void fn(void *const *bufs, int64_t lo, int64_t hi)
  *   bufs[p] is parameter p's base pointer (storage dtype elements).
  *   The one KL_PARALLEL loop (if any, always outermost) runs lo..hi instead of
@@ -27,6 +34,10 @@ typedef enum {
   KX_PHILOX,  /* 32-bit word .i (0..3) of Philox4x32-10 with 64-bit key b and
                  64-bit counter a (both i64), zero-extended to i64 (ir/philox.h) */
   KX_ACC,     /* current value of accumulator number .var (of `type`) */
+  KX_ARG,     /* launch argument .i as a value of `type`: k->args[.i] holds
+                 its bits (bool and integers sign-extended to 64 bits, f32 its
+                 IEEE bits in the low 32, f64 its 64); read through the one
+                 params entry flagged args. The value is not in the key */
 } kx_kind;
 
 typedef struct kexpr kexpr;
@@ -39,7 +50,7 @@ struct kexpr {
   ir_op op;             /* KX_OP */
   int var;              /* KX_VAR */
   int buf;              /* KX_LOAD */
-  int64_t i;            /* KX_CONST (int/bool), KX_PHILOX word */
+  int64_t i;            /* KX_CONST (int/bool), KX_PHILOX word, KX_ARG number */
   double f;             /* KX_CONST (float) */
   kexpr *a, *b, *c;
   int id;               /* dense number within the kernel, for printers and memo tables */
@@ -98,9 +109,9 @@ typedef struct {
   int nparams;
   kparam *params;       /* outputs first, then inputs; grows in k_param */
   int nargs;
-  int64_t *args;        /* i64 launch arguments (random seeds and offsets): read
-                           through one params entry, so a kernel that differs
-                           only in them is the same kernel (one compile) */
+  int64_t *args;        /* the bits of the KX_ARG values, by number: bound to
+                           the params entry flagged args, so a kernel that
+                           differs only in them is the same kernel (one compile) */
   int nvars;
   int naccs;
   int nexprs;
@@ -127,8 +138,16 @@ kexpr *kx_cast(kernel *k, kexpr *a, kiln_dtype t);
 kexpr *kx_idiv(kernel *k, kexpr *a, kexpr *b);
 kexpr *kx_imod(kernel *k, kexpr *a, kexpr *b);
 kexpr *kx_philox(kernel *k, kexpr *key, kexpr *counter, int word);
-/* An i64 launch argument with value v: a load from the args parameter. */
-kexpr *k_arg(kernel *k, int64_t v);
+/* A new launch argument (KX_ARG) of type t holding v: k_arg_int for bool
+ * and integer types, k_arg_float for F32 (v rounded to float) and F64.
+ * k_arg_push appends raw bits (creating the args param on first use) and
+ * returns their number; kx_arg reads argument number i as t. */
+int k_arg_push(kernel *k, int64_t bits);
+kexpr *kx_arg(kernel *k, kiln_dtype t, int i);
+kexpr *k_arg_int(kernel *k, kiln_dtype t, int64_t v);
+kexpr *k_arg_float(kernel *k, kiln_dtype t, double v);
+/* The params entry bound to k->args, or -1 when the kernel has no arguments. */
+int k_args_param(const kernel *k);
 /* i64 index helpers: a + b, a * b */
 kexpr *kx_iadd(kernel *k, kexpr *a, kexpr *b);
 kexpr *kx_imul(kernel *k, kexpr *a, kexpr *b);

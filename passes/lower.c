@@ -41,6 +41,8 @@ typedef struct {
   int *input_param;     /* their param numbers */
   int ninputs;
   memo_entry *memo;     /* (node, index) -> value: shared subgraphs lowered once */
+  kexpr **value_of;     /* by topo index: the launch argument holding a CONST's
+                           value or a PAD's fill (one per node, whatever the index) */
   int memo_cap, memo_used;
   frame frames[MAX_FRAMES];  /* enclosing loops, outermost first */
   int nframes;
@@ -123,36 +125,42 @@ static kexpr *emit_load(lower_ctx *c, ir_node *n, kexpr *const *idx) {
 }
 
 /* ---- sources ------------------------------------------------------------ */
-static kexpr *fconst(kernel *k, double v) { return kx_float(k, KILN_F64, v); }
 static kexpr *fop(kernel *k, ir_op op, kiln_dtype t, kexpr *a, kexpr *b) { return kx_op(k, op, t, a, b, NULL); }
 
-static kexpr *emit_const(kernel *k, const ir_node *n) {
-  kiln_dtype t = ct(n->dtype);
-  if (ir_is_float(t)) return kx_float(k, t, n->attr.value);
-  if (t == KILN_BOOL) return kx_int(k, t, n->attr.value != 0);
-  return kx_int(k, t, (int64_t)n->attr.value);
+/* Values are launch arguments (passes/values.c says which are code). */
+static kexpr *value_arg(kernel *k, kiln_dtype t, double v) {
+  if (ir_is_float(t)) return k_arg_float(k, t, v);
+  return k_arg_int(k, t, t == KILN_BOOL ? v != 0 : (int64_t)v);
+}
+
+static kexpr *f64_arg(kernel *k, double v) { return value_arg(k, KILN_F64, v); }
+
+/* A CONST's value, or a PAD's fill: one argument per node. */
+static kexpr *emit_const(lower_ctx *c, const ir_node *n) {
+  kexpr **v = &c->value_of[n->scratch];
+  if (!*v) *v = value_arg(c->k, ct(n->dtype), n->attr.value);
+  return *v;
 }
 
 /* arange and linspace compute in f64 (or i64 for integer arange) and round
  * once to the result dtype, as the reference evaluator does. */
 static kexpr *emit_arange(kernel *k, const ir_node *n, kexpr *flat) {
   if (!ir_is_float(n->dtype)) {
-    kexpr *v = kx_iadd(k, kx_int(k, KILN_I64, (int64_t)n->attr.start),
-                       kx_imul(k, flat, kx_int(k, KILN_I64, (int64_t)n->attr.step)));
+    kexpr *v = kx_iadd(k, k_arg_int(k, KILN_I64, (int64_t)n->attr.start),
+                       kx_imul(k, flat, k_arg_int(k, KILN_I64, (int64_t)n->attr.step)));
     return kx_cast(k, v, ct(n->dtype));
   }
-  kexpr *v = fop(k, IR_ADD, KILN_F64, fconst(k, n->attr.start),
-                 fop(k, IR_MUL, KILN_F64, kx_cast(k, flat, KILN_F64), fconst(k, n->attr.step)));
+  kexpr *v = fop(k, IR_ADD, KILN_F64, f64_arg(k, n->attr.start),
+                 fop(k, IR_MUL, KILN_F64, kx_cast(k, flat, KILN_F64), f64_arg(k, n->attr.step)));
   return kx_cast(k, v, ct(n->dtype));
 }
 
 static kexpr *emit_linspace(kernel *k, const ir_node *n, kexpr *flat) {
   int64_t cnt = ir_numel(n->ndim, n->shape);
-  kexpr *lo = fop(k, IR_ADD, KILN_F64, fconst(k, n->attr.start),
-                  fop(k, IR_MUL, KILN_F64, kx_cast(k, flat, KILN_F64), fconst(k, n->attr.step)));
+  kexpr *step = f64_arg(k, n->attr.step);
+  kexpr *lo = fop(k, IR_ADD, KILN_F64, f64_arg(k, n->attr.start), fop(k, IR_MUL, KILN_F64, kx_cast(k, flat, KILN_F64), step));
   kexpr *back = kx_iadd(k, kx_int(k, KILN_I64, cnt - 1), kx_imul(k, flat, kx_int(k, KILN_I64, -1)));
-  kexpr *hi = fop(k, IR_SUB, KILN_F64, fconst(k, n->attr.end),
-                  fop(k, IR_MUL, KILN_F64, kx_cast(k, back, KILN_F64), fconst(k, n->attr.step)));
+  kexpr *hi = fop(k, IR_SUB, KILN_F64, f64_arg(k, n->attr.end), fop(k, IR_MUL, KILN_F64, kx_cast(k, back, KILN_F64), step));
   kexpr *first_half = kx_op(k, IR_LT, KILN_BOOL, flat, kx_int(k, KILN_I64, cnt / 2), NULL);
   return kx_cast(k, kx_op(k, IR_WHERE, KILN_F64, first_half, lo, hi), ct(n->dtype));
 }
@@ -190,23 +198,23 @@ static kexpr *normal(kernel *k, kiln_dtype dt, kexpr *const *w) {
 
 static kexpr *emit_random(kernel *k, const ir_node *n, kexpr *flat) {
   /* seed and offset are launch arguments: drawing again reuses the kernel */
-  kexpr *ctr = kx_iadd(k, k_arg(k, (int64_t)n->attr.offset), flat);
-  kexpr *key = k_arg(k, (int64_t)n->attr.seed);
+  kexpr *ctr = kx_iadd(k, k_arg_int(k, KILN_I64, (int64_t)n->attr.offset), flat);
+  kexpr *key = k_arg_int(k, KILN_I64, (int64_t)n->attr.seed);
   kexpr *w[4];
   for (int i = 0; i < 4; i++) w[i] = kx_philox(k, key, ctr, i);
   kiln_dtype t = ct(n->dtype);
   if (n->op == IR_RAND) return kx_cast(k, uniform(k, n->dtype, w[0], w[1]), t);
   if (n->op == IR_RANDN) return kx_cast(k, normal(k, n->dtype, w), t);
   kexpr *hi = kx_imul(k, kx_imod(k, w[1], kx_int(k, KILN_I64, 1ll << 31)), kx_int(k, KILN_I64, 1ll << 32));
-  kexpr *r = kx_imod(k, kx_iadd(k, hi, w[0]), kx_int(k, KILN_I64, n->attr.high - n->attr.low));
-  return kx_cast(k, kx_iadd(k, kx_int(k, KILN_I64, n->attr.low), r), t);
+  kexpr *r = kx_imod(k, kx_iadd(k, hi, w[0]), k_arg_int(k, KILN_I64, n->attr.high - n->attr.low));
+  return kx_cast(k, kx_iadd(k, k_arg_int(k, KILN_I64, n->attr.low), r), t);
 }
 
 static kexpr *emit_source(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   kernel *k = c->k;
   kexpr *flat = flat_index(k, n, idx);
   switch (n->op) {
-  case IR_CONST: return emit_const(k, n);
+  case IR_CONST: return emit_const(c, n);
   case IR_ARANGE: return emit_arange(k, n, flat);
   case IR_LINSPACE: return emit_linspace(k, n, flat);
   case IR_EYE: return kx_cast(k, kx_op(k, IR_EQ, KILN_BOOL, idx[0], idx[1], NULL), ct(n->dtype));
@@ -330,7 +338,7 @@ static kexpr *and_cond(kernel *k, kexpr *acc, kexpr *cond) {
 static kexpr *emit_pad(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   const ir_node *s = n->src[0];
   kernel *k = c->k;
-  kexpr *fill = emit_const(k, n);
+  kexpr *fill = emit_const(c, n);
   if (ir_numel(s->ndim, s->shape) == 0) return fill;
   kexpr *sidx[KILN_MAX_DIMS], *valid = NULL;
   for (int d = 0; d < n->ndim; d++) {
@@ -384,8 +392,23 @@ static kexpr *emit_move(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   }
 }
 
+/* x ** e for an exponent the rule (passes/values.c) writes into the code:
+ * square and multiply in f64 (pow computes f32 in f64 too), then 1/x^|e|
+ * for a negative e; x ** 0 is 1 even for nan, as pow says. */
+static kexpr *small_pow(kernel *k, kexpr *x, kiln_dtype t, double e) {
+  kexpr *one = kx_float(k, KILN_F64, 1), *p = one, *sq = kx_cast(k, x, KILN_F64);
+  for (int64_t m = (int64_t)fabs(e); m; m >>= 1, sq = m ? fop(k, IR_MUL, KILN_F64, sq, sq) : sq)
+    if (m & 1) p = p == one ? sq : fop(k, IR_MUL, KILN_F64, p, sq);
+  if (e < 0) p = fop(k, IR_DIV, KILN_F64, one, p);
+  return kx_cast(k, p, t);
+}
+
 static kexpr *emit_elementwise(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   kiln_dtype t = ct(n->attr.compute);
+  double e;
+  if (pass_value_is_code(n, 1, &e))
+    return kx_cast(c->k, small_pow(c->k, convert(c->k, emit(c, n->src[0], idx), n->src[0]->dtype, n->attr.compute), t, e),
+                   ct(n->dtype));
   kexpr *v[3] = {NULL, NULL, NULL};
   for (int s = 0; s < n->nsrc; s++) {
     bool cond = n->op == IR_WHERE && s == 0;
@@ -710,8 +733,9 @@ kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs) {
   pass_group *pg = &g->groups[gi];
   kernel *k = k_new();
   lower_ctx c = {.g = g, .gi = gi, .k = k, .inputs = inputs,
-                 .input_param = malloc(sizeof(int) * ((size_t)g->n + 1))};
-  IR_ASSERT(c.input_param);
+                 .input_param = malloc(sizeof(int) * ((size_t)g->n + 1)),
+                 .value_of = calloc((size_t)g->n + 1, sizeof(kexpr *))};
+  IR_ASSERT(c.input_param && c.value_of);
   int64_t numel = ir_numel(pg->ndim, pg->shape);
   for (int o = 0; o < pg->nout; o++) k_param(k, pg->outs[o]->dtype, true, numel);
   kexpr *idx[KILN_MAX_DIMS];
@@ -722,6 +746,7 @@ kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs) {
     k->work = numel;
     free(c.memo);
     free(c.input_param);
+    free(c.value_of);
     *ninputs = c.ninputs;
     return k;
   }
@@ -737,6 +762,7 @@ kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs) {
   k->work = numel;
   free(c.memo);
   free(c.input_param);
+  free(c.value_of);
   *ninputs = c.ninputs;
   return k;
 }

@@ -68,6 +68,12 @@ bool pass_reduce_trailing(const ir_node *n);
  * reading their data once, in the same order. */
 bool pass_column_sibling(const ir_node *a, const ir_node *b);
 bool pass_view_strides(const ir_node *n, const int64_t *s, int64_t *strides, int64_t *off);
+/* values.c: the constant n holds (seen through broadcasts), if it is one;
+ * and the one rule for which values lowering writes into the code: true
+ * (with the value) when source slot of user is such a value, false when it
+ * is a launch argument. */
+bool pass_const_of(const ir_node *n, double *v);
+bool pass_value_is_code(const ir_node *user, int slot, double *value);
 /* merge=false (KILN_PASSES=-fuse) gives one kernel per computing node. */
 void pass_fuse(pass_graph *g, bool merge);
 bool pass_schedule(pass_graph *g);

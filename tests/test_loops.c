@@ -1,0 +1,179 @@
+/* test_loops.c: kiln in a loop. Values are launch arguments, so a loop over
+ * new scalars, clamp bounds, fills, ranges and seeds compiles each kernel
+ * once; the values that are code (passes/values.c) compile apart; every
+ * result is checked by hand or against the reference evaluator. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "util/testutil.h"
+
+#define LOOP 10000
+
+static const float xs[16] = {-3.5f, -2, -1.25f, -0.5f, -0.0f, 0, 0.25f, 0.5f,
+                             1, 1.75f, 2, 2.5f, 3, 3.25f, 3.75f, 4};
+
+/* Realizes y, compares it with the oracle (rtol/atol) and releases it. */
+static void check_ref(kiln_tensor *y, double rtol, double atol, const char *what, int i) {
+  ref_tensor *want = ref_eval(y);
+  ck_assert_msg(kiln_realize(y) == KILN_OK, "%s %d: %s", what, i, kiln_last_error());
+  char why[512];
+  bool ok = ref_check(want, y, rtol, atol, why, sizeof why);
+  ref_free(want);
+  ck_assert_msg(ok, "%s %d: %s", what, i, why);
+}
+
+static void assert_compiles(uint64_t want, const char *what) {
+  kiln_stats_t s = kiln_stats();
+  ck_assert_msg(s.compiles == want, "%s: %llu compiles, want %llu", what, (unsigned long long)s.compiles,
+                (unsigned long long)want);
+}
+
+/* ---- section: values are arguments ---------------------------------------- */
+START_TEST(new_scalar_compiles_once) {
+  kiln_reset_stats();
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(16));
+  for (int i = 0; i < LOOP; i++) {
+    kiln_scope_begin();
+    double s = 1.5 + i * 1e-3;   /* never 1: x * 1 is x (simplify) */
+    kiln_tensor *y = kiln_muls(x, s);
+    ck_assert_int_eq(kiln_realize(y), KILN_OK);
+    const float *d = kiln_data(y);
+    for (int j = 0; j < 16; j++)
+      ck_assert_msg(d[j] == xs[j] * (float)s, "x*%g [%d]: %g, want %g", s, j, d[j], xs[j] * (float)s);
+    kiln_scope_end();
+  }
+  assert_compiles(1, "x * s");
+  kiln_release(x);
+}
+END_TEST
+
+START_TEST(new_clamp_bounds_compile_once) {
+  kiln_reset_stats();
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(4, 4));
+  for (int i = 0; i < LOOP; i++) {
+    kiln_scope_begin();
+    double lo = -1 - i * 2e-4, hi = 1 + i * 3e-4;
+    kiln_tensor *y = kiln_clamp(x, lo, hi);
+    ck_assert_int_eq(kiln_realize(y), KILN_OK);
+    const float *d = kiln_data(y);
+    for (int j = 0; j < 16; j++) {
+      float want = fminf(fmaxf(xs[j], (float)lo), (float)hi);
+      ck_assert_msg(d[j] == want, "clamp(%g, %g) [%d]: %g, want %g", lo, hi, j, d[j], want);
+    }
+    kiln_scope_end();
+  }
+  assert_compiles(1, "clamp(x, lo, hi)");
+  kiln_release(x);
+}
+END_TEST
+
+START_TEST(new_fill_compiles_once) {
+  kiln_reset_stats();
+  for (int i = 0; i < LOOP; i++) {
+    kiln_scope_begin();
+    double v = i * 0.37 - 1000;
+    kiln_tensor *y = kiln_full(KILN_SHAPE(3, 5), v, KILN_F32);
+    ck_assert_int_eq(kiln_realize(y), KILN_OK);
+    const float *d = kiln_data(y);
+    for (int j = 0; j < 15; j++) ck_assert_msg(d[j] == (float)v, "full(%g) [%d]: %g", v, j, d[j]);
+    kiln_scope_end();
+  }
+  assert_compiles(1, "full(shape, v)");
+}
+END_TEST
+
+START_TEST(new_seed_compiles_once) {
+  kiln_reset_stats();
+  float first = 0;
+  for (int i = 0; i < LOOP; i++) {
+    kiln_scope_begin();
+    kiln_manual_seed((uint64_t)i * 7919u + 1);
+    kiln_tensor *y = kiln_rand(KILN_SHAPE(64), KILN_F32);
+    check_ref(y, 0, 0, "rand", i);   /* Philox is exact */
+    if (i == 0) first = ((const float *)kiln_data(y))[0];
+    if (i == 1) ck_assert_float_ne(((const float *)kiln_data(y))[0], first);
+    kiln_scope_end();
+  }
+  assert_compiles(1, "rand with new seeds");
+}
+END_TEST
+
+/* The other sources whose values are arguments: one compile each. */
+START_TEST(ranges_pads_and_bounds_are_arguments) {
+  kiln_reset_stats();
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(4, 4));
+  for (int i = 0; i < 100; i++) {
+    kiln_scope_begin();
+    kiln_manual_seed((uint64_t)i);
+    check_ref(kiln_arange(i, i + 8, 1), 0, 0, "arange i64", i);
+    check_ref(kiln_arange(i + 0.5, i + 0.5 + 8 * 0.25, 0.25), 0, 0, "arange f32", i);
+    check_ref(kiln_linspace(-i, 3.0 * i + 1, 7), 1e-6, 1e-6, "linspace", i);
+    check_ref(kiln_pad(x, KILN_SHAPE(1, 2), i * 0.5 + 0.25), 0, 0, "pad", i);
+    check_ref(kiln_randint(-i, 2 * i + 3, KILN_SHAPE(32), KILN_I64), 0, 0, "randint", i);
+    kiln_scope_end();
+  }
+  assert_compiles(5, "arange i64, arange f32, linspace, pad, randint");
+  kiln_release(x);
+}
+END_TEST
+
+/* Small integer exponents are code (multiplies, passes/values.c): each is
+ * its own kernel; every other exponent is an argument of one kernel. */
+START_TEST(small_integer_pow_is_code) {
+  kiln_reset_stats();
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(16));
+  ref_tol tol = ref_tol_op(IR_POW, KILN_F32);
+  static const double code[] = {-2, -1, 0, 2, 3, 4};
+  for (size_t i = 0; i < sizeof code / sizeof *code; i++) {
+    kiln_scope_begin();
+    check_ref(kiln_pows(x, code[i]), tol.rtol, tol.atol, "pow by a small integer", (int)i);
+    kiln_scope_end();
+  }
+  assert_compiles(6, "x ** -2, -1, 0, 2, 3, 4");
+  kiln_tensor *pos = kiln_abs(x);
+  for (int i = 0; i < 50; i++) {
+    kiln_scope_begin();
+    check_ref(kiln_pows(pos, 0.5 + i * 0.31), tol.rtol, tol.atol, "pow by a value", i);
+    kiln_scope_end();
+  }
+  assert_compiles(7, "x ** values");
+  kiln_release(pos);
+  kiln_release(x);
+}
+END_TEST
+
+/* Kernels are named by what they compute (KILN_DEBUG=1, kiln_dump_graph). */
+START_TEST(kernel_names_say_what_they_compute) {
+  kiln_scope_begin();
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(4, 4));
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ck_assert_int_eq(kiln_dump_graph(kiln_softmax(x, -1), f, KILN_FMT_TEXT), KILN_OK);
+  fclose(f);
+  ck_assert_msg(strstr(text, " k_softmax_f32_"), "%s", text);
+  free(text);
+  kiln_scope_end();
+}
+END_TEST
+
+static Suite *loops_suite(void) {
+  setenv("KILN_CACHE", "0", 1);   /* a disk cache must not turn the first compile into a hit */
+  Suite *s = suite_create("loops");
+  TCase *tc = tcase_create("values");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, new_scalar_compiles_once);
+  tcase_add_test(tc, new_clamp_bounds_compile_once);
+  tcase_add_test(tc, new_fill_compiles_once);
+  tcase_add_test(tc, new_seed_compiles_once);
+  tcase_add_test(tc, ranges_pads_and_bounds_are_arguments);
+  tcase_add_test(tc, small_integer_pow_is_code);
+  tcase_add_test(tc, kernel_names_say_what_they_compute);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+KILN_TEST_MAIN(loops_suite)
