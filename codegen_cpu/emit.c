@@ -426,18 +426,20 @@ void cpu_latency_hint(emitter *em, LLVMValueRef latch_br, int wide_mark) {
     cpu_loop_hint(&em->g, latch_br, "llvm.loop.interleave.count", WIDE_MATH_INTERLEAVE);
 }
 
-/* for v in start..end, rotated: guard (parallel loops only: lo..hi may be
- * empty), body with the phi, latch `v+1 < end`. */
+/* for v in start..end, rotated: guard (parallel loops and loops to a
+ * launch argument: the range may be empty), body with the phi, latch
+ * `v+1 < end`. */
 static void emit_loop(emitter *em, const kstmt *s) {
   cpu_cg *g = &em->g;
-  bool par = s->loop == KL_PARALLEL;
-  if (!par && s->extent <= 0) return;
+  bool par = s->loop == KL_PARALLEL, guard = par || s->bound;
+  if (!guard && s->extent <= 0) return;
   LLVMValueRef start = par ? em->lo : LLVMConstInt(g->i64, 0, 0);
-  LLVMValueRef end = par ? em->hi : LLVMConstInt(g->i64, (unsigned long long)s->extent, 0);
+  LLVMValueRef end = par ? em->hi : s->bound ? emit_expr(em, s->bound)
+                   : LLVMConstInt(g->i64, (unsigned long long)s->extent, 0);
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b);
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(g->ctx, em->fn, "loop");
   LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(g->ctx, em->fn, "endloop");
-  if (par) LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, start, end, ""), body, exit);
+  if (guard) LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, start, end, ""), body, exit);
   else LLVMBuildBr(g->b, body);
   LLVMPositionBuilderAtEnd(g->b, body);
   LLVMValueRef iv = LLVMBuildPhi(g->b, g->i64, "v");
@@ -449,7 +451,7 @@ static void emit_loop(emitter *em, const kstmt *s) {
   LLVMSetNUW(next, 1);
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
   LLVMValueRef br = LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, next, end, ""), body, exit);
-  if (!par && s->extent > UNROLL_MAX_EXTENT && em->math_calls == math)
+  if (!par && (s->bound || s->extent > UNROLL_MAX_EXTENT) && em->math_calls == math)
     cpu_loop_hint(g, br, "llvm.loop.unroll.disable", -1);
   else
     cpu_latency_hint(em, br, wide);

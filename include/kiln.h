@@ -62,6 +62,14 @@ int kiln_cuda_device_count(void);
 const char *kiln_cuda_unavailable_reason(void);
 void kiln_set_eager(int on);             /* also KILN_EAGER=1 */
 int kiln_get_eager(void);
+/* Shape-generic kernels (also KILN_DYNAMIC=0|1|auto): AUTO (the default)
+ * compiles a kernel for its exact shape the first time, and one variant
+ * with sizes and strides as launch arguments when the same structure comes
+ * back with another shape; OFF compiles every shape exactly; ON always the
+ * generic variant. Groups holding a matmul or a column reduction are always
+ * compiled for their shape. */
+enum { KILN_DYNAMIC_OFF, KILN_DYNAMIC_ON, KILN_DYNAMIC_AUTO };
+void kiln_set_dynamic(int mode);
 void kiln_shutdown(void);                /* frees all runtime state */
 const char *kiln_dtype_name(kiln_dtype d);  /* "float32", "int64", ... */
 size_t kiln_dtype_size(kiln_dtype d);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 struct kx_table { kexpr **slot; int cap, used; };
+struct kx_dims { kexpr **arg; int n; };  /* the size arguments; their values are in k->args */
 
 kernel *k_new(void) {
   kernel *k = calloc(1, sizeof *k);
@@ -18,6 +19,7 @@ kernel *k_new(void) {
 void k_free(kernel *k) {
   if (!k) return;
   free(k->cse->slot);
+  if (k->dims) free(k->dims->arg);
   free(k->params);
   free(k->args);
   ir_arena_free(k->arena);
@@ -209,6 +211,21 @@ kexpr *kx_arg(kernel *k, kiln_dtype t, int i) {
   return kx_intern(k, &(kexpr){.kind = KX_ARG, .type = t, .i = i});
 }
 
+/* A linear search: a kernel has a handful of distinct sizes. */
+kexpr *kx_dim(kernel *k, int64_t v) {
+  if (!k->generic || v == 0 || v == 1) return kx_int(k, KILN_I64, v);
+  if (!k->dims) k->dims = ir_arena_alloc(k->arena, sizeof *k->dims);
+  struct kx_dims *d = k->dims;
+  for (int i = 0; i < d->n; i++)
+    if (k->args[d->arg[i]->i] == v) return d->arg[i];
+  if ((d->n & (d->n - 1)) == 0) {  /* grow at powers of two */
+    kexpr **a = realloc(d->arg, sizeof *a * (size_t)(d->n ? 2 * d->n : 2));
+    IR_ASSERT(a);
+    d->arg = a;
+  }
+  return d->arg[d->n++] = k_arg_int(k, KILN_I64, v);
+}
+
 kexpr *k_arg_int(kernel *k, kiln_dtype t, int64_t v) {
   IR_ASSERT(!ir_is_float(t));
   return kx_arg(k, t, k_arg_push(k, t == KILN_BOOL ? v != 0 : v));
@@ -232,6 +249,8 @@ kexpr *k_arg_float(kernel *k, kiln_dtype t, double v) {
 kstmt *ks_loop(kernel *k, int var, int64_t extent, kl_kind kind) {
   kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
   *s = (kstmt){.kind = KS_LOOP, .var = var, .extent = extent, .loop = kind};
+  kexpr *b = kx_dim(k, extent);
+  if (b->kind == KX_ARG) s->bound = b;
   return s;
 }
 
@@ -332,6 +351,7 @@ static void walk_block(kwalk *w, const kstmt *s, int depth) {
       walk_expr(w, s->gemm.a_off, depth);
       walk_expr(w, s->gemm.b_off, depth);
     }
+    if (s->kind == KS_LOOP && s->bound) walk_expr(w, s->bound, depth);
     if (s->kind == KS_LOOP || s->kind == KS_GEMM) {
       w->on_stmt(w->ctx, s, depth, true);
       walk_block(w, s->body, depth + 1);
@@ -363,7 +383,8 @@ static void key_expr(void *ctx, const kexpr *e, int depth) {
 
 static void key_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
   (void)enter;
-  int64_t f[20] = {s->kind, depth, s->var, s->extent, s->loop, s->buf, s->index ? s->index->id : -1,
+  int64_t f[20] = {s->kind, depth, s->var, s->bound ? -1 - s->bound->id : s->extent, s->loop, s->buf,
+                   s->index ? s->index->id : -1,
                    s->value ? s->value->id : -1, s->acc, s->acc2, s->op, s->type};
   if (s->kind == KS_GEMM) {
     int64_t g[8] = {s->gemm.var_j, s->gemm.n, s->gemm.kdim, s->gemm.a_buf, s->gemm.b_buf,
@@ -472,7 +493,8 @@ static void name_kernel(kernel *k, uint64_t h) {
 uint64_t k_key(kernel *k, ir_str *key) {
   size_t start = key->len;
   for (int i = 0; i < k->nparams; i++) {
-    int64_t f[4] = {k->params[i].dtype, k->params[i].output, k->params[i].numel, k->params[i].args};
+    int64_t f[4] = {k->params[i].dtype, k->params[i].output, k->generic ? -1 : k->params[i].numel,
+                    k->params[i].args};
     ir_str_append(key, f, sizeof f);
   }
   k_walk(k, key_expr, key_stmt, key);
@@ -519,7 +541,10 @@ static void kp_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
   kp_indent(b, depth);
   (void)enter;
   switch (s->kind) {
-  case KS_LOOP: ir_str_printf(b, "%s v%d in 0..%lld\n", kinds[s->loop], s->var, (long long)s->extent); break;
+  case KS_LOOP:
+    if (s->bound) ir_str_printf(b, "%s v%d in 0..%%%d\n", kinds[s->loop], s->var, s->bound->id);
+    else ir_str_printf(b, "%s v%d in 0..%lld\n", kinds[s->loop], s->var, (long long)s->extent);
+    break;
   case KS_STORE: ir_str_printf(b, "store p%d[%%%d] = %%%d\n", s->buf, s->index->id, s->value->id); break;
   case KS_ACC:
     ir_str_printf(b, "acc a%d.%s = %%%d\n", s->acc, ir_dtypes[s->type].short_name, s->value->id);

@@ -63,9 +63,12 @@ typedef struct kstmt kstmt;
 struct kstmt {
   ks_kind kind;
   kstmt *next;          /* next statement in the same block */
-  /* KS_LOOP: for var in 0..extent { body } */
+  /* KS_LOOP: for var in 0..extent { body }; in a shape-generic kernel the
+   * loop runs to bound instead when it is not NULL (an i64 launch argument),
+   * and extent is bound's value at this launch (for the runtime's split) */
   int var;
   int64_t extent;
+  kexpr *bound;
   kl_kind loop;
   kstmt *body;
   /* KS_STORE: param buf [index] = value (converted to the storage dtype) */
@@ -117,6 +120,10 @@ typedef struct {
   int nexprs;
   kstmt *body;
   int64_t work;         /* elements the kernel produces (for KILN_DEBUG lines) */
+  bool generic;         /* shape-generic: sizes, strides and offsets are launch
+                           arguments (kx_dim), and the key leaves out every
+                           value that comes from a shape */
+  struct kx_dims *dims; /* generic: the argument of each size value (kx_dim) */
   ir_arena *arena;      /* owns every expr and stmt */
   kx_table *cse;        /* hash-consing table */
 } kernel;
@@ -148,6 +155,12 @@ kexpr *k_arg_int(kernel *k, kiln_dtype t, int64_t v);
 kexpr *k_arg_float(kernel *k, kiln_dtype t, double v);
 /* The params entry bound to k->args, or -1 when the kernel has no arguments. */
 int k_args_param(const kernel *k);
+/* A size, stride or offset (i64) v: a literal in a shape-specialised kernel,
+ * and in a shape-generic one (k->generic) a launch argument, one per
+ * distinct value (equal sizes share one, as torch.compile's duck sizing),
+ * except 0 and 1, which stay literals (a size of 1 broadcasts, a stride of
+ * 1 is contiguous: both are structure). */
+kexpr *kx_dim(kernel *k, int64_t v);
 /* i64 index helpers: a + b, a * b */
 kexpr *kx_iadd(kernel *k, kexpr *a, kexpr *b);
 kexpr *kx_imul(kernel *k, kexpr *a, kexpr *b);
@@ -158,6 +171,7 @@ kexpr *kx_imul(kernel *k, kexpr *a, kexpr *b);
 typedef kexpr *(*kx_map_fn)(void *ctx, kexpr *x);
 kexpr *kx_rewrite(kernel *k, kexpr *e, kx_map_fn map, void *ctx);
 
+/* A loop to extent; in a shape-generic kernel to kx_dim(extent). */
 kstmt *ks_loop(kernel *k, int var, int64_t extent, kl_kind kind);
 kstmt *ks_store(kernel *k, int buf, kexpr *index, kexpr *value);
 kexpr *kx_acc(kernel *k, int acc, kiln_dtype t);
@@ -170,8 +184,9 @@ kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t k
 
 /* The kernel's identity: a compact binary serialization of its normalized
  * IR (params, loops, every expression once in post-order by id) appended to
- * key; sets k->name to "k_" + the hex hash of it and returns the hash. Equal
- * kernels give equal keys; no pointers are serialized. */
+ * key; sets k->name (what it computes + the hash of it) and returns the
+ * hash. Equal kernels give equal keys; no pointers are serialized, nor
+ * argument values, nor (generic kernels) any size from a shape. */
 uint64_t k_key(kernel *k, ir_str *key);
 /* The range the runtime splits across threads: the extent of the top-level
  * KL_PARALLEL loop (or a top-level KS_GEMM's rows), 0 when there is none;

@@ -10,7 +10,11 @@
  * runs once per row. A group holding a matmul becomes batch loops around one
  * KS_GEMM whose body is the epilogue.
  * Needs fuse's group_of/materialized; the kernel's params are the group's
- * outputs (in order) then the loaded nodes. */
+ * outputs (in order) then the loaded nodes.
+ * Every integer that comes from a shape (extent, stride, offset, size) is
+ * built by kx_dim: a literal, or in a shape-generic kernel a launch argument;
+ * lowering's choices that follow the shape (a size-1 dim broadcasts, how a
+ * reshape splits its dims) stay in the IR and so in the key. */
 #include "pass.h"
 
 #include <math.h>
@@ -81,8 +85,8 @@ static memo_entry *memo_slot(lower_ctx *c, const ir_node *n, kexpr *const *idx) 
 
 /* ---- index helpers ------------------------------------------------------ */
 static kexpr *linear(kernel *k, int ndim, const int64_t *strides, int64_t offset, kexpr *const *idx) {
-  kexpr *e = kx_int(k, KILN_I64, offset);
-  for (int d = 0; d < ndim; d++) e = kx_iadd(k, e, kx_imul(k, idx[d], kx_int(k, KILN_I64, strides[d])));
+  kexpr *e = kx_dim(k, offset);
+  for (int d = 0; d < ndim; d++) e = kx_iadd(k, e, kx_imul(k, idx[d], kx_dim(k, strides[d])));
   return e;
 }
 
@@ -159,9 +163,9 @@ static kexpr *emit_linspace(kernel *k, const ir_node *n, kexpr *flat) {
   int64_t cnt = ir_numel(n->ndim, n->shape);
   kexpr *step = f64_arg(k, n->attr.step);
   kexpr *lo = fop(k, IR_ADD, KILN_F64, f64_arg(k, n->attr.start), fop(k, IR_MUL, KILN_F64, kx_cast(k, flat, KILN_F64), step));
-  kexpr *back = kx_iadd(k, kx_int(k, KILN_I64, cnt - 1), kx_imul(k, flat, kx_int(k, KILN_I64, -1)));
+  kexpr *back = kx_iadd(k, kx_dim(k, cnt - 1), kx_imul(k, flat, kx_int(k, KILN_I64, -1)));
   kexpr *hi = fop(k, IR_SUB, KILN_F64, f64_arg(k, n->attr.end), fop(k, IR_MUL, KILN_F64, kx_cast(k, back, KILN_F64), step));
-  kexpr *first_half = kx_op(k, IR_LT, KILN_BOOL, flat, kx_int(k, KILN_I64, cnt / 2), NULL);
+  kexpr *first_half = kx_op(k, IR_LT, KILN_BOOL, flat, kx_dim(k, cnt / 2), NULL);
   return kx_cast(k, kx_op(k, IR_WHERE, KILN_F64, first_half, lo, hi), ct(n->dtype));
 }
 
@@ -262,8 +266,8 @@ static kexpr *emit_slice_select(lower_ctx *c, const ir_node *n, kexpr *const *id
   kexpr *sidx[KILN_MAX_DIMS];
   for (int d = 0, j = 0; d < s->ndim; d++) {
     if (d != n->attr.dim) sidx[d] = idx[j++];
-    else if (n->op == IR_SELECT) sidx[d] = i64(k, n->attr.index);
-    else sidx[d] = kx_iadd(k, i64(k, n->attr.index), kx_imul(k, idx[j++], i64(k, n->attr.stride)));
+    else if (n->op == IR_SELECT) sidx[d] = kx_dim(k, n->attr.index);
+    else sidx[d] = kx_iadd(k, kx_dim(k, n->attr.index), kx_imul(k, idx[j++], kx_dim(k, n->attr.stride)));
   }
   return emit(c, s, sidx);
 }
@@ -272,7 +276,7 @@ static kexpr *emit_flip(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   kernel *k = c->k;
   kexpr *sidx[KILN_MAX_DIMS];
   for (int d = 0; d < n->ndim; d++)
-    sidx[d] = n->attr.flip_mask >> d & 1 ? kx_iadd(k, i64(k, n->shape[d] - 1), kx_imul(k, idx[d], i64(k, -1))) : idx[d];
+    sidx[d] = n->attr.flip_mask >> d & 1 ? kx_iadd(k, kx_dim(k, n->shape[d] - 1), kx_imul(k, idx[d], i64(k, -1))) : idx[d];
   return emit(c, n->src[0], sidx);
 }
 
@@ -295,11 +299,11 @@ static void reshape_group(kernel *k, const ir_node *n, const int *od, int no, co
     return;
   }
   kexpr *flat = i64(k, 0);
-  for (int i = 0; i < no; i++) flat = kx_iadd(k, kx_imul(k, flat, i64(k, n->shape[od[i]])), idx[od[i]]);
+  for (int i = 0; i < no; i++) flat = kx_iadd(k, kx_imul(k, flat, kx_dim(k, n->shape[od[i]])), idx[od[i]]);
   int64_t inner = 1;
   for (int j = ns - 1; j >= 0; j--) {
-    kexpr *q = kx_idiv(k, flat, i64(k, inner));
-    sidx[sd[j]] = j ? kx_imod(k, q, i64(k, s->shape[sd[j]])) : q;
+    kexpr *q = kx_idiv(k, flat, kx_dim(k, inner));
+    sidx[sd[j]] = j ? kx_imod(k, q, kx_dim(k, s->shape[sd[j]])) : q;
     inner *= s->shape[sd[j]];
   }
 }
@@ -342,15 +346,15 @@ static kexpr *emit_pad(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   if (ir_numel(s->ndim, s->shape) == 0) return fill;
   kexpr *sidx[KILN_MAX_DIMS], *valid = NULL;
   for (int d = 0; d < n->ndim; d++) {
-    kexpr *i = kx_iadd(k, idx[d], i64(k, -n->attr.pad[d][0]));
+    kexpr *i = kx_iadd(k, idx[d], kx_dim(k, -n->attr.pad[d][0]));
     sidx[d] = i;
     if (n->attr.pad[d][0] > 0) {
       valid = and_cond(k, valid, kx_op(k, IR_GE, KILN_BOOL, i, i64(k, 0), NULL));
       sidx[d] = kx_op(k, IR_MAXIMUM, KILN_I64, sidx[d], i64(k, 0), NULL);
     }
     if (n->attr.pad[d][1] > 0) {
-      valid = and_cond(k, valid, kx_op(k, IR_LT, KILN_BOOL, i, i64(k, s->shape[d]), NULL));
-      sidx[d] = kx_op(k, IR_MINIMUM, KILN_I64, sidx[d], i64(k, s->shape[d] - 1), NULL);
+      valid = and_cond(k, valid, kx_op(k, IR_LT, KILN_BOOL, i, kx_dim(k, s->shape[d]), NULL));
+      sidx[d] = kx_op(k, IR_MINIMUM, KILN_I64, sidx[d], kx_dim(k, s->shape[d] - 1), NULL);
     }
   }
   kexpr *v = emit(c, s, sidx);
@@ -368,12 +372,12 @@ static kexpr *emit_cat(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   kexpr *ia[KILN_MAX_DIMS], *ib[KILN_MAX_DIMS];
   memcpy(ia, idx, sizeof(kexpr *) * (size_t)n->ndim);
   memcpy(ib, idx, sizeof(kexpr *) * (size_t)n->ndim);
-  ib[dim] = kx_iadd(k, idx[dim], i64(k, -na));
+  ib[dim] = kx_iadd(k, idx[dim], kx_dim(k, -na));
   if (na == 0) return convert(k, emit(c, b, ib), b->dtype, n->dtype);
   if (b->shape[dim] == 0) return convert(k, emit(c, a, ia), a->dtype, n->dtype);
-  ia[dim] = kx_op(k, IR_MINIMUM, KILN_I64, idx[dim], i64(k, na - 1), NULL);
+  ia[dim] = kx_op(k, IR_MINIMUM, KILN_I64, idx[dim], kx_dim(k, na - 1), NULL);
   ib[dim] = kx_op(k, IR_MAXIMUM, KILN_I64, ib[dim], i64(k, 0), NULL);
-  kexpr *first = kx_op(k, IR_LT, KILN_BOOL, idx[dim], i64(k, na), NULL);
+  kexpr *first = kx_op(k, IR_LT, KILN_BOOL, idx[dim], kx_dim(k, na), NULL);
   return kx_op(k, IR_WHERE, ct(n->dtype), first, convert(k, emit(c, a, ia), a->dtype, n->dtype),
                convert(k, emit(c, b, ib), b->dtype, n->dtype));
 }
@@ -508,7 +512,7 @@ static kexpr *emit_reduce(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
     link = &loop->body;
     push_frame(c, v, link);
     sidx[d] = kx_var(k, v);
-    flat = kx_iadd(k, kx_imul(k, flat, kx_int(k, KILN_I64, s->shape[d])), sidx[d]);
+    flat = kx_iadd(k, kx_imul(k, flat, kx_dim(k, s->shape[d])), sidx[d]);
   }
   kexpr *v = kx_cast(k, emit(c, s, sidx), at);
   int acc = k_acc(k), acc2 = r.arg ? k_acc(k) : -1;
@@ -729,7 +733,7 @@ static ir_node *group_matmul(const pass_graph *g, int gi) {
   return NULL;
 }
 
-kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs) {
+kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool generic) {
   pass_group *pg = &g->groups[gi];
   kernel *k = k_new();
   lower_ctx c = {.g = g, .gi = gi, .k = k, .inputs = inputs,
@@ -741,7 +745,10 @@ kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs) {
   kexpr *idx[KILN_MAX_DIMS];
   ir_node *mm = group_matmul(g, gi);
   int p = -1, q = -1;
-  if (column_reduction(&c, pg, &p, &q)) {
+  bool column = column_reduction(&c, pg, &p, &q);
+  /* a GEMM's and a column reduction's blocking follow their shape: specialised */
+  k->generic = generic && !mm && !column;
+  if (column) {
     column_nest(&c, pg, p, q);
     k->work = numel;
     free(c.memo);

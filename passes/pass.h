@@ -79,8 +79,10 @@ void pass_fuse(pass_graph *g, bool merge);
 bool pass_schedule(pass_graph *g);
 /* Lowers group gi to a fresh kernel; *inputs receives the nodes bound to the
  * kernel's input parameters in param order (outputs come first: params
- * 0..nout-1; a param marked args is bound to k->args instead). */
-kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs);
+ * 0..nout-1; a param marked args is bound to k->args instead). generic asks
+ * for a shape-generic kernel: k->generic says whether it is one (a group
+ * with a matmul or a column reduction stays shape-specialised). */
+kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool generic);
 /* Kernel pass (stash.c): a costly value computed by a row's reduction loop
  * and again by a later loop storing an output is stored once, then loaded. */
 void pass_stash(kernel *k);
@@ -90,6 +92,7 @@ typedef struct {
   const char *off;      /* KILN_PASSES: "-fuse,-verify" switches those passes off */
   int debug;            /* KILN_DEBUG: >= 4 dumps the IR after each pass to stderr */
   int target;           /* kiln_device_type the kernels are for; -1: each kernel's own device */
+  bool generic;         /* lower shape-generic kernels where they can be (pass_lower) */
 } pass_config;
 /* Runs the graph passes in order with a dump after each. */
 kiln_status pass_run_graph(pass_graph *g, const pass_config *cfg);

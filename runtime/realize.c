@@ -75,14 +75,15 @@ static kiln_status alloc_outputs(const pass_group *pg, rt_buffer **out) {
 }
 
 /* Where a kernel came from, for KILN_DEBUG=1: "memory" (the in-memory
- * cache) or "compiled in 6.2 ms" (the lookup, emit, O3 and JIT); a disk
- * cache would add "disk". */
+ * cache) or "compiled in 6.2 ms" (the lookup, emit, O3 and JIT), after
+ * "generic, " for a shape-generic variant; a disk cache would add "disk". */
 typedef struct { char s[40]; } origin;
 
-static origin origin_of(bool hit, double compile_ms) {
+static origin origin_of(const kernel *k, bool hit, double compile_ms) {
   origin o;
-  if (hit) snprintf(o.s, sizeof o.s, "memory");
-  else snprintf(o.s, sizeof o.s, "compiled in %.1f ms", compile_ms);
+  const char *variant = k->generic ? "generic, " : "";
+  if (hit) snprintf(o.s, sizeof o.s, "%smemory", variant);
+  else snprintf(o.s, sizeof o.s, "%scompiled in %.1f ms", variant, compile_ms);
   return o;
 }
 
@@ -159,16 +160,45 @@ static void set_outputs(const pass_group *pg, rt_buffer **out, liveness *lv) {
   }
 }
 
+static uint64_t key_hash(kernel *k) {
+  ir_str key = {0};
+  uint64_t h = k_key(k, &key);
+  ir_str_free(&key);
+  return h;
+}
+
+/* The kernel for CPU group gi under KILN_DYNAMIC: shape-specialised,
+ * shape-generic, or (auto, dynamic.c) specialised until its structure comes
+ * back with another shape. Both lowerings bind the same inputs in the same
+ * order. */
+static kernel *cpu_kernel_for(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg) {
+  int mode = rt_opts()->dynamic;
+  pass_config c = *cfg;
+  c.generic = mode != KILN_DYNAMIC_OFF;
+  kernel *k = pass_run_kernel(g, gi, inputs, ninputs, &c);
+  if (!k->generic || mode == KILN_DYNAMIC_ON) return k;
+  uint64_t structure = key_hash(k);
+  if (rt_dynamic_generic(structure, 0)) return k;
+  c.generic = false;
+  kernel *spec = pass_run_kernel(g, gi, inputs, ninputs, &c);
+  if (rt_dynamic_generic(structure, key_hash(spec))) {
+    k_free(spec);
+    return k;
+  }
+  k_free(k);
+  return spec;
+}
+
 static kiln_status run_group(pass_graph *g, int gi, const pass_config *cfg, ir_node **inputs, liveness *lv) {
   pass_group *pg = &g->groups[gi];
   int ninputs = 0;
-  kernel *k = pass_run_kernel(g, gi, inputs, &ninputs, cfg);
+  kernel *k = cpu_kernel_for(g, gi, inputs, &ninputs, cfg);
   ir_str key = {0};
   k_key(k, &key);
   bool hit = false;
   double t_get = now_ms();
   cpu_kernel_fn fn = rt_kernel_get(k, &key, cfg->debug, &hit);
-  origin from = origin_of(hit, now_ms() - t_get);
+  origin from = origin_of(k, hit, now_ms() - t_get);
   ir_str_free(&key);
   rt_buffer **out = malloc(sizeof *out * (size_t)pg->nout);
   void **bufs = malloc(sizeof *bufs * (size_t)k->nparams);
@@ -323,7 +353,7 @@ static kiln_status queue_kernel(const rt_device *d, kiln_device dev, const pass_
   bool hit = false;
   double t_get = now_ms();
   kiln_status st = d->compile(dev.index, k, cfg->debug, &dk, &hit);
-  origin from = origin_of(hit, now_ms() - t_get);
+  origin from = origin_of(k, hit, now_ms() - t_get);
   if (st != KILN_OK) {
     locate_error(pg->outs[0], st);
   } else if ((st = alloc_outputs(pg, out)) == KILN_OK) {
@@ -403,7 +433,7 @@ static kiln_status realize_locked(int n, ir_node *const *nodes) {
                   .topo = malloc(sizeof(ir_node *) * ((size_t)nheld + 1))};
   IR_ASSERT(g.topo);
   memcpy(g.topo, held, sizeof(ir_node *) * (size_t)nheld);
-  pass_config cfg = {rt_opts()->passes, rt_opts()->debug, -1};
+  pass_config cfg = {rt_opts()->passes, rt_opts()->debug, -1, false};
   kiln_status st = pass_run_graph(&g, &cfg);
   ir_node **inputs = malloc(sizeof(ir_node *) * ((size_t)g.n + 1));
   IR_ASSERT(inputs);
@@ -432,6 +462,7 @@ kiln_status rt_realize(int n, ir_node *const *nodes) {
 
 void rt_shutdown(void) {
   rt_cache_shutdown();
+  rt_dynamic_shutdown();
   rt_pool_shutdown();
   rt_buffer_cache_free();
   rt_cublas_shutdown();

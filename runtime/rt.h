@@ -16,6 +16,7 @@ typedef struct {
   bool allow_tf32;      /* KILN_ALLOW_TF32=1: f32 matmuls on a GPU may round their inputs to TF32 */
   const char *cublaslt; /* KILN_CUBLASLT: the cuBLASLt library to dlopen, NULL for the default */
   bool validate;        /* KILN_VALIDATE=1: every device kernel is checked against the CPU back end */
+  int dynamic;          /* KILN_DYNAMIC / kiln_set_dynamic: KILN_DYNAMIC_OFF, _ON or _AUTO (default) */
 } rt_options;
 rt_options *rt_opts(void);
 

@@ -26,4 +26,12 @@ kiln_status rt_validate(kernel *k, rt_buffer **out, ir_node **inputs, int debug)
 int64_t rt_validate_diff(kiln_dtype dt, const void *got, const void *want, int64_t n);
 void rt_cache_shutdown(void);
 
+/* ---- automatic dynamic shapes (dynamic.c) ---- */
+/* Whether the structure whose shape-generic key hash is `structure` runs its
+ * generic variant, given the key hash of its shape-specialised kernel this
+ * time (`shape`; 0 when the caller has not lowered one). The first shape a
+ * structure is seen with runs specialised; from the second on, generic. */
+bool rt_dynamic_generic(uint64_t structure, uint64_t shape);
+void rt_dynamic_shutdown(void);
+
 #endif

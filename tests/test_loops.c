@@ -1,7 +1,10 @@
 /* test_loops.c: kiln in a loop. Values are launch arguments, so a loop over
  * new scalars, clamp bounds, fills, ranges and seeds compiles each kernel
- * once; the values that are code (passes/values.c) compile apart; every
- * result is checked by hand or against the reference evaluator. */
+ * once; the values that are code (passes/values.c) compile apart. A kernel
+ * structure seen with a second shape gets one shape-generic variant
+ * (KILN_DYNAMIC, runtime/dynamic.c), so a loop over batch sizes compiles
+ * each at most twice. Every result is checked by hand or against the
+ * reference evaluator. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,6 +163,120 @@ START_TEST(kernel_names_say_what_they_compute) {
 }
 END_TEST
 
+/* ---- section: one kernel per structure, whatever the shape ---------------- */
+/* relu(a*b + c) * sigmoid(a), c broadcast over rows: one kernel per shape. */
+static void w1_checked(int64_t rows, int64_t cols, uint64_t seed) {
+  kiln_scope_begin();
+  kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(rows, cols), seed, TU_SMALL);
+  kiln_tensor *b = tu_data(KILN_F32, KILN_SHAPE(rows, cols), seed + 1, TU_SMALL);
+  kiln_tensor *c = tu_data(KILN_F32, KILN_SHAPE(cols), seed + 2, TU_SMALL);
+  kiln_tensor *y = kiln_mul(kiln_relu(kiln_add(kiln_mul(a, b), c)), kiln_sigmoid(a));
+  ref_tol tol = ref_tol_op(IR_SIGMOID, KILN_F32);
+  check_ref(y, tol.rtol, tol.atol + 1e-5, "w1", (int)rows);
+  kiln_scope_end();
+}
+
+static const int64_t w1_shapes[][2] = {{33, 65}, {33, 65}, {40, 65}, {17, 30}, {5, 7}, {64, 129}};
+#define NW1 (sizeof w1_shapes / sizeof *w1_shapes)
+
+/* Per shape in order, the compiles so far for each KILN_DYNAMIC mode. */
+static void w1_loop(int mode, const uint64_t *want) {
+  kiln_set_dynamic(mode);
+  kiln_reset_stats();
+  for (size_t i = 0; i < NW1; i++) {
+    w1_checked(w1_shapes[i][0], w1_shapes[i][1], i);
+    char what[64];
+    snprintf(what, sizeof what, "KILN_DYNAMIC=%d, shape %zu", mode, i);
+    assert_compiles(want[i], what);
+  }
+}
+
+START_TEST(auto_dynamic_compiles_twice) {
+  w1_loop(KILN_DYNAMIC_AUTO, (const uint64_t[NW1]){1, 1, 2, 2, 2, 2});  /* exact, then generic */
+}
+END_TEST
+
+START_TEST(dynamic_on_compiles_once) {
+  w1_loop(KILN_DYNAMIC_ON, (const uint64_t[NW1]){1, 1, 1, 1, 1, 1});
+}
+END_TEST
+
+START_TEST(dynamic_off_compiles_per_shape) {
+  w1_loop(KILN_DYNAMIC_OFF, (const uint64_t[NW1]){1, 1, 2, 3, 4, 5});
+}
+END_TEST
+
+/* Views, sources and reductions of the generic kernels: each expression at
+ * three shapes, generic only, against the oracle. (How many variants they
+ * compile depends on which of their sizes happen to be equal or 1, which
+ * the variants' keys hold; the batch loops below count them.) */
+static kiln_tensor *views_expr(int64_t r, int64_t c, int which) {
+  kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(r, c), (uint64_t)(r * c), TU_SMALL);
+  kiln_tensor *y = kiln_relu(x);   /* computed: its views fold into the kernel's index */
+  switch (which) {
+  case 0: return kiln_slice(kiln_slice(y, 1, 1, c, 2), 0, 1, r - 1, 1);
+  case 1: return kiln_flip(kiln_transpose(y, 0, 1), KILN_DIMS(0, 1));
+  case 2: return kiln_pad(y, KILN_SHAPE(2, 1, 1, 3), -0.5);
+  case 3: return kiln_cat(2, ((kiln_tensor *[]){y, kiln_neg(x)}), 1);
+  case 4: return kiln_reshape(kiln_transpose(y, 0, 1), KILN_SHAPE(c * r));
+  case 5: return kiln_sum_dims(kiln_mul(y, kiln_slice(x, 1, 0, c, 1)), KILN_DIMS(1), 1);
+  case 6: return kiln_add(kiln_softmax(x, -1), kiln_reshape(kiln_arange(0, r * c, 1), KILN_SHAPE(r, c)));
+  default: return kiln_index(x, "1:, ::2");   /* a strided buffer view */
+  }
+}
+
+START_TEST(generic_views_sources_reductions) {
+  kiln_set_dynamic(KILN_DYNAMIC_ON);
+  for (int which = 0; which < 8; which++) {
+    static const int64_t shapes[][2] = {{6, 9}, {11, 4}, {3, 17}};
+    for (int i = 0; i < 3; i++) {
+      kiln_scope_begin();
+      check_ref(views_expr(shapes[i][0], shapes[i][1], which), 1e-6, 1e-6, "generic view", which);
+      kiln_scope_end();
+    }
+  }
+}
+END_TEST
+
+/* A 2-layer MLP forward, its products as broadcast multiplies and sums
+ * (matmul groups stay shape-specialised), over 100 batch sizes. Widths are
+ * primes above every batch size: equal sizes share one argument (duck
+ * sizing), so a batch equal to a width would be another structure. */
+#define MLP_IN 103
+#define MLP_HID 107
+#define MLP_OUT 109
+
+static kiln_tensor *dense(kiln_tensor *x, kiln_tensor *w, kiln_tensor *b) {
+  return kiln_add(kiln_sum_dims(kiln_mul(kiln_unsqueeze(x, 1), kiln_unsqueeze(w, 0)), KILN_DIMS(-1), 0), b);
+}
+
+START_TEST(mlp_over_batch_sizes_compiles_twice) {
+  kiln_set_dynamic(KILN_DYNAMIC_AUTO);
+  kiln_tensor *w1 = tu_data(KILN_F32, KILN_SHAPE(MLP_HID, MLP_IN), 1, TU_SMALL);
+  kiln_tensor *b1 = tu_data(KILN_F32, KILN_SHAPE(MLP_HID), 2, TU_SMALL);
+  kiln_tensor *w2 = tu_data(KILN_F32, KILN_SHAPE(MLP_OUT, MLP_HID), 3, TU_SMALL);
+  kiln_tensor *b2 = tu_data(KILN_F32, KILN_SHAPE(MLP_OUT), 4, TU_SMALL);
+  w1 = kiln_muls(w1, 0.05);
+  w2 = kiln_muls(w2, 0.01);
+  kiln_tensor *ws[] = {w1, w2};
+  ck_assert_int_eq(kiln_realize_n(2, ws), KILN_OK);
+  kiln_reset_stats();
+  uint64_t first = 0, second = 0;
+  for (int64_t batch = 2; batch < 102; batch++) {
+    kiln_scope_begin();
+    kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(batch, MLP_IN), (uint64_t)batch, TU_SMALL);
+    kiln_tensor *y = kiln_softmax(dense(kiln_relu(dense(x, w1, b1)), w2, b2), -1);
+    check_ref(y, 1e-4, 1e-6, "mlp batch", (int)batch);
+    kiln_scope_end();
+    if (batch == 2) first = kiln_stats().compiles;
+    if (batch == 3) second = kiln_stats().compiles;
+  }
+  uint64_t all = kiln_stats().compiles;
+  ck_assert_msg(second <= 2 * first && all == second, "%llu kernels compiled for the first batch size, %llu after "
+                "two, %llu after 100", (unsigned long long)first, (unsigned long long)second, (unsigned long long)all);
+}
+END_TEST
+
 static Suite *loops_suite(void) {
   setenv("KILN_CACHE", "0", 1);   /* a disk cache must not turn the first compile into a hit */
   Suite *s = suite_create("loops");
@@ -172,6 +289,14 @@ static Suite *loops_suite(void) {
   tcase_add_test(tc, ranges_pads_and_bounds_are_arguments);
   tcase_add_test(tc, small_integer_pow_is_code);
   tcase_add_test(tc, kernel_names_say_what_they_compute);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("shapes");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, auto_dynamic_compiles_twice);
+  tcase_add_test(tc, dynamic_on_compiles_once);
+  tcase_add_test(tc, dynamic_off_compiles_per_shape);
+  tcase_add_test(tc, generic_views_sources_reductions);
+  tcase_add_test(tc, mlp_over_batch_sizes_compiles_twice);
   suite_add_tcase(s, tc);
   return s;
 }
