@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "check_main.h"
+#include "runtime/rt.h"
 #include "util/testutil.h"
 
 #define LOOP 10000
@@ -280,6 +283,37 @@ START_TEST(mlp_over_batch_sizes_compiles_twice) {
 }
 END_TEST
 
+/* KILN_DEBUG=1 says per kernel whether it was compiled (and how long that
+ * took) or found in memory, and which variant ran. */
+START_TEST(debug_lines_say_where_kernels_came_from) {
+  rt_opts()->debug = 1;
+  FILE *log = tmpfile();
+  ck_assert_ptr_nonnull(log);
+  int saved = dup(2);
+  dup2(fileno(log), 2);
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(16));
+  for (int i = 0; i < 3; i++) {
+    kiln_scope_begin();
+    kiln_tensor *y = kiln_muls(kiln_slice(x, 0, 0, 16 - i, 1), 3.0 + i);   /* a new shape each time */
+    ck_assert_int_eq(kiln_realize(y), KILN_OK);
+    kiln_scope_end();
+  }
+  kiln_release(x);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  rt_opts()->debug = 0;
+  char text[4096] = {0};
+  rewind(log);
+  size_t n = fread(text, 1, sizeof text - 1, log);
+  fclose(log);
+  ck_assert_uint_gt(n, 0);
+  const char *first = strstr(text, "kiln: k_mul_f32_"), *then = strstr(text, "(generic, compiled in ");
+  ck_assert_msg(first && strstr(first, " ms)") && strstr(text, "(compiled in "), "%s", text);
+  ck_assert_msg(then && strstr(then, "(generic, memory)"), "%s", text);
+}
+END_TEST
+
 static Suite *loops_suite(void) {
   setenv("KILN_CACHE", "0", 1);   /* a disk cache must not turn the first compile into a hit */
   Suite *s = suite_create("loops");
@@ -292,6 +326,7 @@ static Suite *loops_suite(void) {
   tcase_add_test(tc, ranges_pads_and_bounds_are_arguments);
   tcase_add_test(tc, small_integer_pow_is_code);
   tcase_add_test(tc, kernel_names_say_what_they_compute);
+  tcase_add_test(tc, debug_lines_say_where_kernels_came_from);
   suite_add_tcase(s, tc);
   tc = tcase_create("shapes");
   tcase_set_timeout(tc, 300);
