@@ -27,15 +27,18 @@
 
 typedef struct {
   const char *name;                        /* row label: kiln-fused, c-hand, ... */
-  int eager;                               /* kiln rows: kiln_set_eager(eager); KILN_FN: replayed
-                                              through kiln_compile / kiln_fn_run */
+  int mode;                                /* kiln rows: KILN_EAGER's 1 is kiln_set_eager(1), KILN_GENERIC's 2
+                                              the shape-generic variant (kiln_set_dynamic), KILN_FN's 3 a
+                                              replay through kiln_compile / kiln_fn_run */
   void (*native)(void *st, int threads);   /* non-kiln rows; NULL for kiln rows */
   double bytes;                            /* ideal bytes when not the workload's (stream-triad) */
 } impl;
 
 #define KILN_FUSED {"kiln-fused", 0, NULL, 0}
 #define KILN_EAGER {"kiln-eager", 1, NULL, 0}
-#define KILN_FN_MODE 2
+/* fused, with sizes and strides as launch arguments (kiln_set_dynamic) */
+#define KILN_GENERIC {"kiln-generic", 2, NULL, 0}
+#define KILN_FN_MODE 3
 #define KILN_FN {"kiln-fn", KILN_FN_MODE, NULL, 0}
 
 /* The state of a workload with a kiln-fn row starts with its input tensors:
@@ -204,6 +207,7 @@ static kiln_tensor *w6_build(void *p) {
 
 #define MAT_BYTES(rows, cols, passes) (passes) * 4.0 * (rows) * (cols)
 #define MAT_IMPLS {KILN_FUSED, KILN_EAGER, {"c-hand", 0, mat_hand, 0}}
+#define MAT_IMPLS_GENERIC {KILN_FUSED, KILN_GENERIC, KILN_EAGER, {"c-hand", 0, mat_hand, 0}}
 
 /* ---- W5: sum of 64M f32, with the STREAM-like yardsticks ------------------ */
 
@@ -486,11 +490,11 @@ static const float *mm_expected(void *p, int64_t *n) {
 static const workload workloads[] = {
   {"W1", "relu(a*b + c) * sigmoid(a), a b c f32[16M]", 16.0 * (double)W1_N, 0,
    w1_setup, w1_build, w1_expected, w1_teardown,
-   {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w1_hand, 0}}, 0, 0},
+   {KILN_FUSED, KILN_GENERIC, KILN_EAGER, {"c-hand", 0, w1_hand, 0}}, 0, 0},
   {"W2", "softmax(x, -1), x f32[4096,4096]", MAT_BYTES(4096, 4096, 2), 0,
-   w2_setup, w2_build, mat_expected, mat_teardown, MAT_IMPLS, 0, 0},
+   w2_setup, w2_build, mat_expected, mat_teardown, MAT_IMPLS_GENERIC, 0, 0},
   {"W3", "layer_norm(x, 1, no affine, eps 1e-5), x f32[8192,1024]", MAT_BYTES(8192, 1024, 2), 0,
-   w3_setup, w3_build, mat_expected, mat_teardown, MAT_IMPLS, 0, 1e-4},
+   w3_setup, w3_build, mat_expected, mat_teardown, MAT_IMPLS_GENERIC, 0, 1e-4},
 #ifdef KILN_BENCH_OPENBLAS
   {"W4", "gelu(x @ W^T + b), x f32[4096,1024], W f32[1024,1024]", 0, 0,
    w4_setup, mm_build, mm_expected, mm_teardown,
@@ -653,19 +657,21 @@ static double add_timed_row(const workload *w, const impl *im, double *ms, int r
 
 /* A warm-up run, which compiles and is checked, then `runs` timed runs. */
 static void measure_kiln(const workload *w, const impl *im, void *st, double *ms, int runs) {
-  kiln_set_eager(im->eager);
+  kiln_set_eager(im->mode == 1);
+  kiln_set_dynamic(im->mode == 2 ? KILN_DYNAMIC_ON : KILN_DYNAMIC_AUTO);
   kiln_sample warm = kiln_run(w, im, st, true), last = warm;
   for (int i = 0; i < runs && last.ok; i++) {
     last = kiln_run(w, im, st, false);
     ms[i] = last.ms;
   }
   kiln_set_eager(0);
+  kiln_set_dynamic(KILN_DYNAMIC_AUTO);
   if (!last.ok) {
     failed = 1;
     return;
   }
   double med = add_timed_row(w, im, ms, runs, last.kernels);
-  if (!im->eager && warm.compiles > 0) add_compile_row(w, warm, med);
+  if (im->mode == 0 && warm.compiles > 0) add_compile_row(w, warm, med);
 }
 
 /* The expression built on placeholders standing for the state's inputs. */
@@ -726,7 +732,7 @@ static void run_workload(const workload *w, int runs) {
   for (int i = 0; ms && i < MAX_IMPLS && w->impls[i].name; i++) {
     const impl *im = &w->impls[i];
     if (im->native) measure_native(w, im, st, ms, n);
-    else if (im->eager == KILN_FN_MODE) measure_fn(w, im, st, ms, n);
+    else if (im->mode == KILN_FN_MODE) measure_fn(w, im, st, ms, n);
     else measure_kiln(w, im, st, ms, n);
   }
   free(ms);

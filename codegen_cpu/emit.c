@@ -281,6 +281,17 @@ static LLVMValueRef emit_load(emitter *em, const kexpr *e) {
   return emit_cast(&em->g, widen(&em->g, v, st), st, e->type);
 }
 
+/* k->args[e->i] as e->type: the bits k_arg_int / k_arg_float wrote. */
+static LLVMValueRef emit_arg(emitter *em, const kexpr *e) {
+  cpu_cg *g = &em->g;
+  LLVMValueRef idx = LLVMConstInt(g->i64, (unsigned long long)e->i, 0);
+  LLVMValueRef p = LLVMBuildInBoundsGEP2(g->b, g->i64, em->bufs[k_args_param(em->k)], &idx, 1, "");
+  LLVMValueRef bits = LLVMBuildLoad2(g->b, g->i64, p, "");
+  if (e->type == KILN_F64) return LLVMBuildBitCast(g->b, bits, g->f64, "");
+  if (e->type == KILN_F32) return LLVMBuildBitCast(g->b, LLVMBuildTrunc(g->b, bits, g->i32, ""), g->f32, "");
+  return e->type == KILN_I64 ? bits : LLVMBuildTrunc(g->b, bits, cpu_type(g, e->type), "");
+}
+
 static LLVMValueRef emit_expr_new(emitter *em, const kexpr *e) {
   cpu_cg *g = &em->g;
   LLVMTypeRef t = cpu_type(g, e->type);
@@ -300,6 +311,7 @@ static LLVMValueRef emit_expr_new(emitter *em, const kexpr *e) {
   case KX_IMOD: return LLVMBuildSRem(g->b, emit_expr(em, e->a), emit_expr(em, e->b), "");
   case KX_PHILOX: return emit_philox(em, emit_expr(em, e->a), emit_expr(em, e->b), (int)e->i);
   case KX_ACC: return LLVMBuildLoad2(g->b, t, cpu_acc_slot(em, e->var, e->type), "");
+  case KX_ARG: return emit_arg(em, e);
   }
   IR_ASSERT(!"bad expression kind");
 }
@@ -414,18 +426,20 @@ void cpu_latency_hint(emitter *em, LLVMValueRef latch_br, int wide_mark) {
     cpu_loop_hint(&em->g, latch_br, "llvm.loop.interleave.count", WIDE_MATH_INTERLEAVE);
 }
 
-/* for v in start..end, rotated: guard (parallel loops only: lo..hi may be
- * empty), body with the phi, latch `v+1 < end`. */
+/* for v in start..end, rotated: guard (parallel loops and loops to a
+ * launch argument: the range may be empty), body with the phi, latch
+ * `v+1 < end`. */
 static void emit_loop(emitter *em, const kstmt *s) {
   cpu_cg *g = &em->g;
-  bool par = s->loop == KL_PARALLEL;
-  if (!par && s->extent <= 0) return;
+  bool par = s->loop == KL_PARALLEL, guard = par || s->bound;
+  if (!guard && s->extent <= 0) return;
   LLVMValueRef start = par ? em->lo : LLVMConstInt(g->i64, 0, 0);
-  LLVMValueRef end = par ? em->hi : LLVMConstInt(g->i64, (unsigned long long)s->extent, 0);
+  LLVMValueRef end = par ? em->hi : s->bound ? emit_expr(em, s->bound)
+                   : LLVMConstInt(g->i64, (unsigned long long)s->extent, 0);
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b);
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(g->ctx, em->fn, "loop");
   LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(g->ctx, em->fn, "endloop");
-  if (par) LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, start, end, ""), body, exit);
+  if (guard) LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, start, end, ""), body, exit);
   else LLVMBuildBr(g->b, body);
   LLVMPositionBuilderAtEnd(g->b, body);
   LLVMValueRef iv = LLVMBuildPhi(g->b, g->i64, "v");
@@ -437,7 +451,7 @@ static void emit_loop(emitter *em, const kstmt *s) {
   LLVMSetNUW(next, 1);
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
   LLVMValueRef br = LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, next, end, ""), body, exit);
-  if (!par && s->extent > UNROLL_MAX_EXTENT && em->math_calls == math)
+  if (!par && (s->bound || s->extent > UNROLL_MAX_EXTENT) && em->math_calls == math)
     cpu_loop_hint(g, br, "llvm.loop.unroll.disable", -1);
   else
     cpu_latency_hint(em, br, wide);

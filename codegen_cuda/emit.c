@@ -223,7 +223,7 @@ static void expr_text(cuda_em *em, const kexpr *e, ir_str *o) {
     const kparam *p = &em->k->params[e->buf];
     char ref[96];
     if (em->lanes && em->vec[e->id]) snprintf(ref, sizeof ref, "q%d.v[ke]", e->id);
-    else snprintf(ref, sizeof ref, p->args ? "p%d.v[%s]" : "p%d[%s]", e->buf, use(em, e->a).s);
+    else snprintf(ref, sizeof ref, "p%d[%s]", e->buf, use(em, e->a).s);
     ir_str w = {0};
     emit_widen(&w, ref, p->dtype);
     emit_cast(o, w.s, p->dtype, e->type);
@@ -244,6 +244,14 @@ static void expr_text(cuda_em *em, const kexpr *e, ir_str *o) {
   case KX_PHILOX:
     ir_str_printf(o, "(long long)kiln_philox(%s, %s, %d)", use(em, e->a).s, use(em, e->b).s, (int)e->i);
     return;
+  case KX_ARG: {  /* the bits k_arg_int / k_arg_float wrote */
+    int p = k_args_param(em->k);
+    long long i = (long long)e->i;
+    if (e->type == KILN_F64) ir_str_printf(o, "__longlong_as_double(p%d.v[%lld])", p, i);
+    else if (e->type == KILN_F32) ir_str_printf(o, "__int_as_float((int)p%d.v[%lld])", p, i);
+    else ir_str_printf(o, "((%s)p%d.v[%lld])", ctype(e->type), p, i);
+    return;
+  }
   default: IR_ASSERT(!"not a computed expression");
   }
 }
@@ -420,7 +428,7 @@ static bool load_matches(cuda_em *em, const kexpr *e, int var) {
   const kparam *p = &em->k->params[e->buf];
   int64_t st;
   if (var < 0) return p->output;
-  return !p->args && var_step(e->a, var, &st) && (st == 1 || st == -1);
+  return var_step(e->a, var, &st) && (st == 1 || st == -1);
 }
 
 static bool expr_has_load(cuda_em *em, const kexpr *e, int var) {
@@ -777,7 +785,7 @@ static bool vector_loads(cuda_em *em, const kexpr *e, const kstmt *const *chain,
   if (!e || em->seen[e->id]) return true;
   em->seen[e->id] = 1;
   int64_t off;
-  if (e->kind == KX_LOAD && !em->k->params[e->buf].args) {
+  if (e->kind == KX_LOAD) {
     const kparam *p = &em->k->params[e->buf];
     if (p->output) return false;
     if (flat_index(e->a, chain, n, &off)) {

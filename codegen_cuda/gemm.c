@@ -185,7 +185,7 @@ static bool is_acc(const kstmt *s, const kexpr *e) { return e->kind == KX_ACC &&
 static int bias_of(const kernel *k, const kstmt *s, const kexpr *e) {
   if (e->kind != KX_OP || e->op != IR_ADD || e->type != s->type) return -1;
   const kexpr *l = is_acc(s, e->a) ? e->b : is_acc(s, e->b) ? e->a : NULL;
-  if (!l || l->kind != KX_LOAD || l->type != s->type || k->params[l->buf].output || k->params[l->buf].args) return -1;
+  if (!l || l->kind != KX_LOAD || l->type != s->type || k->params[l->buf].output) return -1;
   return l->a->kind == KX_VAR && l->a->var == s->gemm.var_j ? l->buf : -1;
 }
 
@@ -285,15 +285,18 @@ static int clone_param(cloner *c, int p) {
   if (c->param[p] >= 0) return c->param[p];
   const kparam *kp = &c->k->params[p];
   int q = k_param(c->r, kp->dtype, kp->output, kp->numel);
-  if (kp->args) {  /* random seeds and offsets travel with the kernel */
-    c->r->params[q].args = true;
-    c->r->args = malloc(sizeof(int64_t) * ((size_t)c->k->nargs + 1));
-    IR_ASSERT(c->r->args);
-    memcpy(c->r->args, c->k->args, sizeof(int64_t) * (size_t)c->k->nargs);
-    c->r->nargs = c->k->nargs;
-  }
   c->src[q] = p;
   return c->param[p] = q;
+}
+
+/* Launch arguments keep their numbers: the first one read brings k's whole
+ * args block (its param is bound to r->args, not to one of k's). */
+static kexpr *clone_arg(cloner *c, const kexpr *e) {
+  if (!c->r->nargs) {
+    for (int i = 0; i < c->k->nargs; i++) k_arg_push(c->r, c->k->args[i]);
+    c->src[k_args_param(c->r)] = k_args_param(c->k);
+  }
+  return kx_arg(c->r, e->type, (int)e->i);
 }
 
 static kexpr *clone(cloner *c, const kexpr *e) {
@@ -309,6 +312,7 @@ static kexpr *clone(cloner *c, const kexpr *e) {
   case KX_IDIV: x = kx_idiv(r, a, b); break;
   case KX_IMOD: x = kx_imod(r, a, b); break;
   case KX_PHILOX: x = kx_philox(r, b, a, (int)e->i); break;
+  case KX_ARG: x = clone_arg(c, e); break;
   default: IR_ASSERT(!"the accumulator is read only through the head");
   }
   return c->memo[e->id] = x;

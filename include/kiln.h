@@ -107,6 +107,14 @@ int kiln_get_eager(void);
 /** Frees all runtime state (JIT, kernel caches, thread pool, devices, open
  * scopes' handles) so leak checkers see a clean exit; kiln starts afresh
  * on its next use. Handles still held afterwards stay valid to release. */
+/* Shape-generic kernels (also KILN_DYNAMIC=0|1|auto): AUTO (the default)
+ * compiles a kernel for its exact shape the first time, and one variant
+ * with sizes and strides as launch arguments when the same structure comes
+ * back with another shape; OFF compiles every shape exactly; ON always the
+ * generic variant. Groups holding a matmul or a column reduction are always
+ * compiled for their shape. */
+enum { KILN_DYNAMIC_OFF, KILN_DYNAMIC_ON, KILN_DYNAMIC_AUTO };
+void kiln_set_dynamic(int mode);
 void kiln_shutdown(void);                /* frees all runtime state */
 /** @param d a dtype
  * @return its PyTorch name ("float32", "int64", ...), "invalid" for a value that is none. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 struct kx_table { kexpr **slot; int cap, used; };
+struct kx_dims { kexpr **arg; int n; };  /* the size arguments; their values are in k->args */
 
 kernel *k_new(void) {
   kernel *k = calloc(1, sizeof *k);
@@ -18,6 +19,7 @@ kernel *k_new(void) {
 void k_free(kernel *k) {
   if (!k) return;
   free(k->cse->slot);
+  if (k->dims) free(k->dims->arg);
   free(k->params);
   free(k->args);
   ir_arena_free(k->arena);
@@ -182,10 +184,15 @@ kexpr *kx_rewrite(kernel *k, kexpr *e, kx_map_fn map, void *ctx) {
   return r;
 }
 
-kexpr *k_arg(kernel *k, int64_t v) {
-  int p = 0;
-  while (p < k->nparams && !k->params[p].args) p++;
-  if (p == k->nparams) {
+int k_args_param(const kernel *k) {
+  for (int p = 0; p < k->nparams; p++)
+    if (k->params[p].args) return p;
+  return -1;
+}
+
+int k_arg_push(kernel *k, int64_t bits) {
+  int p = k_args_param(k);
+  if (p < 0) {
     p = k_param(k, KILN_I64, false, 0);
     k->params[p].args = true;
   }
@@ -194,15 +201,56 @@ kexpr *k_arg(kernel *k, int64_t v) {
     IR_ASSERT(a);
     k->args = a;
   }
-  k->args[k->nargs] = v;
+  k->args[k->nargs] = bits;
   k->params[p].numel = k->nargs + 1;
-  return kx_load(k, p, kx_int(k, KILN_I64, k->nargs++), KILN_I64);
+  return k->nargs++;
+}
+
+kexpr *kx_arg(kernel *k, kiln_dtype t, int i) {
+  IR_ASSERT(i >= 0 && i < k->nargs);
+  return kx_intern(k, &(kexpr){.kind = KX_ARG, .type = t, .i = i});
+}
+
+/* A linear search: a kernel has a handful of distinct sizes. */
+kexpr *kx_dim(kernel *k, int64_t v) {
+  if (!k->generic || v == 0 || v == 1) return kx_int(k, KILN_I64, v);
+  if (!k->dims) k->dims = ir_arena_alloc(k->arena, sizeof *k->dims);
+  struct kx_dims *d = k->dims;
+  for (int i = 0; i < d->n; i++)
+    if (k->args[d->arg[i]->i] == v) return d->arg[i];
+  if ((d->n & (d->n - 1)) == 0) {  /* grow at powers of two */
+    kexpr **a = realloc(d->arg, sizeof *a * (size_t)(d->n ? 2 * d->n : 2));
+    IR_ASSERT(a);
+    d->arg = a;
+  }
+  return d->arg[d->n++] = k_arg_int(k, KILN_I64, v);
+}
+
+kexpr *k_arg_int(kernel *k, kiln_dtype t, int64_t v) {
+  IR_ASSERT(!ir_is_float(t));
+  return kx_arg(k, t, k_arg_push(k, t == KILN_BOOL ? v != 0 : v));
+}
+
+kexpr *k_arg_float(kernel *k, kiln_dtype t, double v) {
+  IR_ASSERT(t == KILN_F32 || t == KILN_F64);
+  int64_t bits = 0;
+  if (t == KILN_F64) {
+    memcpy(&bits, &v, sizeof v);
+  } else {
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    bits = u;
+  }
+  return kx_arg(k, t, k_arg_push(k, bits));
 }
 
 /* ---- statements --------------------------------------------------------- */
 kstmt *ks_loop(kernel *k, int var, int64_t extent, kl_kind kind) {
   kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
   *s = (kstmt){.kind = KS_LOOP, .var = var, .extent = extent, .loop = kind};
+  kexpr *b = kx_dim(k, extent);
+  if (b->kind == KX_ARG) s->bound = b;
   return s;
 }
 
@@ -303,6 +351,7 @@ static void walk_block(kwalk *w, const kstmt *s, int depth) {
       walk_expr(w, s->gemm.a_off, depth);
       walk_expr(w, s->gemm.b_off, depth);
     }
+    if (s->kind == KS_LOOP && s->bound) walk_expr(w, s->bound, depth);
     if (s->kind == KS_LOOP || s->kind == KS_GEMM) {
       w->on_stmt(w->ctx, s, depth, true);
       walk_block(w, s->body, depth + 1);
@@ -334,7 +383,8 @@ static void key_expr(void *ctx, const kexpr *e, int depth) {
 
 static void key_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
   (void)enter;
-  int64_t f[20] = {s->kind, depth, s->var, s->extent, s->loop, s->buf, s->index ? s->index->id : -1,
+  int64_t f[20] = {s->kind, depth, s->var, s->bound ? -1 - s->bound->id : s->extent, s->loop, s->buf,
+                   s->index ? s->index->id : -1,
                    s->value ? s->value->id : -1, s->acc, s->acc2, s->op, s->type};
   if (s->kind == KS_GEMM) {
     int64_t g[8] = {s->gemm.var_j, s->gemm.n, s->gemm.kdim, s->gemm.a_buf, s->gemm.b_buf,
@@ -346,15 +396,110 @@ static void key_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
   ir_str_append(ctx, f, sizeof f);
 }
 
+/* ---- the name: what the kernel computes, then its hash -------------------
+ * "k_softmax_f32_3a9c5e7f01b2": a pattern the ops seen match, else the
+ * reductions and then the other value ops in the order met ("copy" or
+ * "fill" without any), the first
+ * output's dtype, and as many hex digits of the hash as fit (at least 12:
+ * names stay unique, the JIT knows kernels by them). */
+typedef struct {
+  bool seen[IR_NUM_OPS];
+  ir_op order[2 * IR_NUM_OPS];  /* reductions first (IR_SUM...), then value ops */
+  int n;
+  bool loads;           /* reads memory: without ops a "copy", else a "fill" */
+} kdesc;
+
+static void desc_add(kdesc *d, ir_op op) {
+  if (d->seen[op]) return;
+  d->seen[op] = true;
+  d->order[d->n++] = op;
+}
+
+/* Index arithmetic (on i64 operands) says nothing about what is computed. */
+static void desc_expr(void *ctx, const kexpr *e, int depth) {
+  (void)depth;
+  ((kdesc *)ctx)->loads |= e->kind == KX_LOAD;
+  if (e->kind == KX_OP && e->a->type != KILN_I64 && e->op != IR_CAST) desc_add(ctx, e->op);
+}
+
+static ir_op reduction_of(const kstmt *s) {
+  switch (s->op) {
+  case IR_ADD: return IR_SUM;
+  case IR_MUL: return IR_PROD;
+  case IR_MAXIMUM: return IR_MAX;
+  case IR_MINIMUM: return IR_MIN;
+  default: return s->op == IR_GT ? IR_ARGMAX : IR_ARGMIN;
+  }
+}
+
+static void desc_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
+  (void)depth;
+  (void)enter;
+  if (s->kind == KS_UPDATE) desc_add(ctx, reduction_of(s));
+  if (s->kind == KS_GEMM) desc_add(ctx, IR_MATMUL);
+}
+
+static const struct {
+  const char *name;
+  ir_op need[4];
+  int n;
+} desc_patterns[] = {
+  {"log_softmax", {IR_MAX, IR_SUM, IR_EXP, IR_LOG}, 4},
+  {"softmax", {IR_MAX, IR_SUM, IR_EXP, IR_DIV}, 4},
+  {"layer_norm", {IR_SUM, IR_RSQRT}, 2},
+};
+
+static void describe(kernel *k, char *out, size_t room) {
+  kdesc d = {0};
+  k_walk(k, desc_expr, desc_stmt, &d);
+  for (size_t p = 0; p < sizeof desc_patterns / sizeof *desc_patterns; p++) {
+    int have = 0;
+    for (int i = 0; i < desc_patterns[p].n; i++) have += d.seen[desc_patterns[p].need[i]];
+    if (have == desc_patterns[p].n) {
+      snprintf(out, room, "%s", desc_patterns[p].name);
+      return;
+    }
+  }
+  ir_op sorted[2 * IR_NUM_OPS];
+  int m = 0;
+  for (int pass = 0; pass < 2; pass++)  /* matmul and reductions lead */
+    for (int i = 0; i < d.n; i++)
+      if ((ir_op_has(d.order[i], IR_REDUCE | IR_CONTRACT) != 0) == (pass == 0)) sorted[m++] = d.order[i];
+  size_t len = 0;
+  out[0] = 0;
+  for (int i = 0; i < m; i++) {
+    const char *name = ir_ops[sorted[i]].name;
+    if (len + (len > 0) + strlen(name) >= room) break;
+    len += (size_t)snprintf(out + len, room - len, "%s%s", len ? "_" : "", name);
+  }
+  if (!len) snprintf(out, room, "%s", d.loads ? "copy" : "fill");
+}
+
+#define NAME_MIN_HEX 12
+
+static void name_kernel(kernel *k, uint64_t h) {
+  const char *dt = k->nparams ? ir_dtypes[k->params[0].dtype].short_name : "none";
+  int fixed = 2 + 1 + (int)strlen(dt) + 1 + NAME_MIN_HEX;  /* "k_" "_" dt "_" hex */
+  char desc[sizeof k->name];
+  describe(k, desc, sizeof k->name - (size_t)fixed);
+  int hex = (int)sizeof k->name - 1 - (fixed - NAME_MIN_HEX) - (int)strlen(desc);
+  if (hex > 16) hex = 16;
+  char full[2 * sizeof k->name];  /* fits k->name by construction */
+  snprintf(full, sizeof full, "k_%s_%s_%0*llx", desc, dt, hex, (unsigned long long)(h >> 4 * (16 - hex)));
+  memcpy(k->name, full, sizeof k->name - 1);
+  k->name[sizeof k->name - 1] = 0;
+}
+
 uint64_t k_key(kernel *k, ir_str *key) {
   size_t start = key->len;
   for (int i = 0; i < k->nparams; i++) {
-    int64_t f[4] = {k->params[i].dtype, k->params[i].output, k->params[i].numel, k->params[i].args};
+    int64_t f[4] = {k->params[i].dtype, k->params[i].output, k->generic ? -1 : k->params[i].numel,
+                    k->params[i].args};
     ir_str_append(key, f, sizeof f);
   }
   k_walk(k, key_expr, key_stmt, key);
   uint64_t h = ir_hash_bytes(key->s + start, key->len - start, 0);
-  snprintf(k->name, sizeof k->name, "k_%016llx", (unsigned long long)h);
+  name_kernel(k, h);
   return h;
 }
 
@@ -385,6 +530,7 @@ static void kp_expr(void *ctx, const kexpr *e, int depth) {
     ir_str_printf(b, "philox.w%lld key %%%d, ctr %%%d", (long long)e->i, e->b->id, e->a->id);
     break;
   case KX_ACC: ir_str_printf(b, "acc.%s a%d", t, e->var); break;
+  case KX_ARG: ir_str_printf(b, "arg.%s %lld", t, (long long)e->i); break;
   }
   ir_str_printf(b, "\n");
 }
@@ -395,7 +541,10 @@ static void kp_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
   kp_indent(b, depth);
   (void)enter;
   switch (s->kind) {
-  case KS_LOOP: ir_str_printf(b, "%s v%d in 0..%lld\n", kinds[s->loop], s->var, (long long)s->extent); break;
+  case KS_LOOP:
+    if (s->bound) ir_str_printf(b, "%s v%d in 0..%%%d\n", kinds[s->loop], s->var, s->bound->id);
+    else ir_str_printf(b, "%s v%d in 0..%lld\n", kinds[s->loop], s->var, (long long)s->extent);
+    break;
   case KS_STORE: ir_str_printf(b, "store p%d[%%%d] = %%%d\n", s->buf, s->index->id, s->value->id); break;
   case KS_ACC:
     ir_str_printf(b, "acc a%d.%s = %%%d\n", s->acc, ir_dtypes[s->type].short_name, s->value->id);

@@ -3,6 +3,13 @@
  * parameters. Its printed form is what KILN_DEBUG=3 shows and, with the
  * target, the kernel cache key.
  *
+ * Values are arguments, not code: the value of a constant (kiln_full, the
+ * scalar forms, clamp bounds, pad fills, arange/linspace starts and steps,
+ * random seeds, offsets and bounds) is a KX_ARG, read at run time from
+ * k->args, so kernels that differ only in values have one key and compile
+ * once. The few values that change the code are literals (KX_CONST); which
+ * ones is decided by one rule, pass_value_is_code (passes/values.c).
+ *
  * ABI of a compiled CPU kernel: void fn(void *const *bufs, int64_t lo, int64_t hi)
  *   bufs[p] is parameter p's base pointer (storage dtype elements).
  *   The one KL_PARALLEL loop (if any, always outermost) runs lo..hi instead of
@@ -27,6 +34,10 @@ typedef enum {
   KX_PHILOX,  /* 32-bit word .i (0..3) of Philox4x32-10 with 64-bit key b and
                  64-bit counter a (both i64), zero-extended to i64 (ir/philox.h) */
   KX_ACC,     /* current value of accumulator number .var (of `type`) */
+  KX_ARG,     /* launch argument .i as a value of `type`: k->args[.i] holds
+                 its bits (bool and integers sign-extended to 64 bits, f32 its
+                 IEEE bits in the low 32, f64 its 64); read through the one
+                 params entry flagged args. The value is not in the key */
 } kx_kind;
 
 typedef struct kexpr kexpr;
@@ -39,7 +50,7 @@ struct kexpr {
   ir_op op;             /* KX_OP */
   int var;              /* KX_VAR */
   int buf;              /* KX_LOAD */
-  int64_t i;            /* KX_CONST (int/bool), KX_PHILOX word */
+  int64_t i;            /* KX_CONST (int/bool), KX_PHILOX word, KX_ARG number */
   double f;             /* KX_CONST (float) */
   kexpr *a, *b, *c;
   int id;               /* dense number within the kernel, for printers and memo tables */
@@ -52,9 +63,12 @@ typedef struct kstmt kstmt;
 struct kstmt {
   ks_kind kind;
   kstmt *next;          /* next statement in the same block */
-  /* KS_LOOP: for var in 0..extent { body } */
+  /* KS_LOOP: for var in 0..extent { body }; in a shape-generic kernel the
+   * loop runs to bound instead when it is not NULL (an i64 launch argument),
+   * and extent is bound's value at this launch (for the runtime's split) */
   int var;
   int64_t extent;
+  kexpr *bound;
   kl_kind loop;
   kstmt *body;
   /* KS_STORE: param buf [index] = value (converted to the storage dtype) */
@@ -98,14 +112,18 @@ typedef struct {
   int nparams;
   kparam *params;       /* outputs first, then inputs; grows in k_param */
   int nargs;
-  int64_t *args;        /* i64 launch arguments (random seeds and offsets): read
-                           through one params entry, so a kernel that differs
-                           only in them is the same kernel (one compile) */
+  int64_t *args;        /* the bits of the KX_ARG values, by number: bound to
+                           the params entry flagged args, so a kernel that
+                           differs only in them is the same kernel (one compile) */
   int nvars;
   int naccs;
   int nexprs;
   kstmt *body;
   int64_t work;         /* elements the kernel produces (for KILN_DEBUG lines) */
+  bool generic;         /* shape-generic: sizes, strides and offsets are launch
+                           arguments (kx_dim), and the key leaves out every
+                           value that comes from a shape */
+  struct kx_dims *dims; /* generic: the argument of each size value (kx_dim) */
   ir_arena *arena;      /* owns every expr and stmt */
   kx_table *cse;        /* hash-consing table */
 } kernel;
@@ -127,8 +145,22 @@ kexpr *kx_cast(kernel *k, kexpr *a, kiln_dtype t);
 kexpr *kx_idiv(kernel *k, kexpr *a, kexpr *b);
 kexpr *kx_imod(kernel *k, kexpr *a, kexpr *b);
 kexpr *kx_philox(kernel *k, kexpr *key, kexpr *counter, int word);
-/* An i64 launch argument with value v: a load from the args parameter. */
-kexpr *k_arg(kernel *k, int64_t v);
+/* A new launch argument (KX_ARG) of type t holding v: k_arg_int for bool
+ * and integer types, k_arg_float for F32 (v rounded to float) and F64.
+ * k_arg_push appends raw bits (creating the args param on first use) and
+ * returns their number; kx_arg reads argument number i as t. */
+int k_arg_push(kernel *k, int64_t bits);
+kexpr *kx_arg(kernel *k, kiln_dtype t, int i);
+kexpr *k_arg_int(kernel *k, kiln_dtype t, int64_t v);
+kexpr *k_arg_float(kernel *k, kiln_dtype t, double v);
+/* The params entry bound to k->args, or -1 when the kernel has no arguments. */
+int k_args_param(const kernel *k);
+/* A size, stride or offset (i64) v: a literal in a shape-specialised kernel,
+ * and in a shape-generic one (k->generic) a launch argument, one per
+ * distinct value (equal sizes share one, as torch.compile's duck sizing),
+ * except 0 and 1, which stay literals (a size of 1 broadcasts, a stride of
+ * 1 is contiguous: both are structure). */
+kexpr *kx_dim(kernel *k, int64_t v);
 /* i64 index helpers: a + b, a * b */
 kexpr *kx_iadd(kernel *k, kexpr *a, kexpr *b);
 kexpr *kx_imul(kernel *k, kexpr *a, kexpr *b);
@@ -139,6 +171,7 @@ kexpr *kx_imul(kernel *k, kexpr *a, kexpr *b);
 typedef kexpr *(*kx_map_fn)(void *ctx, kexpr *x);
 kexpr *kx_rewrite(kernel *k, kexpr *e, kx_map_fn map, void *ctx);
 
+/* A loop to extent; in a shape-generic kernel to kx_dim(extent). */
 kstmt *ks_loop(kernel *k, int var, int64_t extent, kl_kind kind);
 kstmt *ks_store(kernel *k, int buf, kexpr *index, kexpr *value);
 kexpr *kx_acc(kernel *k, int acc, kiln_dtype t);
@@ -151,8 +184,9 @@ kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t k
 
 /* The kernel's identity: a compact binary serialization of its normalized
  * IR (params, loops, every expression once in post-order by id) appended to
- * key; sets k->name to "k_" + the hex hash of it and returns the hash. Equal
- * kernels give equal keys; no pointers are serialized. */
+ * key; sets k->name (what it computes + the hash of it) and returns the
+ * hash. Equal kernels give equal keys; no pointers are serialized, nor
+ * argument values, nor (generic kernels) any size from a shape. */
 uint64_t k_key(kernel *k, ir_str *key);
 /* The range the runtime splits across threads: the extent of the top-level
  * KL_PARALLEL loop (or a top-level KS_GEMM's rows), 0 when there is none;

@@ -10,7 +10,11 @@
  * runs once per row. A group holding a matmul becomes batch loops around one
  * KS_GEMM whose body is the epilogue.
  * Needs fuse's group_of/materialized; the kernel's params are the group's
- * outputs (in order) then the loaded nodes. */
+ * outputs (in order) then the loaded nodes.
+ * Every integer that comes from a shape (extent, stride, offset, size) is
+ * built by kx_dim: a literal, or in a shape-generic kernel a launch argument;
+ * lowering's choices that follow the shape (a size-1 dim broadcasts, how a
+ * reshape splits its dims) stay in the IR and so in the key. */
 #include "pass.h"
 
 #include <math.h>
@@ -41,6 +45,8 @@ typedef struct {
   int *input_param;     /* their param numbers */
   int ninputs;
   memo_entry *memo;     /* (node, index) -> value: shared subgraphs lowered once */
+  kexpr **value_of;     /* by topo index: the launch argument holding a CONST's
+                           value or a PAD's fill (one per node, whatever the index) */
   int memo_cap, memo_used;
   frame frames[MAX_FRAMES];  /* enclosing loops, outermost first */
   int nframes;
@@ -79,8 +85,8 @@ static memo_entry *memo_slot(lower_ctx *c, const ir_node *n, kexpr *const *idx) 
 
 /* ---- index helpers ------------------------------------------------------ */
 static kexpr *linear(kernel *k, int ndim, const int64_t *strides, int64_t offset, kexpr *const *idx) {
-  kexpr *e = kx_int(k, KILN_I64, offset);
-  for (int d = 0; d < ndim; d++) e = kx_iadd(k, e, kx_imul(k, idx[d], kx_int(k, KILN_I64, strides[d])));
+  kexpr *e = kx_dim(k, offset);
+  for (int d = 0; d < ndim; d++) e = kx_iadd(k, e, kx_imul(k, idx[d], kx_dim(k, strides[d])));
   return e;
 }
 
@@ -123,37 +129,43 @@ static kexpr *emit_load(lower_ctx *c, ir_node *n, kexpr *const *idx) {
 }
 
 /* ---- sources ------------------------------------------------------------ */
-static kexpr *fconst(kernel *k, double v) { return kx_float(k, KILN_F64, v); }
 static kexpr *fop(kernel *k, ir_op op, kiln_dtype t, kexpr *a, kexpr *b) { return kx_op(k, op, t, a, b, NULL); }
 
-static kexpr *emit_const(kernel *k, const ir_node *n) {
-  kiln_dtype t = ct(n->dtype);
-  if (ir_is_float(t)) return kx_float(k, t, n->attr.value);
-  if (t == KILN_BOOL) return kx_int(k, t, n->attr.value != 0);
-  return kx_int(k, t, (int64_t)n->attr.value);
+/* Values are launch arguments (passes/values.c says which are code). */
+static kexpr *value_arg(kernel *k, kiln_dtype t, double v) {
+  if (ir_is_float(t)) return k_arg_float(k, t, v);
+  return k_arg_int(k, t, t == KILN_BOOL ? v != 0 : (int64_t)v);
+}
+
+static kexpr *f64_arg(kernel *k, double v) { return value_arg(k, KILN_F64, v); }
+
+/* A CONST's value, or a PAD's fill: one argument per node. */
+static kexpr *emit_const(lower_ctx *c, const ir_node *n) {
+  kexpr **v = &c->value_of[n->scratch];
+  if (!*v) *v = value_arg(c->k, ct(n->dtype), n->attr.value);
+  return *v;
 }
 
 /* arange and linspace compute in f64 (or i64 for integer arange) and round
  * once to the result dtype, as the reference evaluator does. */
 static kexpr *emit_arange(kernel *k, const ir_node *n, kexpr *flat) {
   if (!ir_is_float(n->dtype)) {
-    kexpr *v = kx_iadd(k, kx_int(k, KILN_I64, (int64_t)n->attr.start),
-                       kx_imul(k, flat, kx_int(k, KILN_I64, (int64_t)n->attr.step)));
+    kexpr *v = kx_iadd(k, k_arg_int(k, KILN_I64, (int64_t)n->attr.start),
+                       kx_imul(k, flat, k_arg_int(k, KILN_I64, (int64_t)n->attr.step)));
     return kx_cast(k, v, ct(n->dtype));
   }
-  kexpr *v = fop(k, IR_ADD, KILN_F64, fconst(k, n->attr.start),
-                 fop(k, IR_MUL, KILN_F64, kx_cast(k, flat, KILN_F64), fconst(k, n->attr.step)));
+  kexpr *v = fop(k, IR_ADD, KILN_F64, f64_arg(k, n->attr.start),
+                 fop(k, IR_MUL, KILN_F64, kx_cast(k, flat, KILN_F64), f64_arg(k, n->attr.step)));
   return kx_cast(k, v, ct(n->dtype));
 }
 
 static kexpr *emit_linspace(kernel *k, const ir_node *n, kexpr *flat) {
   int64_t cnt = ir_numel(n->ndim, n->shape);
-  kexpr *lo = fop(k, IR_ADD, KILN_F64, fconst(k, n->attr.start),
-                  fop(k, IR_MUL, KILN_F64, kx_cast(k, flat, KILN_F64), fconst(k, n->attr.step)));
-  kexpr *back = kx_iadd(k, kx_int(k, KILN_I64, cnt - 1), kx_imul(k, flat, kx_int(k, KILN_I64, -1)));
-  kexpr *hi = fop(k, IR_SUB, KILN_F64, fconst(k, n->attr.end),
-                  fop(k, IR_MUL, KILN_F64, kx_cast(k, back, KILN_F64), fconst(k, n->attr.step)));
-  kexpr *first_half = kx_op(k, IR_LT, KILN_BOOL, flat, kx_int(k, KILN_I64, cnt / 2), NULL);
+  kexpr *step = f64_arg(k, n->attr.step);
+  kexpr *lo = fop(k, IR_ADD, KILN_F64, f64_arg(k, n->attr.start), fop(k, IR_MUL, KILN_F64, kx_cast(k, flat, KILN_F64), step));
+  kexpr *back = kx_iadd(k, kx_dim(k, cnt - 1), kx_imul(k, flat, kx_int(k, KILN_I64, -1)));
+  kexpr *hi = fop(k, IR_SUB, KILN_F64, f64_arg(k, n->attr.end), fop(k, IR_MUL, KILN_F64, kx_cast(k, back, KILN_F64), step));
+  kexpr *first_half = kx_op(k, IR_LT, KILN_BOOL, flat, kx_dim(k, cnt / 2), NULL);
   return kx_cast(k, kx_op(k, IR_WHERE, KILN_F64, first_half, lo, hi), ct(n->dtype));
 }
 
@@ -190,23 +202,23 @@ static kexpr *normal(kernel *k, kiln_dtype dt, kexpr *const *w) {
 
 static kexpr *emit_random(kernel *k, const ir_node *n, kexpr *flat) {
   /* seed and offset are launch arguments: drawing again reuses the kernel */
-  kexpr *ctr = kx_iadd(k, k_arg(k, (int64_t)n->attr.offset), flat);
-  kexpr *key = k_arg(k, (int64_t)n->attr.seed);
+  kexpr *ctr = kx_iadd(k, k_arg_int(k, KILN_I64, (int64_t)n->attr.offset), flat);
+  kexpr *key = k_arg_int(k, KILN_I64, (int64_t)n->attr.seed);
   kexpr *w[4];
   for (int i = 0; i < 4; i++) w[i] = kx_philox(k, key, ctr, i);
   kiln_dtype t = ct(n->dtype);
   if (n->op == IR_RAND) return kx_cast(k, uniform(k, n->dtype, w[0], w[1]), t);
   if (n->op == IR_RANDN) return kx_cast(k, normal(k, n->dtype, w), t);
   kexpr *hi = kx_imul(k, kx_imod(k, w[1], kx_int(k, KILN_I64, 1ll << 31)), kx_int(k, KILN_I64, 1ll << 32));
-  kexpr *r = kx_imod(k, kx_iadd(k, hi, w[0]), kx_int(k, KILN_I64, n->attr.high - n->attr.low));
-  return kx_cast(k, kx_iadd(k, kx_int(k, KILN_I64, n->attr.low), r), t);
+  kexpr *r = kx_imod(k, kx_iadd(k, hi, w[0]), k_arg_int(k, KILN_I64, n->attr.high - n->attr.low));
+  return kx_cast(k, kx_iadd(k, k_arg_int(k, KILN_I64, n->attr.low), r), t);
 }
 
 static kexpr *emit_source(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   kernel *k = c->k;
   kexpr *flat = flat_index(k, n, idx);
   switch (n->op) {
-  case IR_CONST: return emit_const(k, n);
+  case IR_CONST: return emit_const(c, n);
   case IR_ARANGE: return emit_arange(k, n, flat);
   case IR_LINSPACE: return emit_linspace(k, n, flat);
   case IR_EYE: return kx_cast(k, kx_op(k, IR_EQ, KILN_BOOL, idx[0], idx[1], NULL), ct(n->dtype));
@@ -254,8 +266,8 @@ static kexpr *emit_slice_select(lower_ctx *c, const ir_node *n, kexpr *const *id
   kexpr *sidx[KILN_MAX_DIMS];
   for (int d = 0, j = 0; d < s->ndim; d++) {
     if (d != n->attr.dim) sidx[d] = idx[j++];
-    else if (n->op == IR_SELECT) sidx[d] = i64(k, n->attr.index);
-    else sidx[d] = kx_iadd(k, i64(k, n->attr.index), kx_imul(k, idx[j++], i64(k, n->attr.stride)));
+    else if (n->op == IR_SELECT) sidx[d] = kx_dim(k, n->attr.index);
+    else sidx[d] = kx_iadd(k, kx_dim(k, n->attr.index), kx_imul(k, idx[j++], kx_dim(k, n->attr.stride)));
   }
   return emit(c, s, sidx);
 }
@@ -264,7 +276,7 @@ static kexpr *emit_flip(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   kernel *k = c->k;
   kexpr *sidx[KILN_MAX_DIMS];
   for (int d = 0; d < n->ndim; d++)
-    sidx[d] = n->attr.flip_mask >> d & 1 ? kx_iadd(k, i64(k, n->shape[d] - 1), kx_imul(k, idx[d], i64(k, -1))) : idx[d];
+    sidx[d] = n->attr.flip_mask >> d & 1 ? kx_iadd(k, kx_dim(k, n->shape[d] - 1), kx_imul(k, idx[d], i64(k, -1))) : idx[d];
   return emit(c, n->src[0], sidx);
 }
 
@@ -287,11 +299,11 @@ static void reshape_group(kernel *k, const ir_node *n, const int *od, int no, co
     return;
   }
   kexpr *flat = i64(k, 0);
-  for (int i = 0; i < no; i++) flat = kx_iadd(k, kx_imul(k, flat, i64(k, n->shape[od[i]])), idx[od[i]]);
+  for (int i = 0; i < no; i++) flat = kx_iadd(k, kx_imul(k, flat, kx_dim(k, n->shape[od[i]])), idx[od[i]]);
   int64_t inner = 1;
   for (int j = ns - 1; j >= 0; j--) {
-    kexpr *q = kx_idiv(k, flat, i64(k, inner));
-    sidx[sd[j]] = j ? kx_imod(k, q, i64(k, s->shape[sd[j]])) : q;
+    kexpr *q = kx_idiv(k, flat, kx_dim(k, inner));
+    sidx[sd[j]] = j ? kx_imod(k, q, kx_dim(k, s->shape[sd[j]])) : q;
     inner *= s->shape[sd[j]];
   }
 }
@@ -330,19 +342,19 @@ static kexpr *and_cond(kernel *k, kexpr *acc, kexpr *cond) {
 static kexpr *emit_pad(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   const ir_node *s = n->src[0];
   kernel *k = c->k;
-  kexpr *fill = emit_const(k, n);
+  kexpr *fill = emit_const(c, n);
   if (ir_numel(s->ndim, s->shape) == 0) return fill;
   kexpr *sidx[KILN_MAX_DIMS], *valid = NULL;
   for (int d = 0; d < n->ndim; d++) {
-    kexpr *i = kx_iadd(k, idx[d], i64(k, -n->attr.pad[d][0]));
+    kexpr *i = kx_iadd(k, idx[d], kx_dim(k, -n->attr.pad[d][0]));
     sidx[d] = i;
     if (n->attr.pad[d][0] > 0) {
       valid = and_cond(k, valid, kx_op(k, IR_GE, KILN_BOOL, i, i64(k, 0), NULL));
       sidx[d] = kx_op(k, IR_MAXIMUM, KILN_I64, sidx[d], i64(k, 0), NULL);
     }
     if (n->attr.pad[d][1] > 0) {
-      valid = and_cond(k, valid, kx_op(k, IR_LT, KILN_BOOL, i, i64(k, s->shape[d]), NULL));
-      sidx[d] = kx_op(k, IR_MINIMUM, KILN_I64, sidx[d], i64(k, s->shape[d] - 1), NULL);
+      valid = and_cond(k, valid, kx_op(k, IR_LT, KILN_BOOL, i, kx_dim(k, s->shape[d]), NULL));
+      sidx[d] = kx_op(k, IR_MINIMUM, KILN_I64, sidx[d], kx_dim(k, s->shape[d] - 1), NULL);
     }
   }
   kexpr *v = emit(c, s, sidx);
@@ -360,12 +372,12 @@ static kexpr *emit_cat(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   kexpr *ia[KILN_MAX_DIMS], *ib[KILN_MAX_DIMS];
   memcpy(ia, idx, sizeof(kexpr *) * (size_t)n->ndim);
   memcpy(ib, idx, sizeof(kexpr *) * (size_t)n->ndim);
-  ib[dim] = kx_iadd(k, idx[dim], i64(k, -na));
+  ib[dim] = kx_iadd(k, idx[dim], kx_dim(k, -na));
   if (na == 0) return convert(k, emit(c, b, ib), b->dtype, n->dtype);
   if (b->shape[dim] == 0) return convert(k, emit(c, a, ia), a->dtype, n->dtype);
-  ia[dim] = kx_op(k, IR_MINIMUM, KILN_I64, idx[dim], i64(k, na - 1), NULL);
+  ia[dim] = kx_op(k, IR_MINIMUM, KILN_I64, idx[dim], kx_dim(k, na - 1), NULL);
   ib[dim] = kx_op(k, IR_MAXIMUM, KILN_I64, ib[dim], i64(k, 0), NULL);
-  kexpr *first = kx_op(k, IR_LT, KILN_BOOL, idx[dim], i64(k, na), NULL);
+  kexpr *first = kx_op(k, IR_LT, KILN_BOOL, idx[dim], kx_dim(k, na), NULL);
   return kx_op(k, IR_WHERE, ct(n->dtype), first, convert(k, emit(c, a, ia), a->dtype, n->dtype),
                convert(k, emit(c, b, ib), b->dtype, n->dtype));
 }
@@ -384,8 +396,23 @@ static kexpr *emit_move(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   }
 }
 
+/* x ** e for an exponent the rule (passes/values.c) writes into the code:
+ * square and multiply in f64 (pow computes f32 in f64 too), then 1/x^|e|
+ * for a negative e; x ** 0 is 1 even for nan, as pow says. */
+static kexpr *small_pow(kernel *k, kexpr *x, kiln_dtype t, double e) {
+  kexpr *one = kx_float(k, KILN_F64, 1), *p = one, *sq = kx_cast(k, x, KILN_F64);
+  for (int64_t m = (int64_t)fabs(e); m; m >>= 1, sq = m ? fop(k, IR_MUL, KILN_F64, sq, sq) : sq)
+    if (m & 1) p = p == one ? sq : fop(k, IR_MUL, KILN_F64, p, sq);
+  if (e < 0) p = fop(k, IR_DIV, KILN_F64, one, p);
+  return kx_cast(k, p, t);
+}
+
 static kexpr *emit_elementwise(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   kiln_dtype t = ct(n->attr.compute);
+  double e;
+  if (pass_value_is_code(n, 1, &e))
+    return kx_cast(c->k, small_pow(c->k, convert(c->k, emit(c, n->src[0], idx), n->src[0]->dtype, n->attr.compute), t, e),
+                   ct(n->dtype));
   kexpr *v[3] = {NULL, NULL, NULL};
   for (int s = 0; s < n->nsrc; s++) {
     bool cond = n->op == IR_WHERE && s == 0;
@@ -485,7 +512,7 @@ static kexpr *emit_reduce(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
     link = &loop->body;
     push_frame(c, v, link);
     sidx[d] = kx_var(k, v);
-    flat = kx_iadd(k, kx_imul(k, flat, kx_int(k, KILN_I64, s->shape[d])), sidx[d]);
+    flat = kx_iadd(k, kx_imul(k, flat, kx_dim(k, s->shape[d])), sidx[d]);
   }
   kexpr *v = kx_cast(k, emit(c, s, sidx), at);
   int acc = k_acc(k), acc2 = r.arg ? k_acc(k) : -1;
@@ -706,22 +733,27 @@ static ir_node *group_matmul(const pass_graph *g, int gi) {
   return NULL;
 }
 
-kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs) {
+kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool generic) {
   pass_group *pg = &g->groups[gi];
   kernel *k = k_new();
   lower_ctx c = {.g = g, .gi = gi, .k = k, .inputs = inputs,
-                 .input_param = malloc(sizeof(int) * ((size_t)g->n + 1))};
-  IR_ASSERT(c.input_param);
+                 .input_param = malloc(sizeof(int) * ((size_t)g->n + 1)),
+                 .value_of = calloc((size_t)g->n + 1, sizeof(kexpr *))};
+  IR_ASSERT(c.input_param && c.value_of);
   int64_t numel = ir_numel(pg->ndim, pg->shape);
   for (int o = 0; o < pg->nout; o++) k_param(k, pg->outs[o]->dtype, true, numel);
   kexpr *idx[KILN_MAX_DIMS];
   ir_node *mm = group_matmul(g, gi);
   int p = -1, q = -1;
-  if (column_reduction(&c, pg, &p, &q)) {
+  bool column = column_reduction(&c, pg, &p, &q);
+  /* a GEMM's and a column reduction's blocking follow their shape: specialised */
+  k->generic = generic && !mm && !column;
+  if (column) {
     column_nest(&c, pg, p, q);
     k->work = numel;
     free(c.memo);
     free(c.input_param);
+    free(c.value_of);
     *ninputs = c.ninputs;
     return k;
   }
@@ -737,6 +769,7 @@ kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs) {
   k->work = numel;
   free(c.memo);
   free(c.input_param);
+  free(c.value_of);
   *ninputs = c.ninputs;
   return k;
 }

@@ -69,13 +69,21 @@ bool pass_reduce_trailing(const ir_node *n);
  * reading their data once, in the same order. */
 bool pass_column_sibling(const ir_node *a, const ir_node *b);
 bool pass_view_strides(const ir_node *n, const int64_t *s, int64_t *strides, int64_t *off);
+/* values.c: the constant n holds (seen through broadcasts), if it is one;
+ * and the one rule for which values lowering writes into the code: true
+ * (with the value) when source slot of user is such a value, false when it
+ * is a launch argument. */
+bool pass_const_of(const ir_node *n, double *v);
+bool pass_value_is_code(const ir_node *user, int slot, double *value);
 /* merge=false (KILN_PASSES=-fuse) gives one kernel per computing node. */
 void pass_fuse(pass_graph *g, bool merge);
 bool pass_schedule(pass_graph *g);
 /* Lowers group gi to a fresh kernel; *inputs receives the nodes bound to the
  * kernel's input parameters in param order (outputs come first: params
- * 0..nout-1; a param marked args is bound to k->args instead). */
-kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs);
+ * 0..nout-1; a param marked args is bound to k->args instead). generic asks
+ * for a shape-generic kernel: k->generic says whether it is one (a group
+ * with a matmul or a column reduction stays shape-specialised). */
+kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool generic);
 /* Kernel pass (stash.c): a costly value computed by a row's reduction loop
  * and again by a later loop storing an output is stored once, then loaded. */
 void pass_stash(kernel *k);
@@ -86,6 +94,7 @@ typedef struct {
   int debug;            /* KILN_DEBUG: >= 4 dumps the IR after each pass to stderr */
   int target;           /* kiln_device_type the kernels are for; -1: each kernel's own device */
   bool symbolic_ok;     /* placeholders may appear (a kiln_fn is planned, not run) */
+  bool generic;         /* lower shape-generic kernels where they can be (pass_lower) */
 } pass_config;
 /* Runs the graph passes in order with a dump after each. */
 kiln_status pass_run_graph(pass_graph *g, const pass_config *cfg);

@@ -118,7 +118,7 @@ static void dump_kernel(kernel *k, const char *after) {
 
 /* stash: CPU kernels only (stash.c says why). */
 kernel *pass_run_kernel(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg) {
-  kernel *k = pass_lower(g, gi, inputs, ninputs);
+  kernel *k = pass_lower(g, gi, inputs, ninputs, cfg->generic);
   if (cfg->debug >= 4) dump_kernel(k, "lower");
   bool cpu = pass_target(g, g->groups[gi].outs[0]) == KILN_CPU;
   bool stash = cpu && pass_enabled(cfg, "stash");

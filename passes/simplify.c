@@ -8,17 +8,9 @@
 
 #include <math.h>
 
-/* The constant a node holds (seen through broadcasts), if it is one. */
-static bool const_of(const ir_node *n, double *v) {
-  while (n->op == IR_EXPAND) n = n->src[0];
-  if (n->op != IR_CONST) return false;
-  *v = n->attr.value;
-  return true;
-}
-
 static bool is_const(const ir_node *n, double want) {
   double v;
-  return const_of(n, &v) && v == want && !signbit(v);
+  return pass_const_of(n, &v) && v == want && !signbit(v);
 }
 
 typedef struct {
@@ -59,7 +51,7 @@ static bool fold_const(ir_node *n) {
   double a, b = 0, v;
   bool foldable = n->op == IR_ADD || n->op == IR_SUB || n->op == IR_MUL || n->op == IR_DIV || n->op == IR_NEG;
   if (!foldable || (n->dtype != KILN_F32 && n->dtype != KILN_F64) || n->attr.compute != n->dtype) return false;
-  if (!const_of(n->src[0], &a) || (n->nsrc > 1 && !const_of(n->src[1], &b))) return false;
+  if (!pass_const_of(n->src[0], &a) || (n->nsrc > 1 && !pass_const_of(n->src[1], &b))) return false;
   switch (n->op) {
   case IR_ADD: v = a + b; break;
   case IR_SUB: v = a - b; break;

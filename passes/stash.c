@@ -96,7 +96,7 @@ static kexpr *shared_costly(kernel *k, kexpr *v, int rvar, int ovar, const kexpr
 /* Tries the reduction loop r against the later loop o (siblings; root is
  * the kernel's body, for the whole-kernel checks). */
 static bool stash_pair(kernel *k, const kstmt *root, kstmt *r, kstmt *o) {
-  if (r->extent != o->extent) return false;
+  if (r->extent != o->extent || r->bound != o->bound) return false;
   for (kstmt *s = o->body; s; s = s->next) {
     if (s->kind != KS_STORE || !has(s->index, is_var, o->var)) continue;
     kiln_dtype dt = k->params[s->buf].dtype;

@@ -268,7 +268,7 @@ static fn_variant *variant(kiln_fn *fn, int64_t size, kiln_status *st) {
     for (int i = 0; i < fn->nleaves; i++) ir_node_retain(nv.leaves[i] = g[fn->leaves[i]->scratch]);
     for (int i = 0; i < fn->nin; i++) value_of(&nv.in[i], nv.leaves[i]);
     for (int o = 0; o < fn->nout; o++) value_of(&nv.out[o], g[fn->out_node[o]]);
-    pass_config cfg = {rt_opts()->passes, rt_opts()->debug, -1, true};
+    pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1, .symbolic_ok = true};
     nv.exec = rt_exec_build(fn->ntmpl, g, fn->nout, fn->out_node, fn->nleaves, nv.leaves, &cfg, st);
     release_all(fn->ntmpl, g);
     fn_variant *grown = *st == KILN_OK ? realloc(fn->variants, sizeof *grown * (size_t)(fn->nvariants + 1)) : NULL;

@@ -30,7 +30,7 @@ kiln_status rt_plan_graph(int target, int n, ir_node *const *nodes, rt_graph_pla
                       .topo = malloc(sizeof(ir_node *) * ((size_t)p->nheld + 1))};
   IR_ASSERT(p->g.topo);
   memcpy(p->g.topo, p->held, sizeof(ir_node *) * (size_t)p->nheld);
-  pass_config cfg = {rt_opts()->passes, rt_opts()->debug, target, false};
+  pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = target};
   kiln_status st = pass_run_graph(&p->g, &cfg);
   if (st != KILN_OK) return st;
   p->kernels = calloc((size_t)p->g.ngroups + 1, sizeof *p->kernels);

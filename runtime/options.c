@@ -1,6 +1,6 @@
 /* options.c: kiln's settings, read once from the environment (KILN_DEBUG,
  * KILN_EAGER, KILN_NUM_THREADS, KILN_PASSES, KILN_MAX_PENDING,
- * KILN_ALLOW_TF32, KILN_CUBLASLT, KILN_VALIDATE). The struct
+ * KILN_ALLOW_TF32, KILN_CUBLASLT, KILN_VALIDATE, KILN_DYNAMIC). The struct
  * stays mutable so kiln_set_eager can flip the mode at run time. */
 #include "runtime/rt.h"
 
@@ -38,6 +38,10 @@ static void opts_init(void) {
   opts.max_pending = mp < 1 ? 1 : mp;
   opts.allow_tf32 = env_int("KILN_ALLOW_TF32", 0) != 0;
   opts.validate = env_int("KILN_VALIDATE", 0) != 0;
+  /* 0: shape-specialised kernels only; 1: shape-generic only; anything
+   * else ("auto"): generic once a structure comes back with a new shape */
+  int64_t dy = env_int("KILN_DYNAMIC", KILN_DYNAMIC_AUTO);
+  opts.dynamic = dy == 0 ? KILN_DYNAMIC_OFF : dy == 1 ? KILN_DYNAMIC_ON : KILN_DYNAMIC_AUTO;
   const char *lt = getenv("KILN_CUBLASLT");
   opts.cublaslt = lt && *lt ? lt : NULL;
   opts.print = (kiln_printoptions){.precision = 4, .threshold = 1000, .edgeitems = 3, .linewidth = 80,
@@ -51,3 +55,7 @@ rt_options *rt_opts(void) {
 
 void kiln_set_eager(int on) { rt_opts()->eager = on != 0; }
 int kiln_get_eager(void) { return rt_opts()->eager; }
+
+void kiln_set_dynamic(int mode) {
+  rt_opts()->dynamic = mode == KILN_DYNAMIC_OFF || mode == KILN_DYNAMIC_ON ? mode : KILN_DYNAMIC_AUTO;
+}

@@ -207,7 +207,7 @@ static kiln_status realize_locked(int n, ir_node *const *nodes) {
   int nheld = ir_graph_collect(n, nodes, &held);
   for (int i = 0; i < nheld; i++) ir_node_retain(held[i]);
   int nleaves = collect_leaves(nheld, held, &leaves);
-  pass_config cfg = {rt_opts()->passes, rt_opts()->debug, -1, false};
+  pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1};
   key_buf.len = 0;
   graph_key(&key_buf, nheld, held, n, nodes, &cfg);
   uint64_t h = ir_hash_bytes(key_buf.s, key_buf.len, 0);
@@ -241,6 +241,7 @@ void rt_shutdown(void) {
   plans_free();
   pthread_mutex_unlock(&realize_mu);
   rt_cache_shutdown();
+  rt_dynamic_shutdown();
   rt_pool_shutdown();
   rt_buffer_cache_free();
   rt_cublas_shutdown();

@@ -17,6 +17,7 @@ typedef struct {
   const char *cublaslt; /* KILN_CUBLASLT: the cuBLASLt library to dlopen, NULL for the default */
   bool validate;        /* KILN_VALIDATE=1: every device kernel is checked against the CPU back end */
   kiln_printoptions print;  /* kiln_set_printoptions; PyTorch's defaults */
+  int dynamic;          /* KILN_DYNAMIC / kiln_set_dynamic: KILN_DYNAMIC_OFF, _ON or _AUTO (default) */
 } rt_options;
 rt_options *rt_opts(void);
 

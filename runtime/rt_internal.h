@@ -61,5 +61,12 @@ void rt_exec_print(ir_str *b, const rt_exec *p, bool dot, const char *where);
 int rt_exec_nslots(const rt_exec *p);
 int rt_exec_nleaves(const rt_exec *p);
 
+/* ---- automatic dynamic shapes (dynamic.c) ---- */
+/* Whether the structure whose shape-generic key hash is `structure` runs its
+ * generic variant, given the key hash of its shape-specialised kernel this
+ * time (`shape`; 0 when the caller has not lowered one). The first shape a
+ * structure is seen with runs specialised; from the second on, generic. */
+bool rt_dynamic_generic(uint64_t structure, uint64_t shape);
+void rt_dynamic_shutdown(void);
 
 #endif

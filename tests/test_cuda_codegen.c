@@ -89,8 +89,9 @@ START_TEST(test_compile_all_cases) {
 END_TEST
 
 /* ---- small kernels for the cache and the refusals ------------------------ */
-static void one_kernel_source(ir_str *src, double v) {
-  kiln_tensor *a = kiln_full(KILN_SHAPE(3), v, KILN_F32);
+/* exp(full((n,), 0.5)): a kernel per n (values are launch arguments). */
+static void one_kernel_source(ir_str *src, int64_t n) {
+  kiln_tensor *a = kiln_full(KILN_SHAPE(n), 0.5, KILN_F32);
   kiln_tensor *y = kiln_exp(a);
   rt_planned *plan;
   ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &y, &plan), 1);
@@ -138,13 +139,13 @@ static void entry_path(char *path, size_t n) {
 
 START_TEST(test_cache_hit) {
   ir_str src = {0}, a = {0}, b = {0};
-  one_kernel_source(&src, 1);
+  one_kernel_source(&src, 5);
   cuda_cache_info i1 = cached(src.s, &a), i2 = cached(src.s, &b);
   ck_assert(!i1.hit && i1.warnings == 0);
   ck_assert(i2.hit && !i2.dropped);
   ck_assert(a.len == b.len && !memcmp(a.s, b.s, a.len));
   ir_str src2 = {0};
-  one_kernel_source(&src2, 2);  /* another constant: another kernel, another entry */
+  one_kernel_source(&src2, 4);  /* another shape: another kernel, another entry */
   ck_assert(!cached(src2.s, &b).hit);
   ir_str_free(&src);
   ir_str_free(&src2);

@@ -1,0 +1,58 @@
+/* dynamic.c: automatic dynamic shapes. A kernel structure (the key of its
+ * shape-generic lowering) is compiled for its exact shape the first time it
+ * is seen; when it comes back with another shape, its generic variant (sizes
+ * and strides as launch arguments) serves that and every later shape, so a
+ * loop over batch sizes compiles each structure at most twice. Called under
+ * realize's lock. Only hashes are kept: a false match picks the other
+ * variant, which computes the same values. */
+#include "rt_internal.h"
+
+#include <stdlib.h>
+
+typedef struct {
+  uint64_t structure;   /* 0: empty slot */
+  uint64_t shape;       /* the specialised kernel's key hash, first shape */
+  bool generic;         /* a second shape was seen */
+} dyn_entry;
+
+static struct {
+  dyn_entry *slot;
+  size_t cap, used;
+} dyn;
+
+static dyn_entry *dyn_find(uint64_t h) {
+  size_t mask = dyn.cap - 1, i = h & mask;
+  while (dyn.slot[i].structure && dyn.slot[i].structure != h) i = (i + 1) & mask;
+  return &dyn.slot[i];
+}
+
+static void dyn_grow(void) {
+  dyn_entry *old = dyn.slot;
+  size_t oldcap = dyn.cap;
+  dyn.cap = oldcap ? 2 * oldcap : 256;
+  dyn.slot = calloc(dyn.cap, sizeof *dyn.slot);
+  IR_ASSERT(dyn.slot);
+  for (size_t i = 0; i < oldcap; i++)
+    if (old[i].structure) *dyn_find(old[i].structure) = old[i];
+  free(old);
+}
+
+bool rt_dynamic_generic(uint64_t structure, uint64_t shape) {
+  structure |= structure == 0;  /* 0 marks an empty slot */
+  if (2 * (dyn.used + 1) > dyn.cap) dyn_grow();
+  dyn_entry *e = dyn_find(structure);
+  if (!e->structure) {
+    if (!shape) return false;  /* not seen yet: the caller lowers the specialised one */
+    *e = (dyn_entry){structure, shape, false};
+    dyn.used++;
+  } else if (shape && shape != e->shape) {
+    e->generic = true;
+  }
+  return e->generic;
+}
+
+void rt_dynamic_shutdown(void) {
+  free(dyn.slot);
+  dyn.slot = NULL;
+  dyn.cap = dyn.used = 0;
+}

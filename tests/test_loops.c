@@ -1,0 +1,342 @@
+/* test_loops.c: kiln in a loop. Values are launch arguments, so a loop over
+ * new scalars, clamp bounds, fills, ranges and seeds compiles each kernel
+ * once; the values that are code (passes/values.c) compile apart. A kernel
+ * structure seen with a second shape gets one shape-generic variant
+ * (KILN_DYNAMIC, runtime/dynamic.c), so a loop over batch sizes compiles
+ * each at most twice. Every result is checked by hand or against the
+ * reference evaluator. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <unistd.h>
+
+#include "check_main.h"
+#include "runtime/rt.h"
+#include "util/testutil.h"
+
+#define LOOP 10000
+
+static const float xs[16] = {-3.5f, -2, -1.25f, -0.5f, -0.0f, 0, 0.25f, 0.5f,
+                             1, 1.75f, 2, 2.5f, 3, 3.25f, 3.75f, 4};
+
+/* Realizes y, compares it with the oracle (rtol/atol) and releases it. */
+static void check_ref(kiln_tensor *y, double rtol, double atol, const char *what, int i) {
+  ref_tensor *want = ref_eval(y);
+  ck_assert_msg(kiln_realize(y) == KILN_OK, "%s %d: %s", what, i, kiln_last_error());
+  char why[512];
+  bool ok = ref_check(want, y, rtol, atol, why, sizeof why);
+  ref_free(want);
+  ck_assert_msg(ok, "%s %d: %s", what, i, why);
+}
+
+static void assert_compiles(uint64_t want, const char *what) {
+  kiln_stats_t s = kiln_stats();
+  ck_assert_msg(s.compiles == want, "%s: %llu compiles, want %llu", what, (unsigned long long)s.compiles,
+                (unsigned long long)want);
+}
+
+/* ---- section: values are arguments ---------------------------------------- */
+START_TEST(new_scalar_compiles_once) {
+  kiln_reset_stats();
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(16));
+  for (int i = 0; i < LOOP; i++) {
+    kiln_scope_begin();
+    double s = 1.5 + i * 1e-3;   /* never 1: x * 1 is x (simplify) */
+    kiln_tensor *y = kiln_muls(x, s);
+    ck_assert_int_eq(kiln_realize(y), KILN_OK);
+    const float *d = kiln_data(y);
+    for (int j = 0; j < 16; j++)
+      ck_assert_msg(d[j] == xs[j] * (float)s, "x*%g [%d]: %g, want %g", s, j, d[j], xs[j] * (float)s);
+    kiln_scope_end();
+  }
+  assert_compiles(1, "x * s");
+  kiln_release(x);
+}
+END_TEST
+
+START_TEST(new_clamp_bounds_compile_once) {
+  kiln_reset_stats();
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(4, 4));
+  for (int i = 0; i < LOOP; i++) {
+    kiln_scope_begin();
+    double lo = -1 - i * 2e-4, hi = 1 + i * 3e-4;
+    kiln_tensor *y = kiln_clamp(x, lo, hi);
+    ck_assert_int_eq(kiln_realize(y), KILN_OK);
+    const float *d = kiln_data(y);
+    for (int j = 0; j < 16; j++) {
+      float want = fminf(fmaxf(xs[j], (float)lo), (float)hi);
+      ck_assert_msg(d[j] == want, "clamp(%g, %g) [%d]: %g, want %g", lo, hi, j, d[j], want);
+    }
+    kiln_scope_end();
+  }
+  assert_compiles(1, "clamp(x, lo, hi)");
+  kiln_release(x);
+}
+END_TEST
+
+START_TEST(new_fill_compiles_once) {
+  kiln_reset_stats();
+  for (int i = 0; i < LOOP; i++) {
+    kiln_scope_begin();
+    double v = i * 0.37 - 1000;
+    kiln_tensor *y = kiln_full(KILN_SHAPE(3, 5), v, KILN_F32);
+    ck_assert_int_eq(kiln_realize(y), KILN_OK);
+    const float *d = kiln_data(y);
+    for (int j = 0; j < 15; j++) ck_assert_msg(d[j] == (float)v, "full(%g) [%d]: %g", v, j, d[j]);
+    kiln_scope_end();
+  }
+  assert_compiles(1, "full(shape, v)");
+}
+END_TEST
+
+START_TEST(new_seed_compiles_once) {
+  kiln_reset_stats();
+  float first = 0;
+  for (int i = 0; i < LOOP; i++) {
+    kiln_scope_begin();
+    kiln_manual_seed((uint64_t)i * 7919u + 1);
+    kiln_tensor *y = kiln_rand(KILN_SHAPE(64), KILN_F32);
+    check_ref(y, 0, 0, "rand", i);   /* Philox is exact */
+    if (i == 0) first = ((const float *)kiln_data(y))[0];
+    if (i == 1) ck_assert_float_ne(((const float *)kiln_data(y))[0], first);
+    kiln_scope_end();
+  }
+  assert_compiles(1, "rand with new seeds");
+}
+END_TEST
+
+/* The other sources whose values are arguments: one compile each. */
+START_TEST(ranges_pads_and_bounds_are_arguments) {
+  kiln_reset_stats();
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(4, 4));
+  for (int i = 0; i < 100; i++) {
+    kiln_scope_begin();
+    kiln_manual_seed((uint64_t)i);
+    check_ref(kiln_arange(i, i + 8, 1), 0, 0, "arange i64", i);
+    check_ref(kiln_arange(i + 0.5, i + 0.5 + 8 * 0.25, 0.25), 0, 0, "arange f32", i);
+    check_ref(kiln_linspace(-i, 3.0 * i + 1, 7), 1e-6, 1e-6, "linspace", i);
+    check_ref(kiln_pad(x, KILN_SHAPE(1, 2), i * 0.5 + 0.25), 0, 0, "pad", i);
+    check_ref(kiln_randint(-i, 2 * i + 3, KILN_SHAPE(32), KILN_I64), 0, 0, "randint", i);
+    kiln_scope_end();
+  }
+  assert_compiles(5, "arange i64, arange f32, linspace, pad, randint");
+  kiln_release(x);
+}
+END_TEST
+
+/* Small integer exponents are code (multiplies, passes/values.c): each is
+ * its own kernel; every other exponent is an argument of one kernel. */
+START_TEST(small_integer_pow_is_code) {
+  kiln_reset_stats();
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(16));
+  ref_tol tol = ref_tol_op(IR_POW, KILN_F32);
+  static const double code[] = {-2, -1, 0, 2, 3, 4};
+  for (size_t i = 0; i < sizeof code / sizeof *code; i++) {
+    kiln_scope_begin();
+    check_ref(kiln_pows(x, code[i]), tol.rtol, tol.atol, "pow by a small integer", (int)i);
+    kiln_scope_end();
+  }
+  assert_compiles(6, "x ** -2, -1, 0, 2, 3, 4");
+  kiln_tensor *pos = kiln_abs(x);
+  for (int i = 0; i < 50; i++) {
+    kiln_scope_begin();
+    check_ref(kiln_pows(pos, 0.5 + i * 0.31), tol.rtol, tol.atol, "pow by a value", i);
+    kiln_scope_end();
+  }
+  assert_compiles(7, "x ** values");
+  kiln_release(pos);
+  kiln_release(x);
+}
+END_TEST
+
+/* Kernels are named by what they compute (KILN_DEBUG=1, kiln_dump_graph). */
+START_TEST(kernel_names_say_what_they_compute) {
+  kiln_scope_begin();
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(4, 4));
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ck_assert_int_eq(kiln_dump_graph(kiln_softmax(x, -1), f, KILN_FMT_TEXT), KILN_OK);
+  fclose(f);
+  ck_assert_msg(strstr(text, " k_softmax_f32_"), "%s", text);
+  free(text);
+  kiln_scope_end();
+}
+END_TEST
+
+/* ---- section: one kernel per structure, whatever the shape ---------------- */
+/* relu(a*b + c) * sigmoid(a), c broadcast over rows: one kernel per shape. */
+static void w1_checked(int64_t rows, int64_t cols, uint64_t seed) {
+  kiln_scope_begin();
+  kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(rows, cols), seed, TU_SMALL);
+  kiln_tensor *b = tu_data(KILN_F32, KILN_SHAPE(rows, cols), seed + 1, TU_SMALL);
+  kiln_tensor *c = tu_data(KILN_F32, KILN_SHAPE(cols), seed + 2, TU_SMALL);
+  kiln_tensor *y = kiln_mul(kiln_relu(kiln_add(kiln_mul(a, b), c)), kiln_sigmoid(a));
+  ref_tol tol = ref_tol_op(IR_SIGMOID, KILN_F32);
+  check_ref(y, tol.rtol, tol.atol + 1e-5, "w1", (int)rows);
+  kiln_scope_end();
+}
+
+static const int64_t w1_shapes[][2] = {{33, 65}, {33, 65}, {40, 65}, {17, 30}, {5, 7}, {64, 129}};
+#define NW1 (sizeof w1_shapes / sizeof *w1_shapes)
+
+/* Per shape in order, the compiles so far for each KILN_DYNAMIC mode. */
+static void w1_loop(int mode, const uint64_t *want) {
+  kiln_set_dynamic(mode);
+  kiln_reset_stats();
+  for (size_t i = 0; i < NW1; i++) {
+    w1_checked(w1_shapes[i][0], w1_shapes[i][1], i);
+    char what[64];
+    snprintf(what, sizeof what, "KILN_DYNAMIC=%d, shape %zu", mode, i);
+    assert_compiles(want[i], what);
+  }
+}
+
+START_TEST(auto_dynamic_compiles_twice) {
+  w1_loop(KILN_DYNAMIC_AUTO, (const uint64_t[NW1]){1, 1, 2, 2, 2, 2});  /* exact, then generic */
+}
+END_TEST
+
+START_TEST(dynamic_on_compiles_once) {
+  w1_loop(KILN_DYNAMIC_ON, (const uint64_t[NW1]){1, 1, 1, 1, 1, 1});
+}
+END_TEST
+
+START_TEST(dynamic_off_compiles_per_shape) {
+  w1_loop(KILN_DYNAMIC_OFF, (const uint64_t[NW1]){1, 1, 2, 3, 4, 5});
+}
+END_TEST
+
+/* Views, sources and reductions of the generic kernels: each expression at
+ * three shapes, generic only, against the oracle. (How many variants they
+ * compile depends on which of their sizes happen to be equal or 1, which
+ * the variants' keys hold; the batch loops below count them.) */
+static kiln_tensor *views_expr(int64_t r, int64_t c, int which) {
+  kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(r, c), (uint64_t)(r * c), TU_SMALL);
+  kiln_tensor *y = kiln_relu(x);   /* computed: its views fold into the kernel's index */
+  switch (which) {
+  case 0: return kiln_slice(kiln_slice(y, 1, 1, c, 2), 0, 1, r - 1, 1);
+  case 1: return kiln_flip(kiln_transpose(y, 0, 1), KILN_DIMS(0, 1));
+  case 2: return kiln_pad(y, KILN_SHAPE(2, 1, 1, 3), -0.5);
+  case 3: return kiln_cat(2, ((kiln_tensor *[]){y, kiln_neg(x)}), 1);
+  case 4: return kiln_reshape(kiln_transpose(y, 0, 1), KILN_SHAPE(c * r));
+  case 5: return kiln_sum_dims(kiln_mul(y, kiln_slice(x, 1, 0, c, 1)), KILN_DIMS(1), 1);
+  case 6: return kiln_add(kiln_softmax(x, -1), kiln_reshape(kiln_arange(0, r * c, 1), KILN_SHAPE(r, c)));
+  default: return kiln_index(x, "1:, ::2");   /* a strided buffer view */
+  }
+}
+
+START_TEST(generic_views_sources_reductions) {
+  kiln_set_dynamic(KILN_DYNAMIC_ON);
+  for (int which = 0; which < 8; which++) {
+    static const int64_t shapes[][2] = {{6, 9}, {11, 4}, {3, 17}};
+    for (int i = 0; i < 3; i++) {
+      kiln_scope_begin();
+      check_ref(views_expr(shapes[i][0], shapes[i][1], which), 1e-6, 1e-6, "generic view", which);
+      kiln_scope_end();
+    }
+  }
+}
+END_TEST
+
+/* A 2-layer MLP forward, its products as broadcast multiplies and sums
+ * (matmul groups stay shape-specialised), over 100 batch sizes, all above
+ * the widths: equal sizes share one argument (duck sizing), so a batch
+ * equal to a width would be another structure. */
+#define MLP_IN 5
+#define MLP_HID 7
+#define MLP_OUT 11
+#define MLP_BATCH0 12
+
+static kiln_tensor *dense(kiln_tensor *x, kiln_tensor *w, kiln_tensor *b) {
+  return kiln_add(kiln_sum_dims(kiln_mul(kiln_unsqueeze(x, 1), kiln_unsqueeze(w, 0)), KILN_DIMS(-1), 0), b);
+}
+
+START_TEST(mlp_over_batch_sizes_compiles_twice) {
+  kiln_set_dynamic(KILN_DYNAMIC_AUTO);
+  kiln_scope_begin();
+  kiln_tensor *w1 = tu_data(KILN_F32, KILN_SHAPE(MLP_HID, MLP_IN), 1, TU_SMALL);
+  kiln_tensor *b1 = tu_data(KILN_F32, KILN_SHAPE(MLP_HID), 2, TU_SMALL);
+  kiln_tensor *w2 = tu_data(KILN_F32, KILN_SHAPE(MLP_OUT, MLP_HID), 3, TU_SMALL);
+  kiln_tensor *b2 = tu_data(KILN_F32, KILN_SHAPE(MLP_OUT), 4, TU_SMALL);
+  w1 = kiln_muls(w1, 0.25);
+  w2 = kiln_muls(w2, 0.25);
+  kiln_tensor *ws[] = {w1, w2};
+  ck_assert_int_eq(kiln_realize_n(2, ws), KILN_OK);
+  kiln_reset_stats();
+  uint64_t first = 0, second = 0;
+  for (int64_t batch = MLP_BATCH0; batch < MLP_BATCH0 + 100; batch++) {
+    kiln_scope_begin();
+    kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(batch, MLP_IN), (uint64_t)batch, TU_SMALL);
+    kiln_tensor *y = kiln_softmax(dense(kiln_relu(dense(x, w1, b1)), w2, b2), -1);
+    check_ref(y, 1e-4, 1e-6, "mlp batch", (int)batch);
+    kiln_scope_end();
+    if (batch == MLP_BATCH0) first = kiln_stats().compiles;
+    if (batch == MLP_BATCH0 + 1) second = kiln_stats().compiles;
+  }
+  kiln_scope_end();
+  uint64_t all = kiln_stats().compiles;
+  ck_assert_msg(second <= 2 * first && all == second, "%llu kernels compiled for the first batch size, %llu after "
+                "two, %llu after 100", (unsigned long long)first, (unsigned long long)second, (unsigned long long)all);
+}
+END_TEST
+
+/* KILN_DEBUG=1 says per kernel whether it was compiled (and how long that
+ * took) or found in memory, and which variant ran. */
+START_TEST(debug_lines_say_where_kernels_came_from) {
+  rt_opts()->debug = 1;
+  FILE *log = tmpfile();
+  ck_assert_ptr_nonnull(log);
+  int saved = dup(2);
+  dup2(fileno(log), 2);
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(16));
+  for (int i = 0; i < 3; i++) {
+    kiln_scope_begin();
+    kiln_tensor *y = kiln_muls(kiln_slice(x, 0, 0, 16 - i, 1), 3.0 + i);   /* a new shape each time */
+    ck_assert_int_eq(kiln_realize(y), KILN_OK);
+    kiln_scope_end();
+  }
+  kiln_release(x);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  rt_opts()->debug = 0;
+  char text[4096] = {0};
+  rewind(log);
+  size_t n = fread(text, 1, sizeof text - 1, log);
+  fclose(log);
+  ck_assert_uint_gt(n, 0);
+  const char *first = strstr(text, "kiln: k_mul_f32_"), *then = strstr(text, "(generic, compiled in ");
+  ck_assert_msg(first && strstr(first, " ms)") && strstr(text, "(compiled in "), "%s", text);
+  ck_assert_msg(then && strstr(then, "(generic, memory)"), "%s", text);
+}
+END_TEST
+
+static Suite *loops_suite(void) {
+  setenv("KILN_CACHE", "0", 1);   /* a disk cache must not turn the first compile into a hit */
+  Suite *s = suite_create("loops");
+  TCase *tc = tcase_create("values");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, new_scalar_compiles_once);
+  tcase_add_test(tc, new_clamp_bounds_compile_once);
+  tcase_add_test(tc, new_fill_compiles_once);
+  tcase_add_test(tc, new_seed_compiles_once);
+  tcase_add_test(tc, ranges_pads_and_bounds_are_arguments);
+  tcase_add_test(tc, small_integer_pow_is_code);
+  tcase_add_test(tc, kernel_names_say_what_they_compute);
+  tcase_add_test(tc, debug_lines_say_where_kernels_came_from);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("shapes");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, auto_dynamic_compiles_twice);
+  tcase_add_test(tc, dynamic_on_compiles_once);
+  tcase_add_test(tc, dynamic_off_compiles_per_shape);
+  tcase_add_test(tc, generic_views_sources_reductions);
+  tcase_add_test(tc, mlp_over_batch_sizes_compiles_twice);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+KILN_TEST_MAIN(loops_suite)
