@@ -129,7 +129,7 @@ static bool read_device(void) {
 }
 
 /* The versions known without a GPU, then the driver's and the device's. */
-static bool read_info(void) {
+bool gpu_info(void) {
   load_cublaslt();
   printf("CUDA toolkit %d.%d, NVRTC %s, cuBLASLt %s\n", CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10,
          cuda_nvrtc_version(), g.cublaslt);
@@ -287,7 +287,7 @@ static void measure_transfers(int runs) {
 }
 
 bool gpu_prologue(int runs) {
-  if (!read_info()) return false;
+  if (!gpu_info()) return false;
   g.measured = true;
   if (!first_kernel_memory()) g.failed = true;
   compare_rand();

@@ -18,11 +18,14 @@ typedef struct {
   const float *a, *b;   /* host data, uploaded before timing */
 } gpu_gemm;
 
-/* Runs the measurements that come before any workload, in this order: the
- * versions and cuda:0's properties, the memory held after the process's
- * first kernel (so nothing else has allocated yet), kiln_rand on both
- * devices, host-device transfers (runs of each). Prints each; false with
- * the reason printed when cuda:0 cannot be used. */
+/* Prints the versions (CUDA toolkit, NVRTC, cuBLASLt, driver) and cuda:0's
+ * name, compute capability, SM count and memory; false, with why it cannot
+ * be used, when it cannot (the first three are printed even then). */
+bool gpu_info(void);
+/* gpu_info, then the measurements that come before any workload: the
+ * memory held after the process's first kernel (so nothing else has
+ * allocated yet), kiln_rand on both devices, host-device transfers (runs
+ * of each). Prints each; false when cuda:0 cannot be used. */
 bool gpu_prologue(int runs);
 /* The prologue's findings as the JSON members "device", "memory",
  * "transfers" and "rand" (a null or a "not run: ..." string where they were

@@ -57,6 +57,7 @@ typedef struct {
 
 static int bench_threads;  /* kiln's pool and the hand loops use this many */
 static bool on_gpu;        /* --device cuda:0 */
+static int failed;         /* a mismatch or a kiln error: exit non-zero */
 static const kiln_device cuda0 = {KILN_CUDA, 0};
 
 /* A workload's input view of host memory, on cuda:0 under --device (copied
@@ -64,7 +65,10 @@ static const kiln_device cuda0 = {KILN_CUDA, 0};
 static kiln_tensor *placed(kiln_tensor *host) {
   if (!on_gpu) return host;
   kiln_tensor *d = kiln_to(host, cuda0);
-  if (kiln_realize(d) != KILN_OK) printf("ERROR input to cuda:0: %s\n", kiln_last_error());
+  if (kiln_realize(d) != KILN_OK) {
+    printf("ERROR input to cuda:0: %s\n", kiln_last_error());
+    failed = 1;
+  }
   kiln_release(host);
   return d;
 }
@@ -551,7 +555,6 @@ typedef struct {
 
 static result results[NUM_WORKLOADS * (MAX_IMPLS + 1)];
 static int num_results;
-static int failed;    /* a mismatch or a kiln error: exit non-zero */
 
 static void print_row(const result *r) {
   char gbps[32] = "-", kernels[24] = "-", us[32] = "";
@@ -828,10 +831,11 @@ typedef struct {
   bool chosen[NUM_WORKLOADS];   /* --only; all by default */
   int runs;
   const char *json;
+  bool info;                    /* --info: the versions and the device only */
 } options;
 
 static void usage(void) {
-  fprintf(stderr, "usage: kiln_bench [--only W1,W8] [--runs N] [--threads N] [--json FILE] [--device cuda:0]\n"
+  fprintf(stderr, "usage: kiln_bench [--only W1,W8] [--runs N] [--threads N] [--json FILE] [--device cuda:0] [--info 1]\n"
                   "workloads:");
   for (int i = 0; i < NUM_WORKLOADS; i++) fprintf(stderr, " %s", workloads[i].name);
   fputc('\n', stderr);
@@ -877,6 +881,7 @@ static int parse_args(int argc, char **argv, options *o) {
     else if (!strcmp(arg, "--runs") && parse_count(val)) o->runs = parse_count(val);
     else if (!strcmp(arg, "--threads") && parse_count(val)) bench_threads = parse_count(val);
     else if (!strcmp(arg, "--json") && val) o->json = val;
+    else if (!strcmp(arg, "--info") && val && !strcmp(val, "1")) o->info = true;
     else if (!strcmp(arg, "--device") && val && (!strcmp(val, "cuda:0") || !strcmp(val, "cpu")))
       on_gpu = !strcmp(val, "cuda:0");
     else return 1;
@@ -909,14 +914,14 @@ static void openblas_coretype(char **argv) {
 #define NO_GPU_EXIT 3   /* --device cuda:0 and it cannot be used: nothing was timed */
 
 /* --device cuda:0: keeps the workloads that have GPU rows (W1-W7: W8 and W9
- * time the host's dispatch) and runs gpu.c's prologue; false, having said
- * why, when cuda:0 cannot be used. */
-static bool gpu_start(bool *chosen, int runs) {
+ * time the host's dispatch) and runs gpu.c's prologue (with --info, only
+ * its first part); false, having said why, when cuda:0 cannot be used. */
+static bool gpu_start(options *o) {
 #ifdef KILN_BENCH_CUDA
-  for (int i = 0; i < NUM_WORKLOADS; i++) chosen[i] &= workloads[i].bytes > 0 || workloads[i].flops > 0;
-  if (gpu_prologue(runs)) return true;
+  for (int i = 0; i < NUM_WORKLOADS; i++) o->chosen[i] &= workloads[i].bytes > 0 || workloads[i].flops > 0;
+  if (o->info ? gpu_info() : gpu_prologue(o->runs)) return true;
 #else
-  (void)chosen, (void)runs;
+  (void)o;
   printf("cuda:0 not usable: kiln_bench was built without the CUDA toolkit\n");
 #endif
   kiln_shutdown();
@@ -929,7 +934,7 @@ int main(int argc, char **argv) {
 #endif
   options o = {.runs = 7};
   for (int i = 0; i < NUM_WORKLOADS; i++) o.chosen[i] = true;
-  if (parse_args(argc, argv, &o)) {
+  if (parse_args(argc, argv, &o) || (o.info && !on_gpu)) {
     usage();
     return 2;
   }
@@ -938,9 +943,13 @@ int main(int argc, char **argv) {
     o.runs = MIN_RUNS;
   }
   set_threads();
-  if (on_gpu && !gpu_start(o.chosen, o.runs)) {
+  if (on_gpu && !gpu_start(&o)) {
     if (o.json) write_json(o.json);
     return NO_GPU_EXIT;
+  }
+  if (o.info) {
+    kiln_shutdown();
+    return 0;
   }
   printf("%-10s %-13s %7s %11s %11s %11s %8s %7s\n", "workload", "impl", "threads",
          "median_ms", "min_ms", "max_ms", "GB/s", "kernels");

@@ -45,7 +45,7 @@ finish() {
 # returns non-zero, except an exit code of $NO_GPU_RC (a dry run's "not run:
 # no GPU") and the failure of an OPTIONAL=1 step (recorded as not run).
 run_step() {
-  local name=$1 cap=$2 left rc t0 status
+  local name=$1 cap=$2 left rc code t0 status
   shift 2
   left=$((BUDGET - (SECONDS - START)))
   [ "$cap" -gt "$left" ] && cap=$left
@@ -58,6 +58,7 @@ run_step() {
   t0=$SECONDS
   timeout --kill-after=10 "$cap" "$@" > "$OUT/$name.log" 2>&1
   rc=$?
+  code=$rc
   case $rc in
     0) status=ok ;;
     "${NO_GPU_RC:-}") status="not run: no GPU"; rc=0 ;;
@@ -65,14 +66,14 @@ run_step() {
     *) status=failed; [ "${OPTIONAL:-0}" = 1 ] && status="not run: failed (optional, see $name.log)" rc=0 ;;
   esac
   [ $rc = 0 ] || FAILED=1
-  record "$name" "$status" $((SECONDS - t0)) "$rc"
+  record "$name" "$status" $((SECONDS - t0)) "$code"
   tail -n 15 "$OUT/$name.log"
   echo "== $name: $status ($((SECONDS - t0))s)"
   return $rc
 }
 
-# ---- 1. the device, as the driver's tool sees it (kiln's own view is the
-# bench's first lines: step bench) ----
+# ---- 1. the device, as the driver's tool sees it (kiln's own view follows
+# the build: step device) ----
 if command -v nvidia-smi > /dev/null 2>&1; then
   nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,memory.used --format=csv \
     > "$OUT/nvidia-smi.txt" 2>&1
@@ -111,6 +112,10 @@ if ! grep -q 'kiln: CUDA back end ON' "$OUT/configure.log"; then
   finish
 fi
 run_step build 300 cmake --build "$B" -j "$JOBS" "${TARGETS[@]}" || finish
+# kiln_bench exits 3 when cuda:0 cannot be used: all a dry run can expect
+# (the toolkit's, NVRTC's and cuBLASLt's versions are printed even then).
+BENCH_NO_GPU=$([ $DRY = 1 ] && echo 3)
+NO_GPU_RC=$BENCH_NO_GPU run_step device 60 "$B/bench/kiln_bench" --device cuda:0 --info 1
 
 # ---- 3. tests ----
 # KILN_REQUIRE_GPU=1 turns each GPU test's "skipped: no CUDA device" into a
@@ -141,9 +146,7 @@ for log in tests tests-validate; do
 done
 
 # ---- 4. benchmarks ----
-# kiln_bench exits 3 when cuda:0 cannot be used: all a dry run can expect
-# (it still prints the toolkit's, NVRTC's and cuBLASLt's versions).
-NO_GPU_RC=$([ $DRY = 1 ] && echo 3) run_step bench 200 "$B/bench/kiln_bench" --device cuda:0 --runs 7 \
+NO_GPU_RC=$BENCH_NO_GPU run_step bench 200 "$B/bench/kiln_bench" --device cuda:0 --runs 7 \
   --json "$OUT/bench.json"
 # PyTorch's memory after its first kernel on this GPU, measured as the bench
 # measures kiln's (total - free), when python3 has torch with CUDA.

@@ -66,7 +66,8 @@ def ratio_target(results, name, workload, yard, target, rate):
     fused ms) as a fraction of the yardstick's."""
     fused, other = row(results, workload, "kiln-fused"), row(results, workload, yard)
     if not fused or not other:
-        return {"check": name, "measured": "not run", "target": target[0], "met": None}
+        why = "not run: no such rows in bench.json" + (" (W4 and W7 need OpenBLAS)" if yard == "cublaslt" else "")
+        return {"check": name, "measured": why, "target": target[0], "met": None}
     r = other["median_ms"] / fused["median_ms"]
     return {"check": name, "measured": f"{r:.2f}x of {yard} ({rate(fused)} vs {rate(other)})",
             "value": r, "target": target[0], "met": r >= target[1]}
