@@ -23,7 +23,7 @@ def read(out, name):
 def first_error(out, name):
     """The first line of a step's log that names an error, for the summary."""
     for line in (read(out, name + ".log") or "").splitlines():
-        if any(w in line.lower() for w in ("error", "fail", "mismatch")):
+        if any(w in line.lower() for w in ("error", "fail", "mismatch", "not usable")):
             return line.strip().replace('|', '/')[:300]
     return ""
 
