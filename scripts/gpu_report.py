@@ -21,10 +21,12 @@ def read(out, name):
 
 
 def first_error(out, name):
-    """The first line of a step's log that names an error, for the summary."""
-    for line in (read(out, name + ".log") or "").splitlines():
+    """The first line of a step's log that names an error and the line after
+    it (CMake says what it could not find there), for the summary."""
+    lines = [l.strip() for l in (read(out, name + ".log") or "").splitlines() if l.strip()] + [""]
+    for i, line in enumerate(lines[:-1]):
         if any(w in line.lower() for w in ("error", "fail", "mismatch", "not usable")):
-            return line.strip().replace('|', '/')[:300]
+            return f"{line} {lines[i + 1]}".strip().replace("|", "/")[:300]
     return ""
 
 
