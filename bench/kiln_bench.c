@@ -1,9 +1,13 @@
 /* kiln_bench: times kiln's fused kernels against eager kiln and hand-written
  * C on the workloads of DESIGN.md, prints a table of medians and ratios and
  * writes JSON. A workload is one row of `workloads[]`: setup, the kiln
- * expression, the reference result, teardown, and the implementations to run. */
+ * expression, the reference result, teardown, and the implementations to run.
+ * With --device cuda:0 the inputs live on the GPU, kiln's rows are timed
+ * there and set against a device-to-device copy and cuBLASLt (gpu.c). */
 #include <kiln.h>
 
+#include "common.h"
+#include "gpu.h"
 #include "hand.h"
 
 #ifdef KILN_BENCH_OPENBLAS
@@ -61,9 +65,27 @@ typedef struct {
   impl impls[MAX_IMPLS];                   /* ends at the first without a name */
   double flops;                            /* ideal FLOPs per run; 0: no GFLOP/s */
   double tol;                              /* largest relative difference; 0: MISMATCH_TOL */
+  /* A matrix product: its shape and host operands, for cuBLASLt on a GPU. */
+  void (*gemm)(void *st, gpu_gemm *g);
 } workload;
 
 static int bench_threads;  /* kiln's pool and the hand loops use this many */
+static bool on_gpu;        /* --device cuda:0 */
+static int failed;         /* a mismatch or a kiln error: exit non-zero */
+static const kiln_device cuda0 = {KILN_CUDA, 0};
+
+/* A workload's input view of host memory, on cuda:0 under --device (copied
+ * there now, before any timing). */
+static kiln_tensor *placed(kiln_tensor *host) {
+  if (!on_gpu) return host;
+  kiln_tensor *d = kiln_to(host, cuda0);
+  if (kiln_realize(d) != KILN_OK) {
+    printf("ERROR input to cuda:0: %s\n", kiln_last_error());
+    failed = 1;
+  }
+  kiln_release(host);
+  return d;
+}
 
 /* ---- data ---------------------------------------------------------------- */
 
@@ -129,9 +151,9 @@ static void *w1_setup(void) {
     w1_teardown(s);
     return NULL;
   }
-  s->ta = kiln_from_buffer(s->a, KILN_F32, KILN_SHAPE(W1_N));
-  s->tb = kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(W1_N));
-  s->tc = kiln_from_buffer(s->c, KILN_F32, KILN_SHAPE(W1_N));
+  s->ta = placed(kiln_from_buffer(s->a, KILN_F32, KILN_SHAPE(W1_N)));
+  s->tb = placed(kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(W1_N)));
+  s->tc = placed(kiln_from_buffer(s->c, KILN_F32, KILN_SHAPE(W1_N)));
   w1_hand(s, bench_threads);
   return s;
 }
@@ -180,7 +202,7 @@ static void *mat_setup(int64_t rows, int64_t cols, hand_matrix_fn *hand) {
     mat_teardown(s);
     return NULL;
   }
-  s->tx = kiln_from_buffer(s->x, KILN_F32, KILN_SHAPE(rows, cols));
+  s->tx = placed(kiln_from_buffer(s->x, KILN_F32, KILN_SHAPE(rows, cols)));
   mat_hand(s, bench_threads);
   return s;
 }
@@ -257,7 +279,7 @@ static void *w5_setup(void) {
     w5_teardown(s);
     return NULL;
   }
-  s->tx = kiln_from_buffer(s->x, KILN_F32, KILN_SHAPE(W5_N));
+  s->tx = placed(kiln_from_buffer(s->x, KILN_F32, KILN_SHAPE(W5_N)));
   w5_hand(s, bench_threads);
   return s;
 }
@@ -366,7 +388,7 @@ static kiln_tensor *w9_matmul_build(void *p) {
 /* A W9 row: kiln-fused (its warm-up gives the kiln-compile row) and the
  * same kernel replayed through a compiled function. */
 #define W9_ROW(name, what, kind) \
-  {name, what, 0, 10000, w9_##kind##_setup, w9_##kind##_build, w9_expected, w9_teardown, {KILN_FUSED, KILN_FN}, 0, 0}
+  {name, what, 0, 10000, w9_##kind##_setup, w9_##kind##_build, w9_expected, w9_teardown, {KILN_FUSED, KILN_FN}, 0, 0, NULL}
 
 /* ---- W8: dispatch of a cached kernel, a + b on 16 elements ---------------- */
 
@@ -458,9 +480,10 @@ static void *mm_setup(int64_t m, int64_t n, int64_t k, bool linear) {
     mm_teardown(s);
     return NULL;
   }
-  s->ta = kiln_from_buffer(s->a, KILN_F32, KILN_SHAPE(m, k));
-  s->tb = linear ? kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(n, k)) : kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(k, n));
-  s->tbias = kiln_from_buffer(s->bias, KILN_F32, KILN_SHAPE(n));
+  s->ta = placed(kiln_from_buffer(s->a, KILN_F32, KILN_SHAPE(m, k)));
+  s->tb = placed(linear ? kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(n, k))
+                        : kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(k, n)));
+  s->tbias = placed(kiln_from_buffer(s->bias, KILN_F32, KILN_SHAPE(n)));
   mm_blas(s, s->want, bench_threads);
   return s;
 }
@@ -481,7 +504,12 @@ static const float *mm_expected(void *p, int64_t *n) {
   return s->want;
 }
 
-#define MM_ROWS(n) 2.0 * (n) * (n) * (n), 1e-3
+static void mm_gemm(void *p, gpu_gemm *g) {
+  mm_state *s = p;
+  *g = (gpu_gemm){s->m, s->n, s->k, s->linear, s->a, s->b};
+}
+
+#define MM_ROWS(n) 2.0 * (n) * (n) * (n), 1e-3, mm_gemm
 #define OPENBLAS_IMPL(name) {name, 0, mm_native, 0}
 #endif
 
@@ -490,25 +518,25 @@ static const float *mm_expected(void *p, int64_t *n) {
 static const workload workloads[] = {
   {"W1", "relu(a*b + c) * sigmoid(a), a b c f32[16M]", 16.0 * (double)W1_N, 0,
    w1_setup, w1_build, w1_expected, w1_teardown,
-   {KILN_FUSED, KILN_GENERIC, KILN_EAGER, {"c-hand", 0, w1_hand, 0}}, 0, 0},
+   {KILN_FUSED, KILN_GENERIC, KILN_EAGER, {"c-hand", 0, w1_hand, 0}}, 0, 0, NULL},
   {"W2", "softmax(x, -1), x f32[4096,4096]", MAT_BYTES(4096, 4096, 2), 0,
-   w2_setup, w2_build, mat_expected, mat_teardown, MAT_IMPLS_GENERIC, 0, 0},
+   w2_setup, w2_build, mat_expected, mat_teardown, MAT_IMPLS_GENERIC, 0, 0, NULL},
   {"W3", "layer_norm(x, 1, no affine, eps 1e-5), x f32[8192,1024]", MAT_BYTES(8192, 1024, 2), 0,
-   w3_setup, w3_build, mat_expected, mat_teardown, MAT_IMPLS_GENERIC, 0, 1e-4},
+   w3_setup, w3_build, mat_expected, mat_teardown, MAT_IMPLS_GENERIC, 0, 1e-4, NULL},
 #ifdef KILN_BENCH_OPENBLAS
   {"W4", "gelu(x @ W^T + b), x f32[4096,1024], W f32[1024,1024]", 0, 0,
    w4_setup, mm_build, mm_expected, mm_teardown,
-   {KILN_FUSED, KILN_EAGER, OPENBLAS_IMPL("c-hand")}, 2.0 * 4096 * 1024 * 1024, 1e-3},
+   {KILN_FUSED, KILN_EAGER, OPENBLAS_IMPL("c-hand")}, 2.0 * 4096 * 1024 * 1024, 1e-3, mm_gemm},
 #endif
   {"W5", "sum(x), x f32[64M]; stream-triad: a = b + s*c on 3 x f32[64M]", 4.0 * (double)W5_N, 0,
    w5_setup, w5_build, w5_expected, w5_teardown,
    {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w5_hand, 0}, {"stream-sum", 0, w5_stream_sum, 0},
     /* STREAM's count: 2 reads and 1 write (the write-allocate read is not counted) */
-    {"stream-triad", 0, w5_stream_triad, 12.0 * (double)W5_N}}, 0, 1e-4},
+    {"stream-triad", 0, w5_stream_triad, 12.0 * (double)W5_N}}, 0, 1e-4, NULL},
   /* x is read twice: the column statistics need every row before the first
    * output, and x (64 MiB) does not fit in cache. */
   {"W6", "(x - x.mean(0)) / x.std(0), x f32[8192,2048]", MAT_BYTES(8192, 2048, 3), 0,
-   w6_setup, w6_build, mat_expected, mat_teardown, MAT_IMPLS, 0, 1e-4},
+   w6_setup, w6_build, mat_expected, mat_teardown, MAT_IMPLS, 0, 1e-4, NULL},
 #ifdef KILN_BENCH_OPENBLAS
   {"W7-1024", "matmul f32[1024,1024] @ f32[1024,1024]", 0, 0,
    w7_1024_setup, mm_build, mm_expected, mm_teardown,
@@ -519,7 +547,7 @@ static const workload workloads[] = {
 #endif
   {"W8", "a + b on f32[16], kernel cached: per-realize dispatch", 0, 10000,
    w8_setup, w8_build, w8_expected, w8_teardown,
-   {KILN_FUSED, KILN_FN}, 0, 0},
+   {KILN_FUSED, KILN_FN}, 0, 0, NULL},
   W9_ROW("W9-ew", "tanh(a*b + c) - a on f32[16,16]: compile, cached dispatch", ew),
   W9_ROW("W9-rowsum", "sum(a*b, dim=1) on f32[16,16]: compile, cached dispatch", rowsum),
   W9_ROW("W9-softmax", "softmax(a, -1) on f32[16,16]: compile, cached dispatch", softmax),
@@ -540,24 +568,6 @@ typedef struct {
 
 static result results[NUM_WORKLOADS * (MAX_IMPLS + 1)];
 static int num_results;
-static int failed;    /* a mismatch or a kiln error: exit non-zero */
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return (a > b) - (a < b);
-}
-
-/* Sorts ms in place and returns its median. */
-static double median_of(double *ms, int n) {
-  qsort(ms, (size_t)n, sizeof *ms, cmp_double);
-  return n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-}
 
 static void print_row(const result *r) {
   char gbps[32] = "-", kernels[24] = "-", us[32] = "";
@@ -590,7 +600,7 @@ static double max_rel_err(const float *got, const float *want, int64_t n) {
 static void check_result(const workload *w, const impl *im, void *st, kiln_tensor *t) {
   int64_t n;
   const float *want = w->expected(st, &n);
-  const float *got = kiln_data(t);
+  const float *got = kiln_data(kiln_cpu(t));
   if (!got || kiln_numel(t) != n) {
     printf("MISMATCH %s %s: no result of %lld elements (%s)\n", w->name, im->name,
            (long long)n, kiln_last_error());
@@ -617,10 +627,10 @@ static kiln_sample kiln_run(const workload *w, const impl *im, void *st, bool ch
   kiln_sample s = {0};
   kiln_scope_begin();
   kiln_stats_t before = kiln_stats();
-  double t0 = now_ms();
+  double t0 = bench_now_ms();
   kiln_tensor *t = w->build(st);
   kiln_status status = kiln_realize(t);
-  s.ms = now_ms() - t0;
+  s.ms = bench_now_ms() - t0;
   kiln_stats_t after = kiln_stats();
   s.kernels = (int64_t)(after.kernels_launched - before.kernels_launched);
   s.compiles = (int64_t)(after.compiles - before.compiles);
@@ -632,9 +642,9 @@ static kiln_sample kiln_run(const workload *w, const impl *im, void *st, bool ch
 }
 
 static double native_run(const impl *im, void *st) {
-  double t0 = now_ms();
+  double t0 = bench_now_ms();
   im->native(st, bench_threads);
-  return now_ms() - t0;
+  return bench_now_ms() - t0;
 }
 
 /* Reports the first (compiling) run minus the cached median as the compile
@@ -647,12 +657,48 @@ static void add_compile_row(const workload *w, kiln_sample warm, double median) 
 /* Adds the row of a finished set of timed runs; returns the median. */
 static double add_timed_row(const workload *w, const impl *im, double *ms, int runs,
                             int64_t kernels) {
-  double med = median_of(ms, runs);
+  double med = bench_median(ms, runs);
   double bytes = im->bytes > 0 ? im->bytes : w->bytes;
   double gbps = bytes > 0 ? bytes / (med * 1e-3) / 1e9 : NAN;
   double gflops = w->flops > 0 ? w->flops / (med * 1e-3) / 1e9 : NAN;
   add_result((result){w->name, im->name, bench_threads, med, ms[0], ms[runs - 1], gbps, gflops, kernels});
   return med;
+}
+
+#ifdef KILN_BENCH_CUDA
+#define DEVICE_REPS 20   /* runs queued back to back per sample on a GPU */
+
+/* On a GPU a sample is the device time of DEVICE_REPS runs queued back to
+ * back (CUDA events on kiln's stream), per run: the host's dispatch of the
+ * next run overlaps the kernels of this one, as in a program that does not
+ * wait for each result. */
+static kiln_sample device_sample(const workload *w, const impl *im, void *st) {
+  kiln_sample s = {.ok = gpu_clock_start()};
+  for (int i = 0; i < DEVICE_REPS && s.ok; i++) s = kiln_run(w, im, st, false);
+  s.ms = s.ok ? gpu_clock_ms() / DEVICE_REPS : NAN;
+  s.ok = s.ok && !isnan(s.ms);
+  return s;
+}
+
+/* What kiln's GPU rows are set against, on the workload's own sizes: a
+ * device-to-device copy of its ideal traffic; for a matrix product,
+ * cuBLASLt called directly with no epilogue. */
+static void measure_yardsticks(const workload *w, void *st, double *ms, int runs) {
+  static const impl copy = {"d2d-copy", 0, NULL, 0}, lt = {"cublaslt", 0, NULL, 0};
+  gpu_gemm g;
+  if (w->bytes > 0 && gpu_copy_times(w->bytes, DEVICE_REPS, ms, runs)) add_timed_row(w, &copy, ms, runs, -1);
+  else if (w->bytes > 0) failed = 1;
+  if (w->gemm) w->gemm(st, &g);
+  if (w->gemm && gpu_gemm_times(&g, DEVICE_REPS, ms, runs)) add_timed_row(w, &lt, ms, runs, -1);
+  else if (w->gemm) failed = 1;
+}
+#endif
+
+static kiln_sample timed_run(const workload *w, const impl *im, void *st) {
+#ifdef KILN_BENCH_CUDA
+  if (on_gpu) return device_sample(w, im, st);
+#endif
+  return kiln_run(w, im, st, false);
 }
 
 /* A warm-up run, which compiles and is checked, then `runs` timed runs. */
@@ -661,7 +707,7 @@ static void measure_kiln(const workload *w, const impl *im, void *st, double *ms
   kiln_set_dynamic(im->mode == 2 ? KILN_DYNAMIC_ON : KILN_DYNAMIC_AUTO);
   kiln_sample warm = kiln_run(w, im, st, true), last = warm;
   for (int i = 0; i < runs && last.ok; i++) {
-    last = kiln_run(w, im, st, false);
+    last = timed_run(w, im, st);
     ms[i] = last.ms;
   }
   kiln_set_eager(0);
@@ -698,9 +744,9 @@ static void measure_fn(const workload *w, const impl *im, void *st, double *ms, 
   if (status == KILN_OK) check_result(w, im, st, out);
   kiln_stats_t before = kiln_stats();
   for (int i = 0; i < runs && status == KILN_OK; i++) {
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     status = kiln_fn_run(f, io->t, &out);
-    ms[i] = now_ms() - t0;
+    ms[i] = bench_now_ms() - t0;
   }
   kiln_stats_t after = kiln_stats();
   if (status != KILN_OK) {
@@ -731,10 +777,13 @@ static void run_workload(const workload *w, int runs) {
   double *ms = malloc(sizeof *ms * (size_t)n);
   for (int i = 0; ms && i < MAX_IMPLS && w->impls[i].name; i++) {
     const impl *im = &w->impls[i];
-    if (im->native) measure_native(w, im, st, ms, n);
-    else if (im->mode == KILN_FN_MODE) measure_fn(w, im, st, ms, n);
-    else measure_kiln(w, im, st, ms, n);
+    if (im->native && !on_gpu) measure_native(w, im, st, ms, n);   /* host code: no GPU row */
+    else if (im->mode == KILN_FN_MODE && !on_gpu) measure_fn(w, im, st, ms, n);   /* placeholders are host tensors */
+    else if (!im->native && im->mode != KILN_FN_MODE) measure_kiln(w, im, st, ms, n);
   }
+#ifdef KILN_BENCH_CUDA
+  if (on_gpu && ms) measure_yardsticks(w, st, ms, n);
+#endif
   free(ms);
   w->teardown(st);
 }
@@ -782,34 +831,20 @@ static void cpu_model(char *buf, size_t len) {
   if (f) fclose(f);
 }
 
-/* A JSON string: the model name is the only outside text; drop what would
- * need escaping rather than escape it. */
-static void json_string(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++)
-    if (*s != '"' && *s != '\\' && (unsigned char)*s >= 0x20) fputc(*s, f);
-  fputc('"', f);
-}
-
-static void json_number(FILE *f, double v) {
-  if (isnan(v)) fputs("null", f);
-  else fprintf(f, "%.6g", v);
-}
-
 static void json_result(FILE *f, const result *r) {
   fprintf(f, "    {\"workload\": \"%s\", \"impl\": \"%s\", \"threads\": %d, \"median_ms\": ",
           r->workload, r->impl, r->threads);
-  json_number(f, r->median_ms);
+  bench_json_number(f, r->median_ms);
   fputs(", \"min_ms\": ", f);
-  json_number(f, r->min_ms);
+  bench_json_number(f, r->min_ms);
   fputs(", \"max_ms\": ", f);
-  json_number(f, r->max_ms);
+  bench_json_number(f, r->max_ms);
   fputs(", \"kernels\": ", f);
-  json_number(f, r->kernels >= 0 ? (double)r->kernels : NAN);
+  bench_json_number(f, r->kernels >= 0 ? (double)r->kernels : NAN);
   fputs(", \"gbps\": ", f);
-  json_number(f, r->gbps);
+  bench_json_number(f, r->gbps);
   fputs(", \"gflops\": ", f);
-  json_number(f, r->gflops);
+  bench_json_number(f, r->gflops);
   fputs("}", f);
 }
 
@@ -824,9 +859,12 @@ static int write_json(const char *path) {
   time_t now = time(NULL);
   strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
   fputs("{\"machine\": {\"cpu\": ", f);
-  json_string(f, cpu);
-  fprintf(f, ", \"cores\": %ld, \"date\": \"%s\"},\n \"results\": [\n",
-          sysconf(_SC_NPROCESSORS_ONLN), date);
+  bench_json_string(f, cpu);
+  fprintf(f, ", \"cores\": %ld, \"date\": \"%s\"},\n", sysconf(_SC_NPROCESSORS_ONLN), date);
+#ifdef KILN_BENCH_CUDA
+  if (on_gpu) gpu_json(f);
+#endif
+  fputs(" \"results\": [\n", f);
   for (int i = 0; i < num_results; i++) {
     json_result(f, &results[i]);
     fputs(i + 1 < num_results ? ",\n" : "\n", f);
@@ -848,10 +886,11 @@ typedef struct {
   bool chosen[NUM_WORKLOADS];   /* --only; all by default */
   int runs;
   const char *json;
+  bool info;                    /* --info: the versions and the device only */
 } options;
 
 static void usage(void) {
-  fprintf(stderr, "usage: kiln_bench [--only W1,W8] [--runs N] [--threads N] [--json FILE]\n"
+  fprintf(stderr, "usage: kiln_bench [--only W1,W8] [--runs N] [--threads N] [--json FILE] [--device cuda:0] [--info 1]\n"
                   "workloads:");
   for (int i = 0; i < NUM_WORKLOADS; i++) fprintf(stderr, " %s", workloads[i].name);
   fputc('\n', stderr);
@@ -897,6 +936,9 @@ static int parse_args(int argc, char **argv, options *o) {
     else if (!strcmp(arg, "--runs") && parse_count(val)) o->runs = parse_count(val);
     else if (!strcmp(arg, "--threads") && parse_count(val)) bench_threads = parse_count(val);
     else if (!strcmp(arg, "--json") && val) o->json = val;
+    else if (!strcmp(arg, "--info") && val && !strcmp(val, "1")) o->info = true;
+    else if (!strcmp(arg, "--device") && val && (!strcmp(val, "cuda:0") || !strcmp(val, "cpu")))
+      on_gpu = !strcmp(val, "cuda:0");
     else return 1;
   }
   return 0;
@@ -924,13 +966,30 @@ static void openblas_coretype(char **argv) {
 }
 #endif
 
+#define NO_GPU_EXIT 3   /* --device cuda:0 and it cannot be used: nothing was timed */
+
+/* --device cuda:0: keeps the workloads that have GPU rows (W1-W7: W8 and W9
+ * time the host's dispatch) and runs gpu.c's prologue (with --info, only
+ * its first part); false, having said why, when cuda:0 cannot be used. */
+static bool gpu_start(options *o) {
+#ifdef KILN_BENCH_CUDA
+  for (int i = 0; i < NUM_WORKLOADS; i++) o->chosen[i] &= workloads[i].bytes > 0 || workloads[i].flops > 0;
+  if (o->info ? gpu_info() : gpu_prologue(o->runs)) return true;
+#else
+  (void)o;
+  printf("cuda:0 not usable: kiln_bench was built without the CUDA toolkit\n");
+#endif
+  kiln_shutdown();
+  return false;
+}
+
 int main(int argc, char **argv) {
 #ifdef KILN_BENCH_OPENBLAS
   openblas_coretype(argv);
 #endif
   options o = {.runs = 7};
   for (int i = 0; i < NUM_WORKLOADS; i++) o.chosen[i] = true;
-  if (parse_args(argc, argv, &o)) {
+  if (parse_args(argc, argv, &o) || (o.info && !on_gpu)) {
     usage();
     return 2;
   }
@@ -939,6 +998,14 @@ int main(int argc, char **argv) {
     o.runs = MIN_RUNS;
   }
   set_threads();
+  if (on_gpu && !gpu_start(&o)) {
+    if (o.json) write_json(o.json);
+    return NO_GPU_EXIT;
+  }
+  if (o.info) {
+    kiln_shutdown();
+    return 0;
+  }
   printf("%-10s %-13s %7s %11s %11s %11s %8s %7s\n", "workload", "impl", "threads",
          "median_ms", "min_ms", "max_ms", "GB/s", "kernels");
   for (int i = 0; i < NUM_WORKLOADS; i++)
@@ -947,6 +1014,9 @@ int main(int argc, char **argv) {
   print_peak_rss();
   kiln_shutdown();
   if (o.json && write_json(o.json)) failed = 1;
+#ifdef KILN_BENCH_CUDA
+  if (gpu_failed()) failed = 1;
+#endif
   if (failed) printf("kiln_bench: FAILED (see MISMATCH/ERROR lines above)\n");
   return failed;
 }

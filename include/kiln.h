@@ -104,17 +104,23 @@ const char *kiln_cuda_unavailable_reason(void);
 void kiln_set_eager(int on);             /* also KILN_EAGER=1 */
 /** @return 1 in eager mode, else 0. */
 int kiln_get_eager(void);
-/** Frees all runtime state (JIT, kernel caches, thread pool, devices, open
- * scopes' handles) so leak checkers see a clean exit; kiln starts afresh
- * on its next use. Handles still held afterwards stay valid to release. */
-/* Shape-generic kernels (also KILN_DYNAMIC=0|1|auto): AUTO (the default)
+/** The modes of kiln_set_dynamic. */
+enum {
+  KILN_DYNAMIC_OFF,     /**< every shape compiles a kernel for its exact shape */
+  KILN_DYNAMIC_ON,      /**< always the shape-generic variant */
+  KILN_DYNAMIC_AUTO     /**< the default: exact the first time, generic from a structure's second shape */
+};
+/** Shape-generic kernels (also KILN_DYNAMIC=0|1|auto): AUTO (the default)
  * compiles a kernel for its exact shape the first time, and one variant
  * with sizes and strides as launch arguments when the same structure comes
  * back with another shape; OFF compiles every shape exactly; ON always the
  * generic variant. Groups holding a matmul or a column reduction are always
- * compiled for their shape. */
-enum { KILN_DYNAMIC_OFF, KILN_DYNAMIC_ON, KILN_DYNAMIC_AUTO };
+ * compiled for their shape.
+ * @param mode KILN_DYNAMIC_OFF, KILN_DYNAMIC_ON or KILN_DYNAMIC_AUTO */
 void kiln_set_dynamic(int mode);
+/** Frees all runtime state (JIT, kernel caches, thread pool, devices, open
+ * scopes' handles) so leak checkers see a clean exit; kiln starts afresh
+ * on its next use. Handles still held afterwards stay valid to release. */
 void kiln_shutdown(void);                /* frees all runtime state */
 /** @param d a dtype
  * @return its PyTorch name ("float32", "int64", ...), "invalid" for a value that is none. */

@@ -82,6 +82,14 @@ kiln_status rt_cublas_load(void) {
   return ok ? KILN_OK : KILN_ERR_DEVICE;
 }
 
+void *rt_cublas_sym(const char *name) {
+  if (rt_cublas_load() != KILN_OK) return NULL;
+  pthread_mutex_lock(&lt.lock);
+  void *p = lt.lib ? dlsym(lt.lib, name) : NULL;
+  pthread_mutex_unlock(&lt.lock);
+  return p;
+}
+
 /* KILN_OK, or the status of a failed call with "cuBLASLt error <name> in
  * <call>" as the last error. */
 static kiln_status lt_check(cublasStatus_t s, const char *call) {
@@ -289,6 +297,11 @@ void rt_cublas_shutdown(void) {
 kiln_status rt_cublas_load(void) {
   ir_error_setf("CUDA not available: kiln was built without the CUDA toolkit");
   return KILN_ERR_DEVICE;
+}
+
+void *rt_cublas_sym(const char *name) {
+  (void)name;
+  return NULL;
 }
 
 kiln_status rt_cublas_matmul(int index, const cuda_gemm *g, void *const *bufs, void *temp, int debug) {

@@ -67,6 +67,10 @@ void *rt_cuda_stream(int index);
  * KILN_ERR_DEVICE with "CUDA not available: libcublasLt.so.13 not found"
  * (or "... lacks <function>") as the last error. */
 kiln_status rt_cublas_load(void);
+/* A function of cuBLASLt ("cublasLtGetVersion"), loading it as above, for
+ * callers that call it directly (bench/gpu.c); NULL when it cannot be
+ * loaded (the last error says why) or lacks name. */
+void *rt_cublas_sym(const char *name);
 /* Queues g's calls (codegen_cuda/gemm.c) on cuda:index's stream. bufs are
  * the device addresses of the split kernel's parameters; temp holds D when
  * g->temp > 0. Errors: "cuBLASLt error <status> in <call>". */

@@ -458,7 +458,8 @@ kiln_status kiln_fn_run_at(const char *f, int l, kiln_fn *fn, kiln_tensor *const
   }
   int64_t size;
   kiln_status st = call_size(f, l, fn, in, &size);
-  fn_variant *var = st == KILN_OK ? variant(fn, size, &st) : NULL;
+  /* a static function's one variant was planned at compile time and never moves */
+  fn_variant *var = st != KILN_OK ? NULL : fn->dynamic ? variant(fn, size, &st) : &fn->variants[0];
   if (!var) return st;
   int ns = rt_exec_nslots(var->exec);
   rt_buffer *small[32], **slots = ns <= 32 ? small : calloc((size_t)ns, sizeof *slots);

@@ -488,6 +488,22 @@ START_TEST(test_cublaslt_missing_or_wrong) {
 }
 END_TEST
 
+/* rt_cublas_sym, what bench/gpu.c calls cuBLASLt through: the library's
+ * functions, NULL for a name it lacks or when it cannot be loaded. */
+START_TEST(test_cublaslt_symbols) {
+  size_t (*version)(void) = (size_t (*)(void))rt_cublas_sym("cublasLtGetVersion");
+  ck_assert_msg(version != NULL, "%s", kiln_last_error());
+  ck_assert_uint_ge(version(), 130000);   /* cuBLASLt 13: major * 10000 + minor * 100 + patch */
+  ck_assert_ptr_null(rt_cublas_sym("cublasLtNoSuchFunction"));
+  rt_cublas_shutdown();
+  rt_opts()->cublaslt = "/nonexistent/libcublasLt.so.13";
+  ck_assert_ptr_null(rt_cublas_sym("cublasLtGetVersion"));
+  ck_assert_str_eq(kiln_last_error(), "CUDA not available: /nonexistent/libcublasLt.so.13 not found");
+  rt_opts()->cublaslt = NULL;
+  rt_cublas_shutdown();
+}
+END_TEST
+
 static Suite *cuda_gemm_suite(void) {
   Suite *s = suite_create("cuda_gemm");
   TCase *tc = tu_tcase(s, "split");
@@ -502,6 +518,7 @@ static Suite *cuda_gemm_suite(void) {
   tcase_add_test(tc, test_matmul_on_cuda_without_driver);
   tcase_add_test(tc, test_cublaslt_loads);
   tcase_add_test(tc, test_cublaslt_missing_or_wrong);
+  tcase_add_test(tc, test_cublaslt_symbols);
   return s;
 }
 

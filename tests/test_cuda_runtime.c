@@ -4,7 +4,8 @@
  * sanitizer build checks). With one: transfers round-trip exactly, kernels
  * on cuda:0 agree with the CPU, kiln_rand gives the same bits on both, and
  * kiln_memory_stats sees the device's memory. The GPU cases print
- * "skipped: no CUDA device" and pass when there is none (Check has no skip). */
+ * "skipped: no CUDA device" and pass when there is none (Check has no skip),
+ * or fail under KILN_REQUIRE_GPU=1 (tu_have_gpu). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -128,13 +129,7 @@ START_TEST(empty_cache_is_harmless) {
 }
 END_TEST
 
-/* ---- on a GPU ---------------------------------------------------------------- */
-static bool have_gpu(void) {
-  if (kiln_cuda_is_available()) return true;
-  printf("skipped: no CUDA device (%s)\n", kiln_cuda_unavailable_reason());
-  fflush(stdout);
-  return false;
-}
+/* ---- on a GPU (tu_have_gpu: skipped without one unless KILN_REQUIRE_GPU=1) -- */
 
 /* t's values on the host, as f64. */
 static void host_values(kiln_tensor *t, double *out) {
@@ -168,7 +163,7 @@ static void expect_same_bits(kiln_tensor *a, kiln_tensor *b) {
 /* Small (queued straight), large (pinned staging, several chunks) and a
  * strided view (copied with its storage) come back bit for bit. */
 START_TEST(transfer_round_trip) {
-  if (!have_gpu()) return;
+  if (!tu_have_gpu()) return;
   kiln_scope_begin();
   int64_t sizes[] = {1, 1000, 3 << 20};
   for (int i = 0; i < 3; i++) {
@@ -194,7 +189,7 @@ static kiln_tensor *w1(kiln_tensor *a, kiln_tensor *b, kiln_tensor *c) {
 }
 
 START_TEST(elementwise_and_reductions_match_the_cpu) {
-  if (!have_gpu()) return;
+  if (!tu_have_gpu()) return;
   kiln_scope_begin();
   kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(300, 257), 1, TU_SMALL);
   kiln_tensor *b = tu_data(KILN_F32, KILN_SHAPE(300, 257), 2, TU_SMALL);
@@ -216,7 +211,7 @@ END_TEST
  * second launch finds the scratch's counter reset; elementwise kernels on
  * the vector path, aligned and through an offset view (the fallback). */
 START_TEST(grid_reductions_and_vectors_match_the_cpu) {
-  if (!have_gpu()) return;
+  if (!tu_have_gpu()) return;
   kiln_scope_begin();
   kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(1 << 22), 1, TU_SMALL), *g = kiln_to(x, cuda0);
   for (int rep = 0; rep < 2; rep++) {
@@ -235,7 +230,7 @@ END_TEST
  * back end passes. (rt_validate's reports are tested without a GPU in
  * test_runtime_behaviour.c.) */
 START_TEST(validate_passes_on_correct_kernels) {
-  if (!have_gpu()) return;
+  if (!tu_have_gpu()) return;
   rt_opts()->validate = true;
   kiln_scope_begin();
   kiln_tensor *a = kiln_to(tu_data(KILN_F32, KILN_SHAPE(300, 257), 1, TU_SMALL), cuda0);
@@ -254,7 +249,7 @@ END_TEST
  * f16. cuBLASLt may sum in another order and approximate its tanh: looser
  * tolerances there. */
 START_TEST(matmul_matches_the_cpu) {
-  if (!have_gpu()) return;
+  if (!tu_have_gpu()) return;
   kiln_scope_begin();
   kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(64, 32), 1, TU_SMALL);
   kiln_tensor *w = tu_data(KILN_F32, KILN_SHAPE(48, 32), 2, TU_SMALL);
@@ -280,7 +275,7 @@ END_TEST
  * With that pass off: a clean error at the user's line, not a crash or a
  * wrong answer. */
 START_TEST(matmul_of_views_cublaslt_cannot_read) {
-  if (!have_gpu()) return;
+  if (!tu_have_gpu()) return;
   kiln_scope_begin();
   kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(64, 32), 1, TU_SMALL), *ga = kiln_to(a, cuda0);
   kiln_tensor *b = tu_data(KILN_F32, KILN_SHAPE(32, 16), 2, TU_SMALL), *gb = kiln_to(b, cuda0);
@@ -307,7 +302,7 @@ END_TEST
 /* Philox is keyed by (seed, element index): the same seed gives the same
  * bits on either device. */
 START_TEST(rand_is_bitwise_identical) {
-  if (!have_gpu()) return;
+  if (!tu_have_gpu()) return;
   kiln_scope_begin();
   kiln_tensor *zeros = kiln_to(kiln_zeros(KILN_SHAPE(1000, 3), KILN_F32), cuda0);
   kiln_dtype dts[] = {KILN_F32, KILN_F64, KILN_F16};
@@ -327,7 +322,7 @@ START_TEST(rand_is_bitwise_identical) {
 END_TEST
 
 START_TEST(memory_stats_after_the_first_kernel) {
-  if (!have_gpu()) return;
+  if (!tu_have_gpu()) return;
   kiln_scope_begin();
   kiln_tensor *g = kiln_to(kiln_ones(KILN_SHAPE(1 << 20), KILN_F32), cuda0);
   kiln_tensor *y = kiln_muls(g, 3);

@@ -175,10 +175,7 @@ END_TEST
 
 /* A transfer is a copy that realize runs without a kernel: it shows as one. */
 START_TEST(transfers_are_copies) {
-  if (!kiln_cuda_is_available()) {
-    printf("test_dump: transfers skipped: %s\n", kiln_cuda_unavailable_reason());
-    return;
-  }
+  if (!tu_have_gpu()) return;
   kiln_scope_begin();
   kiln_tensor *x = kiln_from_data(av, KILN_F32, KILN_SHAPE(2, 3));
   kiln_tensor *y = kiln_cpu(kiln_relu(kiln_to(x, ((kiln_device){KILN_CUDA, 0}))));

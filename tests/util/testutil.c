@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 uint64_t tu_next(uint64_t *s) {
   uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -201,6 +202,16 @@ bool tu_check_fused_eager(tu_build_fn build, const void *ctx, kiln_dtype want_dt
   kiln_set_eager(was_eager);
   ref_free(expect);
   return ok;
+}
+
+bool tu_have_gpu(void) {
+  if (kiln_cuda_is_available()) return true;
+  const char *req = getenv("KILN_REQUIRE_GPU");
+  ck_assert_msg(!req || strcmp(req, "1"), "KILN_REQUIRE_GPU=1 but no CUDA device: %s",
+                kiln_cuda_unavailable_reason());
+  printf("skipped: no CUDA device (%s)\n", kiln_cuda_unavailable_reason());
+  fflush(stdout);
+  return false;
 }
 
 TCase *tu_tcase(Suite *s, const char *name) {

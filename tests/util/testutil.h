@@ -60,6 +60,12 @@ typedef kiln_tensor *(*tu_build_fn)(const void *ctx);
 bool tu_check_fused_eager(tu_build_fn build, const void *ctx, kiln_dtype want_dt, ref_tol tol,
                           char *why, size_t n);
 
+/* Whether cuda:0 can run this test. Without a GPU it prints "skipped: no
+ * CUDA device (<reason>)" and returns false (Check has no skip), unless
+ * KILN_REQUIRE_GPU=1 (scripts/gpu-check.sh on a GPU machine): then a missing
+ * GPU fails the test, so a broken driver cannot pass as a skip. */
+bool tu_have_gpu(void);
+
 /* A test case added to s with a timeout that fits JIT compiles under
  * sanitizers (Check's default is 4 s). */
 TCase *tu_tcase(Suite *s, const char *name);
