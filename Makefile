@@ -1,10 +1,15 @@
-# Wraps CMake: `make demo`, `make test` and `make bench` each install what is
-# missing (scripts/install-deps.sh), configure, build and run.
+# Wraps CMake: `make` builds the libraries and examples; `make demo`, `make
+# test` and `make bench` each install what is missing
+# (scripts/install-deps.sh), configure, build and run; `make install
+# PREFIX=dir` installs kiln under dir (default /usr/local).
 BUILD ?= build
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
+PREFIX ?= /usr/local
 
-.PHONY: deps configure build demo test bench clean
+.PHONY: all deps configure build demo test bench install clean
+all: configure
+	cmake --build $(BUILD) -j $(JOBS) --target kiln kiln_shared kiln_examples
 deps:
 	@bash scripts/install-deps.sh
 configure: deps
@@ -22,5 +27,7 @@ bench: build
 	./$(BUILD)/bench/kiln_bench --json $(BUILD)/bench.json
 	awk -f bench/speedups.awk $(BUILD)/bench.json > $(BUILD)/bench.dat
 	gnuplot -e "dat='$(BUILD)/bench.dat'; out='$(BUILD)/bench.png'" bench/plot.gp
+install: all
+	cmake --install $(BUILD) --prefix $(PREFIX)
 clean:
 	rm -rf $(BUILD)

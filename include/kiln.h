@@ -19,6 +19,26 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The version of this header. CMakeLists.txt reads these three lines (the
+ * one place the version is set); kiln_version() gives the library's. */
+#define KILN_VERSION_MAJOR 0
+#define KILN_VERSION_MINOR 9
+#define KILN_VERSION_PATCH 0
+#define KILN_STR_(x) #x
+#define KILN_XSTR_(x) KILN_STR_(x)
+#define KILN_VERSION_STRING \
+  KILN_XSTR_(KILN_VERSION_MAJOR) "." KILN_XSTR_(KILN_VERSION_MINOR) "." KILN_XSTR_(KILN_VERSION_PATCH)
+
+/* KILN_API starts every function declaration below. kiln is compiled with
+ * -fvisibility=hidden, so a function declared without it is missing from
+ * libkiln.so (the test_exports ctest names it): a new public function needs
+ * KILN_API too. */
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_API __attribute__((visibility("default")))
+#else
+#define KILN_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -53,18 +73,19 @@ typedef enum {
 #define KILN_MAX_DIMS 8
 
 /* ---- runtime, devices, modes --------------------------------------------- */
-kiln_device kiln_cpu_device(void);
-kiln_device kiln_default_device(void);   /* cuda:0 when available, else cpu */
-int kiln_cuda_is_available(void);
-int kiln_cuda_device_count(void);
+KILN_API const char *kiln_version(void);   /* the library's KILN_VERSION_STRING, "0.9.0" */
+KILN_API kiln_device kiln_cpu_device(void);
+KILN_API kiln_device kiln_default_device(void);   /* cuda:0 when available, else cpu */
+KILN_API int kiln_cuda_is_available(void);
+KILN_API int kiln_cuda_device_count(void);
 /* Why cuda:0 cannot be used ("libcuda.so.1 not found (no NVIDIA driver)"),
  * "" when it can. Valid until the thread's next call. */
-const char *kiln_cuda_unavailable_reason(void);
-void kiln_set_eager(int on);             /* also KILN_EAGER=1 */
-int kiln_get_eager(void);
-void kiln_shutdown(void);                /* frees all runtime state */
-const char *kiln_dtype_name(kiln_dtype d);  /* "float32", "int64", ... */
-size_t kiln_dtype_size(kiln_dtype d);
+KILN_API const char *kiln_cuda_unavailable_reason(void);
+KILN_API void kiln_set_eager(int on);             /* also KILN_EAGER=1 */
+KILN_API int kiln_get_eager(void);
+KILN_API void kiln_shutdown(void);                /* frees all runtime state */
+KILN_API const char *kiln_dtype_name(kiln_dtype d);  /* "float32", "int64", ... */
+KILN_API size_t kiln_dtype_size(kiln_dtype d);
 
 typedef struct {
   uint64_t kernels_launched;
@@ -73,8 +94,8 @@ typedef struct {
   uint64_t bytes_moved;      /* bytes read + written by launched kernels */
   uint64_t auto_realizes;    /* pending graphs realized for growing too big */
 } kiln_stats_t;
-kiln_stats_t kiln_stats(void);
-void kiln_reset_stats(void);
+KILN_API kiln_stats_t kiln_stats(void);
+KILN_API void kiln_reset_stats(void);
 
 /* Memory kiln holds on a device: bytes in live tensors, plus freed blocks
  * kept for reuse (reserved), and the highest live figure since the last
@@ -86,40 +107,40 @@ typedef struct {
   uint64_t reserved_bytes;
   uint64_t peak_bytes;
 } kiln_memory_stats_t;
-kiln_status kiln_memory_stats(kiln_device dev, kiln_memory_stats_t *out);
-void kiln_reset_peak_memory(void);       /* on every device */
+KILN_API kiln_status kiln_memory_stats(kiln_device dev, kiln_memory_stats_t *out);
+KILN_API void kiln_reset_peak_memory(void);       /* on every device */
 /* Gives the freed blocks every allocator keeps for reuse back to the system
  * (after a GPU's queued work is done). Memory of live tensors stays. */
-void kiln_empty_cache(void);
+KILN_API void kiln_empty_cache(void);
 
 /* ---- lifetimes ----------------------------------------------------------- */
-void kiln_scope_begin(void);
-void kiln_scope_end(void);
-kiln_tensor *kiln_keep(kiln_tensor *t);  /* survives the current scope */
-void kiln_release(kiln_tensor *t);       /* drops one reference; NULL is fine */
-kiln_tensor *kiln_retain(kiln_tensor *t); /* adds one reference */
+KILN_API void kiln_scope_begin(void);
+KILN_API void kiln_scope_end(void);
+KILN_API kiln_tensor *kiln_keep(kiln_tensor *t);  /* survives the current scope */
+KILN_API void kiln_release(kiln_tensor *t);       /* drops one reference; NULL is fine */
+KILN_API kiln_tensor *kiln_retain(kiln_tensor *t); /* adds one reference */
 
 /* ---- errors -------------------------------------------------------------- */
-const char *kiln_last_error(void);       /* message of the last failure, "" if none */
-kiln_status kiln_status_of(kiln_tensor *t);
+KILN_API const char *kiln_last_error(void);       /* message of the last failure, "" if none */
+KILN_API kiln_status kiln_status_of(kiln_tensor *t);
 
 /* ---- creation ------------------------------------------------------------ */
-kiln_tensor *kiln_from_data_at(const char *f, int l, const void *data, kiln_dtype dt, int ndim, const int64_t *shape);
-kiln_tensor *kiln_from_buffer_at(const char *f, int l, void *data, kiln_dtype dt, int ndim, const int64_t *shape);
-kiln_tensor *kiln_scalar_at(const char *f, int l, double v, kiln_dtype dt);
-kiln_tensor *kiln_full_at(const char *f, int l, int ndim, const int64_t *shape, double v, kiln_dtype dt);
-kiln_tensor *kiln_zeros_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
-kiln_tensor *kiln_ones_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
-kiln_tensor *kiln_arange_at(const char *f, int l, double start, double end, double step);
-kiln_tensor *kiln_linspace_at(const char *f, int l, double start, double end, int64_t steps);
-kiln_tensor *kiln_eye_at(const char *f, int l, int64_t n, int64_t m, kiln_dtype dt);
-kiln_tensor *kiln_rand_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
-kiln_tensor *kiln_randn_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
-kiln_tensor *kiln_randint_at(const char *f, int l, int64_t low, int64_t high, int ndim, const int64_t *shape, kiln_dtype dt);
-kiln_tensor *kiln_zeros_like_at(const char *f, int l, kiln_tensor *t);
-kiln_tensor *kiln_ones_like_at(const char *f, int l, kiln_tensor *t);
-kiln_tensor *kiln_rand_like_at(const char *f, int l, kiln_tensor *t);
-void kiln_manual_seed(uint64_t seed);
+KILN_API kiln_tensor *kiln_from_data_at(const char *f, int l, const void *data, kiln_dtype dt, int ndim, const int64_t *shape);
+KILN_API kiln_tensor *kiln_from_buffer_at(const char *f, int l, void *data, kiln_dtype dt, int ndim, const int64_t *shape);
+KILN_API kiln_tensor *kiln_scalar_at(const char *f, int l, double v, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_full_at(const char *f, int l, int ndim, const int64_t *shape, double v, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_zeros_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_ones_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_arange_at(const char *f, int l, double start, double end, double step);
+KILN_API kiln_tensor *kiln_linspace_at(const char *f, int l, double start, double end, int64_t steps);
+KILN_API kiln_tensor *kiln_eye_at(const char *f, int l, int64_t n, int64_t m, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_rand_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_randn_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_randint_at(const char *f, int l, int64_t low, int64_t high, int ndim, const int64_t *shape, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_zeros_like_at(const char *f, int l, kiln_tensor *t);
+KILN_API kiln_tensor *kiln_ones_like_at(const char *f, int l, kiln_tensor *t);
+KILN_API kiln_tensor *kiln_rand_like_at(const char *f, int l, kiln_tensor *t);
+KILN_API void kiln_manual_seed(uint64_t seed);
 
 #define kiln_from_data(data, dt, ...) kiln_from_data_at(__FILE__, __LINE__, data, dt, __VA_ARGS__)
 #define kiln_from_buffer(data, dt, ...) kiln_from_buffer_at(__FILE__, __LINE__, data, dt, __VA_ARGS__)
@@ -139,10 +160,10 @@ void kiln_manual_seed(uint64_t seed);
 
 /* ---- elementwise ops (NumPy broadcasting, PyTorch type promotion) -------- */
 #define KILN_UNARY_(name) \
-  kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *a);
+  KILN_API kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *a);
 #define KILN_BINARY_(name) \
-  kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b); \
-  kiln_tensor *kiln_##name##s_at(const char *f, int l, kiln_tensor *a, double b);
+  KILN_API kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b); \
+  KILN_API kiln_tensor *kiln_##name##s_at(const char *f, int l, kiln_tensor *a, double b);
 KILN_UNARY_(neg) KILN_UNARY_(abs) KILN_UNARY_(exp) KILN_UNARY_(log)
 KILN_UNARY_(sqrt) KILN_UNARY_(rsqrt) KILN_UNARY_(sin) KILN_UNARY_(cos)
 KILN_UNARY_(tanh) KILN_UNARY_(sigmoid) KILN_UNARY_(relu) KILN_UNARY_(gelu) KILN_UNARY_(gelu_tanh)
@@ -154,9 +175,9 @@ KILN_BINARY_(eq) KILN_BINARY_(ne) KILN_BINARY_(lt) KILN_BINARY_(le)
 KILN_BINARY_(gt) KILN_BINARY_(ge) KILN_BINARY_(logical_and) KILN_BINARY_(logical_or)
 #undef KILN_UNARY_
 #undef KILN_BINARY_
-kiln_tensor *kiln_where_at(const char *f, int l, kiln_tensor *cond, kiln_tensor *a, kiln_tensor *b);
-kiln_tensor *kiln_clamp_at(const char *f, int l, kiln_tensor *a, double lo, double hi);
-kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_where_at(const char *f, int l, kiln_tensor *cond, kiln_tensor *a, kiln_tensor *b);
+KILN_API kiln_tensor *kiln_clamp_at(const char *f, int l, kiln_tensor *a, double lo, double hi);
+KILN_API kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dtype dt);
 
 #define kiln_neg(a) kiln_neg_at(__FILE__, __LINE__, a)
 #define kiln_abs(a) kiln_abs_at(__FILE__, __LINE__, a)
@@ -231,24 +252,24 @@ kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dtype dt);
  * dim (promoting dtypes), stack along a new one. kiln_index is NumPy basic
  * indexing from a string: "0, :, 1:3, ::2, -1, None, ...". */
 #define KILN_END INT64_MAX
-kiln_tensor *kiln_reshape_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
-kiln_tensor *kiln_view_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
-kiln_tensor *kiln_permute_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *dims);
-kiln_tensor *kiln_transpose_at(const char *f, int l, kiln_tensor *t, int d0, int d1);
-kiln_tensor *kiln_T_at(const char *f, int l, kiln_tensor *t);   /* 2-D only */
-kiln_tensor *kiln_expand_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
-kiln_tensor *kiln_squeeze_at(const char *f, int l, kiln_tensor *t);   /* every size-1 dim */
-kiln_tensor *kiln_squeeze_dim_at(const char *f, int l, kiln_tensor *t, int dim);  /* no-op unless size 1 */
-kiln_tensor *kiln_unsqueeze_at(const char *f, int l, kiln_tensor *t, int dim);
-kiln_tensor *kiln_flatten_at(const char *f, int l, kiln_tensor *t);   /* to 1-D */
-kiln_tensor *kiln_flatten_dims_at(const char *f, int l, kiln_tensor *t, int start, int end);
-kiln_tensor *kiln_slice_at(const char *f, int l, kiln_tensor *t, int dim, int64_t start, int64_t stop, int64_t step);
-kiln_tensor *kiln_select_at(const char *f, int l, kiln_tensor *t, int dim, int64_t index);
-kiln_tensor *kiln_flip_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims);
-kiln_tensor *kiln_pad_at(const char *f, int l, kiln_tensor *t, int npads, const int64_t *pads, double value);
-kiln_tensor *kiln_cat_at(const char *f, int l, int n, kiln_tensor *const *ts, int dim);
-kiln_tensor *kiln_stack_at(const char *f, int l, int n, kiln_tensor *const *ts, int dim);
-kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *index);
+KILN_API kiln_tensor *kiln_reshape_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
+KILN_API kiln_tensor *kiln_view_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
+KILN_API kiln_tensor *kiln_permute_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *dims);
+KILN_API kiln_tensor *kiln_transpose_at(const char *f, int l, kiln_tensor *t, int d0, int d1);
+KILN_API kiln_tensor *kiln_T_at(const char *f, int l, kiln_tensor *t);   /* 2-D only */
+KILN_API kiln_tensor *kiln_expand_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
+KILN_API kiln_tensor *kiln_squeeze_at(const char *f, int l, kiln_tensor *t);   /* every size-1 dim */
+KILN_API kiln_tensor *kiln_squeeze_dim_at(const char *f, int l, kiln_tensor *t, int dim);  /* no-op unless size 1 */
+KILN_API kiln_tensor *kiln_unsqueeze_at(const char *f, int l, kiln_tensor *t, int dim);
+KILN_API kiln_tensor *kiln_flatten_at(const char *f, int l, kiln_tensor *t);   /* to 1-D */
+KILN_API kiln_tensor *kiln_flatten_dims_at(const char *f, int l, kiln_tensor *t, int start, int end);
+KILN_API kiln_tensor *kiln_slice_at(const char *f, int l, kiln_tensor *t, int dim, int64_t start, int64_t stop, int64_t step);
+KILN_API kiln_tensor *kiln_select_at(const char *f, int l, kiln_tensor *t, int dim, int64_t index);
+KILN_API kiln_tensor *kiln_flip_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims);
+KILN_API kiln_tensor *kiln_pad_at(const char *f, int l, kiln_tensor *t, int npads, const int64_t *pads, double value);
+KILN_API kiln_tensor *kiln_cat_at(const char *f, int l, int n, kiln_tensor *const *ts, int dim);
+KILN_API kiln_tensor *kiln_stack_at(const char *f, int l, int n, kiln_tensor *const *ts, int dim);
+KILN_API kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *index);
 
 #define kiln_reshape(t, ...) kiln_reshape_at(__FILE__, __LINE__, t, __VA_ARGS__)
 #define kiln_view(t, ...) kiln_view_at(__FILE__, __LINE__, t, __VA_ARGS__)
@@ -277,24 +298,24 @@ kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *ind
  * counts as the extreme); over all elements the index is into the flattened
  * tensor. var/std: unbiased divides by n - 1. */
 #define KILN_REDUCE_(name) \
-  kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *t); \
-  kiln_tensor *kiln_##name##_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int keepdim);
+  KILN_API kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *t); \
+  KILN_API kiln_tensor *kiln_##name##_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int keepdim);
 KILN_REDUCE_(sum) KILN_REDUCE_(mean) KILN_REDUCE_(prod) KILN_REDUCE_(max) KILN_REDUCE_(min)
 KILN_REDUCE_(any) KILN_REDUCE_(all)
 #undef KILN_REDUCE_
-kiln_tensor *kiln_argmax_at(const char *f, int l, kiln_tensor *t);
-kiln_tensor *kiln_argmin_at(const char *f, int l, kiln_tensor *t);
-kiln_tensor *kiln_argmax_dim_at(const char *f, int l, kiln_tensor *t, int64_t dim, int keepdim);
-kiln_tensor *kiln_argmin_dim_at(const char *f, int l, kiln_tensor *t, int64_t dim, int keepdim);
-kiln_tensor *kiln_var_at(const char *f, int l, kiln_tensor *t, int unbiased);
-kiln_tensor *kiln_std_at(const char *f, int l, kiln_tensor *t, int unbiased);
-kiln_tensor *kiln_var_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased, int keepdim);
-kiln_tensor *kiln_std_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased, int keepdim);
+KILN_API kiln_tensor *kiln_argmax_at(const char *f, int l, kiln_tensor *t);
+KILN_API kiln_tensor *kiln_argmin_at(const char *f, int l, kiln_tensor *t);
+KILN_API kiln_tensor *kiln_argmax_dim_at(const char *f, int l, kiln_tensor *t, int64_t dim, int keepdim);
+KILN_API kiln_tensor *kiln_argmin_dim_at(const char *f, int l, kiln_tensor *t, int64_t dim, int keepdim);
+KILN_API kiln_tensor *kiln_var_at(const char *f, int l, kiln_tensor *t, int unbiased);
+KILN_API kiln_tensor *kiln_std_at(const char *f, int l, kiln_tensor *t, int unbiased);
+KILN_API kiln_tensor *kiln_var_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased, int keepdim);
+KILN_API kiln_tensor *kiln_std_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased, int keepdim);
 /* Compositions the fuser turns into row-wise kernels. weight and bias of
  * layer_norm may be NULL; it normalizes the last nlast dims. */
-kiln_tensor *kiln_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim);
-kiln_tensor *kiln_log_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim);
-kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast, kiln_tensor *weight,
+KILN_API kiln_tensor *kiln_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim);
+KILN_API kiln_tensor *kiln_log_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim);
+KILN_API kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast, kiln_tensor *weight,
                                 kiln_tensor *bias, double eps);
 
 #define kiln_sum(t) kiln_sum_at(__FILE__, __LINE__, t)
@@ -328,30 +349,30 @@ kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast,
  * and the added dim removed afterwards, batch dims broadcast. Both operands
  * must have the same floating dtype. mm: 2-D only; dot: 1-D only;
  * linear(x, W, b) = x @ W^T + b (b may be NULL). */
-kiln_tensor *kiln_matmul_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
-kiln_tensor *kiln_mm_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
-kiln_tensor *kiln_dot_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
-kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b);
+KILN_API kiln_tensor *kiln_matmul_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
+KILN_API kiln_tensor *kiln_mm_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
+KILN_API kiln_tensor *kiln_dot_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
+KILN_API kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b);
 #define kiln_matmul(a, b) kiln_matmul_at(__FILE__, __LINE__, a, b)
 #define kiln_mm(a, b) kiln_mm_at(__FILE__, __LINE__, a, b)
 #define kiln_dot(a, b) kiln_dot_at(__FILE__, __LINE__, a, b)
 #define kiln_linear(x, w, b) kiln_linear_at(__FILE__, __LINE__, x, w, b)
 
 /* ---- results and info ---------------------------------------------------- */
-kiln_status kiln_realize_at(const char *f, int l, kiln_tensor *t);
-kiln_status kiln_realize_n_at(const char *f, int l, int n, kiln_tensor *const *ts);
+KILN_API kiln_status kiln_realize_at(const char *f, int l, kiln_tensor *t);
+KILN_API kiln_status kiln_realize_n_at(const char *f, int l, int n, kiln_tensor *const *ts);
 /* Copies the (realized) tensor into dst as contiguous row-major values of its
  * dtype; dst_bytes must be at least numel * dtype size. */
-kiln_status kiln_copy_to_host_at(const char *f, int l, kiln_tensor *t, void *dst, size_t dst_bytes);
+KILN_API kiln_status kiln_copy_to_host_at(const char *f, int l, kiln_tensor *t, void *dst, size_t dst_bytes);
 /* The value of a one-element tensor as a double (NaN and an error otherwise). */
-double kiln_item_at(const char *f, int l, kiln_tensor *t);
+KILN_API double kiln_item_at(const char *f, int l, kiln_tensor *t);
 /* Realizes t and returns its contiguous host data, valid while t lives (NULL
  * and an error on failure). CPU tensors only: copy a GPU tensor with kiln_cpu
  * first. */
-const void *kiln_data_at(const char *f, int l, kiln_tensor *t);
+KILN_API const void *kiln_data_at(const char *f, int l, kiln_tensor *t);
 /* PyTorch's format: tensor([[1., 2.],\n        [3., 4.]]). Caller frees. */
-char *kiln_to_string_at(const char *f, int l, kiln_tensor *t);
-kiln_status kiln_print_at(const char *f, int l, kiln_tensor *t);
+KILN_API char *kiln_to_string_at(const char *f, int l, kiln_tensor *t);
+KILN_API kiln_status kiln_print_at(const char *f, int l, kiln_tensor *t);
 
 #define kiln_realize(t) kiln_realize_at(__FILE__, __LINE__, t)
 #define kiln_realize_n(n, ts) kiln_realize_n_at(__FILE__, __LINE__, n, ts)
@@ -372,7 +393,7 @@ kiln_status kiln_print_at(const char *f, int l, kiln_tensor *t);
  * them. A realized tensor is one buffer node. KILN_ERR_ARG for a NULL t or
  * out, an unknown format or a failed write; an error tensor gives its status. */
 typedef enum { KILN_FMT_TEXT, KILN_FMT_DOT } kiln_graph_format;
-kiln_status kiln_dump_graph_at(const char *f, int l, kiln_tensor *t, FILE *out, kiln_graph_format fmt);
+KILN_API kiln_status kiln_dump_graph_at(const char *f, int l, kiln_tensor *t, FILE *out, kiln_graph_format fmt);
 #define kiln_dump_graph(t, out, fmt) kiln_dump_graph_at(__FILE__, __LINE__, t, out, fmt)
 
 /* ---- devices ---------------------------------------------------------------
@@ -381,18 +402,18 @@ kiln_status kiln_dump_graph_at(const char *f, int l, kiln_tensor *t, FILE *out, 
  * dev. To t's own device it is t (a new handle). To a CUDA device that
  * cannot be used, an error node (KILN_ERR_DEVICE, "to: CUDA not available:
  * <reason>"). kiln_cpu(t) = kiln_to(t, cpu): the way back before kiln_data. */
-kiln_tensor *kiln_to_at(const char *f, int l, kiln_tensor *t, kiln_device dev);
-kiln_tensor *kiln_cpu_at(const char *f, int l, kiln_tensor *t);
+KILN_API kiln_tensor *kiln_to_at(const char *f, int l, kiln_tensor *t, kiln_device dev);
+KILN_API kiln_tensor *kiln_cpu_at(const char *f, int l, kiln_tensor *t);
 #define kiln_to(t, dev) kiln_to_at(__FILE__, __LINE__, t, dev)
 #define kiln_cpu(t) kiln_cpu_at(__FILE__, __LINE__, t)
 
 /* Info: valid on any non-error handle without realizing it. */
-int kiln_ndim(kiln_tensor *t);
-const int64_t *kiln_shape(kiln_tensor *t);
-int64_t kiln_size(kiln_tensor *t, int dim);   /* negative dims count from the end */
-int64_t kiln_numel(kiln_tensor *t);
-kiln_dtype kiln_dtype_of(kiln_tensor *t);
-kiln_device kiln_device_of(kiln_tensor *t);
+KILN_API int kiln_ndim(kiln_tensor *t);
+KILN_API const int64_t *kiln_shape(kiln_tensor *t);
+KILN_API int64_t kiln_size(kiln_tensor *t, int dim);   /* negative dims count from the end */
+KILN_API int64_t kiln_numel(kiln_tensor *t);
+KILN_API kiln_dtype kiln_dtype_of(kiln_tensor *t);
+KILN_API kiln_device kiln_device_of(kiln_tensor *t);
 
 #ifdef __cplusplus
 }
