@@ -3,6 +3,7 @@
 # functions that libkiln.a defines. A non-kiln_ symbol in the dynamic table
 # is an internal leaking out; a kiln_ function missing from it lacks KILN_API
 # in include/kiln.h. The linker's own symbols (_init, _edata, ...) are allowed.
+# It must not need a CUDA library either: those are dlopened (ir/dynlib.c).
 set -eu
 shared=$1 static=$2
 tmp=$(mktemp -d)
@@ -19,6 +20,10 @@ fi
 if comm -13 "$tmp/exported" "$tmp/public" | grep . > "$tmp/hidden"; then
   echo "defined in $static but not exported from $shared (add KILN_API to its declaration in kiln.h):"
   sed 's/^/  /' "$tmp/hidden"
+  status=1
+fi
+if readelf -d "$shared" | grep -Ei 'NEEDED.*(cuda|nvrtc|cublas)'; then
+  echo "$shared needs a CUDA library at start-up; load it with ir_dl_load instead"
   status=1
 fi
 if [ ! -s "$tmp/public" ]; then
