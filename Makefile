@@ -1,11 +1,16 @@
-# Wraps CMake: `make demo`, `make test` and `make bench` each install what is
-# missing (scripts/install-deps.sh), configure, build and run; `make docs`
+# Wraps CMake: `make` builds the libraries and examples; `make demo`, `make
+# test` and `make bench` each install what is missing
+# (scripts/install-deps.sh), configure, build and run; `make install
+# PREFIX=dir` installs kiln under dir (default /usr/local); `make docs`
 # writes the API reference to $(BUILD)/docs/html (Doxygen).
 BUILD ?= build
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
+PREFIX ?= /usr/local
 
-.PHONY: deps configure build demo test bench docs clean
+.PHONY: all deps configure build demo test bench docs install clean
+all: configure
+	cmake --build $(BUILD) -j $(JOBS) --target kiln kiln_shared kiln_examples
 deps:
 	@bash scripts/install-deps.sh
 configure: deps
@@ -25,5 +30,7 @@ bench: build
 	gnuplot -e "dat='$(BUILD)/bench.dat'; out='$(BUILD)/bench.png'" bench/plot.gp
 docs: configure
 	cmake --build $(BUILD) --target docs
+install: all
+	cmake --install $(BUILD) --prefix $(PREFIX)
 clean:
 	rm -rf $(BUILD)

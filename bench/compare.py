@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""compare.py: times the workloads W1-W7 of DESIGN.md in NumPy and PyTorch
+"""compare.py: times the workloads W1-W7 of bench/README.md in NumPy and PyTorch
 (CPU), whichever are installed, so kiln's numbers can be placed next to
 theirs. With kiln_bench's JSON (default build/bench.json, from `make bench`)
 it adds kiln-fused's median for the same workload and the ratio.
@@ -48,7 +48,7 @@ except ImportError:
 
 # ---- workloads: name, what, sizes; one builder per library -----------------
 # Each builder takes the library's seeded input arrays and returns a function
-# that computes the workload once. Sizes are kiln_bench's (DESIGN.md).
+# that computes the workload once. Sizes are kiln_bench's (bench/README.md).
 def numpy_gelu(x):
     # NumPy has no erf; this is PyTorch's gelu(approximate="tanh"), within
     # 1e-3 of the erf form kiln and torch.nn.functional.gelu compute.

@@ -1,5 +1,5 @@
 /* kiln_bench: times kiln's fused kernels against eager kiln and hand-written
- * C on the workloads of DESIGN.md, prints a table of medians and ratios and
+ * C on the workloads of bench/README.md, prints a table of medians and ratios and
  * writes JSON. A workload is one row of `workloads[]`: setup, the kiln
  * expression, the reference result, teardown, and the implementations to run.
  * With --device cuda:0 the inputs live on the GPU, kiln's rows are timed
@@ -957,7 +957,7 @@ static void set_threads(void) {
 
 #ifdef KILN_BENCH_OPENBLAS
 /* OpenBLAS picks its kernel when it loads, before main, and its default on
- * this CPU is an old generic one (TOOLCHAIN.md): on an AVX-512 CPU run again
+ * this CPU is an old generic one (~29 GFLOP/s sgemm): on an AVX-512 CPU run again
  * with OPENBLAS_CORETYPE=SkylakeX, unless the user chose a core type. */
 static void openblas_coretype(char **argv) {
   if (getenv("OPENBLAS_CORETYPE") || !__builtin_cpu_supports("avx512f")) return;

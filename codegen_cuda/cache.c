@@ -1,5 +1,5 @@
 /* cache.c: the disk cache of compiled CUDA binaries under $KILN_CACHE_DIR
- * (DESIGN.md, Runtime). An entry is keyed by the hash of the translation
+ * (codegen_cuda/README.md). An entry is keyed by the hash of the translation
  * unit's text (the kernel and the prelude), the arch and NVRTC's version;
  * it is written to a temporary file and renamed into place, so readers never
  * see half an entry, and verified on load (magic, key, length, checksum).

@@ -46,11 +46,19 @@ bool cuda_emit(kernel *k, ir_str *src, cuda_launch *launch, char **err);
 /* "sm_90": KILN_CUDA_ARCH when set, else sm_<cc> for a device of compute
  * capability cc (major*10+minor), else sm_90. buf needs 32 bytes. */
 const char *cuda_arch(int device_cc, char *buf);
-/* NVRTC's version, "13.0"; part of cache keys. */
+/* Loads NVRTC once: dlopen of $KILN_NVRTC, default the toolkit's soname
+ * (libnvrtc.so.13), then that name in the toolkit's library directory. True,
+ * or false with why: "libnvrtc.so.13 not found" ("... lacks <function>"). */
+bool cuda_nvrtc_load(char *why, size_t why_len);
+/* Forgets the loaded NVRTC (kiln_shutdown); the next use loads it again. */
+void cuda_nvrtc_shutdown(void);
+/* NVRTC's version, "13.0"; part of cache keys. "none" when NVRTC cannot be
+ * loaded. */
 const char *cuda_nvrtc_version(void);
 /* Compiles the translation unit src for arch: "sm_XX" gives a CUBIN (NVRTC
  * runs ptxas), "compute_XX" PTX. The binary is appended to out. False with
- * *err (malloc'd) holding NVRTC's log on failure; *log (if not NULL)
+ * *err (malloc'd) holding NVRTC's log on failure ("CUDA not available:
+ * libnvrtc.so.13 not found" without NVRTC); *log (if not NULL)
  * receives the log either way (malloc'd, possibly empty). */
 bool cuda_compile(const char *src, const char *arch, ir_str *out, char **log, char **err);
 

@@ -186,5 +186,7 @@ int64_t kiln_size(kiln_tensor *t, int dim) {
   return t->shape[d];
 }
 
+const char *kiln_version(void) { return KILN_VERSION_STRING; }
+
 const char *kiln_dtype_name(kiln_dtype d) { return ir_dtype_valid(d) ? ir_dtypes[d].name : "invalid"; }
 size_t kiln_dtype_size(kiln_dtype d) { return ir_dtype_valid(d) ? ir_dtypes[d].size : 0; }

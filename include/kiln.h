@@ -36,6 +36,30 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/** @name Version
+ * The version of this header. CMakeLists.txt reads the three numbers (the
+ * one place the version is set); kiln_version() gives the library's.
+ * @{ */
+#define KILN_VERSION_MAJOR 0   /**< incompatible API changes (0: not frozen yet) */
+#define KILN_VERSION_MINOR 9   /**< additions */
+#define KILN_VERSION_PATCH 0   /**< fixes */
+#define KILN_STR_(x) #x        /**< an implementation detail of KILN_VERSION_STRING */
+#define KILN_XSTR_(x) KILN_STR_(x)   /**< an implementation detail of KILN_VERSION_STRING */
+/** "MAJOR.MINOR.PATCH" of this header. */
+#define KILN_VERSION_STRING \
+  KILN_XSTR_(KILN_VERSION_MAJOR) "." KILN_XSTR_(KILN_VERSION_MINOR) "." KILN_XSTR_(KILN_VERSION_PATCH)
+/** @} */
+
+/** Starts every function declaration below. kiln is compiled with
+ * -fvisibility=hidden, so a function declared without it is missing from
+ * libkiln.so (the test_exports ctest names it): a new public function needs
+ * KILN_API too. */
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_API __attribute__((visibility("default")))
+#else
+#define KILN_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -86,24 +110,27 @@ typedef enum {
 /** @} */
 
 /* ---- runtime, devices, modes --------------------------------------------- */
+/** @return the library's version, its KILN_VERSION_STRING ("0.9.0"): it
+ * differs from this header's when a program runs against another build. */
+KILN_API const char *kiln_version(void);
 /** @return the host device, {KILN_CPU, 0}. */
-kiln_device kiln_cpu_device(void);
+KILN_API kiln_device kiln_cpu_device(void);
 /** @return cuda:0 when it can be used, else the CPU. */
-kiln_device kiln_default_device(void);   /* cuda:0 when available, else cpu */
+KILN_API kiln_device kiln_default_device(void);   /* cuda:0 when available, else cpu */
 /** @return 1 when cuda:0 can run kiln's kernels (a driver, a device, kiln built with the toolkit), else 0. */
-int kiln_cuda_is_available(void);
+KILN_API int kiln_cuda_is_available(void);
 /** @return the number of CUDA devices kiln can use, 0 without a driver. */
-int kiln_cuda_device_count(void);
+KILN_API int kiln_cuda_device_count(void);
 /** Why cuda:0 cannot be used ("libcuda.so.1 not found (no NVIDIA driver)").
  * @return the reason, "" when it can be used; kiln's thread-local string,
  * valid until the thread's next call. */
-const char *kiln_cuda_unavailable_reason(void);
+KILN_API const char *kiln_cuda_unavailable_reason(void);
 /** Eager mode: every op runs as its own kernel when built (the baseline for
  * fused-vs-eager comparisons); also set by KILN_EAGER=1.
  * @param on nonzero for eager, 0 for lazy (the default) */
-void kiln_set_eager(int on);             /* also KILN_EAGER=1 */
+KILN_API void kiln_set_eager(int on);             /* also KILN_EAGER=1 */
 /** @return 1 in eager mode, else 0. */
-int kiln_get_eager(void);
+KILN_API int kiln_get_eager(void);
 /** The modes of kiln_set_dynamic. */
 enum {
   KILN_DYNAMIC_OFF,     /**< every shape compiles a kernel for its exact shape */
@@ -117,17 +144,17 @@ enum {
  * generic variant. Groups holding a matmul or a column reduction are always
  * compiled for their shape.
  * @param mode KILN_DYNAMIC_OFF, KILN_DYNAMIC_ON or KILN_DYNAMIC_AUTO */
-void kiln_set_dynamic(int mode);
+KILN_API void kiln_set_dynamic(int mode);
 /** Frees all runtime state (JIT, kernel caches, thread pool, devices, open
  * scopes' handles) so leak checkers see a clean exit; kiln starts afresh
  * on its next use. Handles still held afterwards stay valid to release. */
-void kiln_shutdown(void);                /* frees all runtime state */
+KILN_API void kiln_shutdown(void);                /* frees all runtime state */
 /** @param d a dtype
  * @return its PyTorch name ("float32", "int64", ...), "invalid" for a value that is none. */
-const char *kiln_dtype_name(kiln_dtype d);  /* "float32", "int64", ... */
+KILN_API const char *kiln_dtype_name(kiln_dtype d);  /* "float32", "int64", ... */
 /** @param d a dtype
  * @return bytes per element, 0 for a value that is no dtype. */
-size_t kiln_dtype_size(kiln_dtype d);
+KILN_API size_t kiln_dtype_size(kiln_dtype d);
 
 /** Counters since the start or the last kiln_reset_stats. */
 typedef struct {
@@ -138,9 +165,9 @@ typedef struct {
   uint64_t auto_realizes;    /**< pending graphs realized for growing too big */
 } kiln_stats_t;
 /** @return the counters (a copy). */
-kiln_stats_t kiln_stats(void);
+KILN_API kiln_stats_t kiln_stats(void);
 /** Sets every counter of kiln_stats to zero. */
-void kiln_reset_stats(void);
+KILN_API void kiln_reset_stats(void);
 
 /** Memory kiln holds on a device. */
 typedef struct {
@@ -153,43 +180,43 @@ typedef struct {
  * @param out where the figures go
  * @return KILN_OK; KILN_ERR_ARG for a NULL out; KILN_ERR_DEVICE (with a
  * message) for a CUDA device that cannot be used. */
-kiln_status kiln_memory_stats(kiln_device dev, kiln_memory_stats_t *out);
+KILN_API kiln_status kiln_memory_stats(kiln_device dev, kiln_memory_stats_t *out);
 /** Starts every device's peak_bytes afresh from what is allocated now. */
-void kiln_reset_peak_memory(void);       /* on every device */
+KILN_API void kiln_reset_peak_memory(void);       /* on every device */
 /** Gives the freed blocks every allocator keeps for reuse back to the system
  * (after a GPU's queued work is done). Memory of live tensors stays. */
-void kiln_empty_cache(void);
+KILN_API void kiln_empty_cache(void);
 
 /* ---- lifetimes ----------------------------------------------------------- */
 /** Opens a scope: handles made on this thread until the matching
  * kiln_scope_end belong to it (see @ref handles). Scopes nest. */
-void kiln_scope_begin(void);
+KILN_API void kiln_scope_begin(void);
 /** Closes the innermost scope, releasing every handle it owns, newest
  * first. Without an open scope it does nothing. */
-void kiln_scope_end(void);
+KILN_API void kiln_scope_end(void);
 /** Moves t out of the innermost scope into the enclosing one (or, at the
  * outermost, to the caller), like returning a value from a function.
  * @param t a handle (NULL is returned as is)
  * @return t */
-kiln_tensor *kiln_keep(kiln_tensor *t);  /* survives the current scope */
+KILN_API kiln_tensor *kiln_keep(kiln_tensor *t);  /* survives the current scope */
 /** Drops one reference: one kiln_retain took, else the one a scope holds
  * (which then no longer releases it).
  * @param t a handle; NULL is fine */
-void kiln_release(kiln_tensor *t);       /* drops one reference; NULL is fine */
+KILN_API void kiln_release(kiln_tensor *t);       /* drops one reference; NULL is fine */
 /** Adds a reference of the caller's own, which no scope releases.
  * @param t a handle
  * @return t, to be released with kiln_release */
-kiln_tensor *kiln_retain(kiln_tensor *t); /* adds one reference */
+KILN_API kiln_tensor *kiln_retain(kiln_tensor *t); /* adds one reference */
 
 /* ---- errors -------------------------------------------------------------- */
 /** @return the message of this thread's last failure, "" if none; valid
  * until the thread's next failing call. */
-const char *kiln_last_error(void);       /* message of the last failure, "" if none */
+KILN_API const char *kiln_last_error(void);       /* message of the last failure, "" if none */
 /** The status of a handle without realizing it; an error's message becomes
  * kiln_last_error().
  * @param t a handle
  * @return KILN_OK, the error node's status, or KILN_ERR_ARG for NULL */
-kiln_status kiln_status_of(kiln_tensor *t);
+KILN_API kiln_status kiln_status_of(kiln_tensor *t);
 
 /* ---- creation ------------------------------------------------------------ */
 /** A CPU tensor holding a copy of data.
@@ -199,7 +226,7 @@ kiln_status kiln_status_of(kiln_tensor *t);
  * @param ndim,shape the shape (KILN_SHAPE(2, 3)); sizes >= 0, ndim <= KILN_MAX_DIMS
  * @handle KILN_ERR_ARG for a bad dtype, shape or NULL data; KILN_ERR_SHAPE
  * when the size overflows; KILN_ERR_MEMORY. */
-kiln_tensor *kiln_from_data_at(const char *f, int l, const void *data, kiln_dtype dt, int ndim, const int64_t *shape);
+KILN_API kiln_tensor *kiln_from_data_at(const char *f, int l, const void *data, kiln_dtype dt, int ndim, const int64_t *shape);
 /** A CPU tensor over the caller's memory, zero-copy: kiln reads data in
  * place and never frees it, so it must outlive every tensor reading it and
  * later writes show.
@@ -207,32 +234,32 @@ kiln_tensor *kiln_from_data_at(const char *f, int l, const void *data, kiln_dtyp
  * @param data numel elements of dt, contiguous row-major
  * @param dt,ndim,shape as for kiln_from_data_at
  * @handle errors as for kiln_from_data_at. */
-kiln_tensor *kiln_from_buffer_at(const char *f, int l, void *data, kiln_dtype dt, int ndim, const int64_t *shape);
+KILN_API kiln_tensor *kiln_from_buffer_at(const char *f, int l, void *data, kiln_dtype dt, int ndim, const int64_t *shape);
 /** A 0-dim tensor of value v.
  * @at
  * @param v the value, converted as torch.full converts it (integers truncate, bool is v != 0)
  * @param dt the dtype
  * @handle KILN_ERR_ARG for a bad dtype. Costs nothing until read. */
-kiln_tensor *kiln_scalar_at(const char *f, int l, double v, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_scalar_at(const char *f, int l, double v, kiln_dtype dt);
 /** A tensor of one value (a constant: costs nothing until read).
  * @at
  * @param ndim,shape the shape
  * @param v the value, converted as for kiln_scalar_at
  * @param dt the dtype
  * @handle KILN_ERR_ARG / KILN_ERR_SHAPE for a bad dtype or shape. */
-kiln_tensor *kiln_full_at(const char *f, int l, int ndim, const int64_t *shape, double v, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_full_at(const char *f, int l, int ndim, const int64_t *shape, double v, kiln_dtype dt);
 /** kiln_full_at with 0.
  * @at
  * @param ndim,shape the shape
  * @param dt the dtype
  * @handle as kiln_full_at. */
-kiln_tensor *kiln_zeros_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_zeros_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
 /** kiln_full_at with 1.
  * @at
  * @param ndim,shape the shape
  * @param dt the dtype
  * @handle as kiln_full_at. */
-kiln_tensor *kiln_ones_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_ones_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
 /** torch.arange: start, start + step, ... below end (above it for a
  * negative step), ceil((end - start) / step) elements; int64 when all three
  * are integral, else float32.
@@ -240,57 +267,57 @@ kiln_tensor *kiln_ones_at(const char *f, int l, int ndim, const int64_t *shape, 
  * @param start,end,step the range; step nonzero
  * @handle KILN_ERR_ARG for a zero or NaN step, non-finite bounds or a step
  * of the wrong sign; KILN_ERR_SHAPE for too many elements. */
-kiln_tensor *kiln_arange_at(const char *f, int l, double start, double end, double step);
+KILN_API kiln_tensor *kiln_arange_at(const char *f, int l, double start, double end, double step);
 /** torch.linspace: steps float32 values evenly from start to end inclusive.
  * @at
  * @param start,end the first and last value
  * @param steps the number of elements, >= 0
  * @handle KILN_ERR_ARG for negative steps. */
-kiln_tensor *kiln_linspace_at(const char *f, int l, double start, double end, int64_t steps);
+KILN_API kiln_tensor *kiln_linspace_at(const char *f, int l, double start, double end, int64_t steps);
 /** An n x m identity matrix.
  * @at
  * @param n rows, >= 0
  * @param m columns; negative means n (square)
  * @param dt the dtype
  * @handle KILN_ERR_ARG for a negative n or a bad dtype. */
-kiln_tensor *kiln_eye_at(const char *f, int l, int64_t n, int64_t m, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_eye_at(const char *f, int l, int64_t n, int64_t m, kiln_dtype dt);
 /** Uniform random values in [0, 1) from kiln's Philox stream (see kiln_manual_seed).
  * @at
  * @param ndim,shape the shape
  * @param dt a floating dtype
  * @handle KILN_ERR_DTYPE for a non-floating dtype; shape errors as kiln_full_at. */
-kiln_tensor *kiln_rand_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_rand_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
 /** Standard normal random values (mean 0, variance 1), as kiln_rand_at.
  * @at
  * @param ndim,shape the shape
  * @param dt a floating dtype
  * @handle errors as kiln_rand_at. */
-kiln_tensor *kiln_randn_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_randn_at(const char *f, int l, int ndim, const int64_t *shape, kiln_dtype dt);
 /** Uniform random integers in [low, high).
  * @at
  * @param low,high the range, low < high
  * @param ndim,shape the shape
  * @param dt any dtype but bool
  * @handle KILN_ERR_ARG when low >= high; KILN_ERR_DTYPE for bool. */
-kiln_tensor *kiln_randint_at(const char *f, int l, int64_t low, int64_t high, int ndim, const int64_t *shape, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_randint_at(const char *f, int l, int64_t low, int64_t high, int ndim, const int64_t *shape, kiln_dtype dt);
 /** Zeros of t's shape, dtype and device.
  * @at
  * @param t the model
  * @handle t's error when t is an error node, KILN_ERR_ARG for NULL. */
-kiln_tensor *kiln_zeros_like_at(const char *f, int l, kiln_tensor *t);
+KILN_API kiln_tensor *kiln_zeros_like_at(const char *f, int l, kiln_tensor *t);
 /** Ones of t's shape, dtype and device.
  * @at
  * @param t the model
  * @handle errors as kiln_zeros_like_at. */
-kiln_tensor *kiln_ones_like_at(const char *f, int l, kiln_tensor *t);
+KILN_API kiln_tensor *kiln_ones_like_at(const char *f, int l, kiln_tensor *t);
 /** kiln_rand_at of t's shape, dtype and device.
  * @at
  * @param t the model, of a floating dtype
  * @handle errors as kiln_zeros_like_at and kiln_rand_at. */
-kiln_tensor *kiln_rand_like_at(const char *f, int l, kiln_tensor *t);
+KILN_API kiln_tensor *kiln_rand_like_at(const char *f, int l, kiln_tensor *t);
 /** Restarts the random stream every random op draws from.
  * @param seed the seed; the same seed gives the same values on every device */
-void kiln_manual_seed(uint64_t seed);
+KILN_API void kiln_manual_seed(uint64_t seed);
 
 /** @name Creation macros
  * @{ */
@@ -315,11 +342,11 @@ void kiln_manual_seed(uint64_t seed);
 /* ---- elementwise ops (NumPy broadcasting, PyTorch type promotion) -------- */
 /** Declares the `_at` function of a unary op (undefined after use). */
 #define KILN_UNARY_(name) \
-  kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *a);
+  KILN_API kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *a);
 /** Declares the `_at` functions of a binary op and its scalar form (undefined after use). */
 #define KILN_BINARY_(name) \
-  kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b); \
-  kiln_tensor *kiln_##name##s_at(const char *f, int l, kiln_tensor *a, double b);
+  KILN_API kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b); \
+  KILN_API kiln_tensor *kiln_##name##s_at(const char *f, int l, kiln_tensor *a, double b);
 /** @name Unary ops
  * PyTorch's torch.neg, abs, exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid,
  * relu, gelu (the exact erf form), gelu_tanh (approximate='tanh'), silu,
@@ -364,19 +391,19 @@ KILN_BINARY_(gt) KILN_BINARY_(ge) KILN_BINARY_(logical_and) KILN_BINARY_(logical
  * @param cond a bool tensor
  * @param a,b the values, promoted together
  * @handle errors as the binary ops; KILN_ERR_DTYPE when cond is not bool. */
-kiln_tensor *kiln_where_at(const char *f, int l, kiln_tensor *cond, kiln_tensor *a, kiln_tensor *b);
+KILN_API kiln_tensor *kiln_where_at(const char *f, int l, kiln_tensor *cond, kiln_tensor *a, kiln_tensor *b);
 /** torch.clamp: min(max(a, lo), hi).
  * @at
  * @param a the operand
  * @param lo,hi the bounds (as Python numbers: they keep an integer tensor integer when integral)
  * @handle errors as the unary ops. */
-kiln_tensor *kiln_clamp_at(const char *f, int l, kiln_tensor *a, double lo, double hi);
+KILN_API kiln_tensor *kiln_clamp_at(const char *f, int l, kiln_tensor *a, double lo, double hi);
 /** a converted to dt as PyTorch's Tensor.to(dtype) converts.
  * @at
  * @param a the operand
  * @param dt the new dtype (a itself, as a new handle, when it is a's)
  * @handle KILN_ERR_ARG for a bad dtype, a's error for an error node. */
-kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dtype dt);
+KILN_API kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dtype dt);
 
 /** @name Elementwise macros
  * @{ */
@@ -466,64 +493,64 @@ kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dtype dt);
  * @param t the tensor
  * @param ndim,shape the new shape; one size may be -1
  * @handle KILN_ERR_SHAPE when numel differs. */
-kiln_tensor *kiln_reshape_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
+KILN_API kiln_tensor *kiln_reshape_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
 /** kiln_reshape_at that never copies.
  * @at
  * @param t the tensor
  * @param ndim,shape the new shape; one size may be -1
  * @handle KILN_ERR_SHAPE also when t's strides cannot express the shape (use kiln_reshape_at). */
-kiln_tensor *kiln_view_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
+KILN_API kiln_tensor *kiln_view_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
 /** t's dims reordered: output dim d is t's dim dims[d].
  * @at
  * @param t the tensor
  * @param ndim,dims a permutation of t's dims
  * @handle KILN_ERR_ARG for a list that is not a permutation. */
-kiln_tensor *kiln_permute_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *dims);
+KILN_API kiln_tensor *kiln_permute_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *dims);
 /** t with dims d0 and d1 swapped.
  * @at
  * @param t the tensor
  * @param d0,d1 the dims
  * @handle */
-kiln_tensor *kiln_transpose_at(const char *f, int l, kiln_tensor *t, int d0, int d1);
+KILN_API kiln_tensor *kiln_transpose_at(const char *f, int l, kiln_tensor *t, int d0, int d1);
 /** The transpose of a matrix.
  * @at
  * @param t a 2-D tensor
  * @handle KILN_ERR_ARG for a tensor that is not 2-D. */
-kiln_tensor *kiln_T_at(const char *f, int l, kiln_tensor *t);   /* 2-D only */
+KILN_API kiln_tensor *kiln_T_at(const char *f, int l, kiln_tensor *t);   /* 2-D only */
 /** t broadcast to shape without copying (size-1 dims repeat, new dims lead).
  * @at
  * @param t the tensor
  * @param ndim,shape the target; -1 keeps a size
  * @handle KILN_ERR_SHAPE when t cannot broadcast to it. */
-kiln_tensor *kiln_expand_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
+KILN_API kiln_tensor *kiln_expand_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape);
 /** t without its size-1 dims.
  * @at
  * @param t the tensor
  * @handle */
-kiln_tensor *kiln_squeeze_at(const char *f, int l, kiln_tensor *t);   /* every size-1 dim */
+KILN_API kiln_tensor *kiln_squeeze_at(const char *f, int l, kiln_tensor *t);   /* every size-1 dim */
 /** t without dim, when its size is 1 (else t).
  * @at
  * @param t the tensor
  * @param dim the dim
  * @handle */
-kiln_tensor *kiln_squeeze_dim_at(const char *f, int l, kiln_tensor *t, int dim);  /* no-op unless size 1 */
+KILN_API kiln_tensor *kiln_squeeze_dim_at(const char *f, int l, kiln_tensor *t, int dim);  /* no-op unless size 1 */
 /** t with a size-1 dim inserted at dim.
  * @at
  * @param t the tensor
  * @param dim where, in -(ndim + 1) .. ndim
  * @handle */
-kiln_tensor *kiln_unsqueeze_at(const char *f, int l, kiln_tensor *t, int dim);
+KILN_API kiln_tensor *kiln_unsqueeze_at(const char *f, int l, kiln_tensor *t, int dim);
 /** t as 1-D.
  * @at
  * @param t the tensor
  * @handle */
-kiln_tensor *kiln_flatten_at(const char *f, int l, kiln_tensor *t);   /* to 1-D */
+KILN_API kiln_tensor *kiln_flatten_at(const char *f, int l, kiln_tensor *t);   /* to 1-D */
 /** t with dims start..end (inclusive) merged into one.
  * @at
  * @param t the tensor
  * @param start,end the first and last dim merged
  * @handle */
-kiln_tensor *kiln_flatten_dims_at(const char *f, int l, kiln_tensor *t, int start, int end);
+KILN_API kiln_tensor *kiln_flatten_dims_at(const char *f, int l, kiln_tensor *t, int start, int end);
 /** Python's t[start:stop:step] along dim.
  * @at
  * @param t the tensor
@@ -531,45 +558,45 @@ kiln_tensor *kiln_flatten_dims_at(const char *f, int l, kiln_tensor *t, int star
  * @param start,stop Python bounds (clamped; negative counts from the end; KILN_END)
  * @param step > 0
  * @handle KILN_ERR_ARG for a step <= 0. */
-kiln_tensor *kiln_slice_at(const char *f, int l, kiln_tensor *t, int dim, int64_t start, int64_t stop, int64_t step);
+KILN_API kiln_tensor *kiln_slice_at(const char *f, int l, kiln_tensor *t, int dim, int64_t start, int64_t stop, int64_t step);
 /** t[..., index, ...] along dim, which is removed.
  * @at
  * @param t the tensor
  * @param dim the dim
  * @param index in -size .. size - 1
  * @handle KILN_ERR_ARG for an index out of range. */
-kiln_tensor *kiln_select_at(const char *f, int l, kiln_tensor *t, int dim, int64_t index);
+KILN_API kiln_tensor *kiln_select_at(const char *f, int l, kiln_tensor *t, int dim, int64_t index);
 /** t reversed along the listed dims.
  * @at
  * @param t the tensor
  * @param ndims,dims the dims (KILN_DIMS(0, -1))
  * @handle */
-kiln_tensor *kiln_flip_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims);
+KILN_API kiln_tensor *kiln_flip_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims);
 /** PyTorch's F.pad with a constant.
  * @at
  * @param t the tensor
  * @param npads,pads (before, after) pairs, last dim first; negative amounts crop
  * @param value the fill
  * @handle KILN_ERR_ARG for an odd count or more pairs than dims. */
-kiln_tensor *kiln_pad_at(const char *f, int l, kiln_tensor *t, int npads, const int64_t *pads, double value);
+KILN_API kiln_tensor *kiln_pad_at(const char *f, int l, kiln_tensor *t, int npads, const int64_t *pads, double value);
 /** torch.cat: the tensors joined along an existing dim, dtypes promoted.
  * @at
  * @param n,ts the tensors (n >= 1), equal in every other dim
  * @param dim the dim
  * @handle KILN_ERR_SHAPE for sizes that differ elsewhere. */
-kiln_tensor *kiln_cat_at(const char *f, int l, int n, kiln_tensor *const *ts, int dim);
+KILN_API kiln_tensor *kiln_cat_at(const char *f, int l, int n, kiln_tensor *const *ts, int dim);
 /** torch.stack: the tensors joined along a new dim.
  * @at
  * @param n,ts the tensors (n >= 1), all of one shape
  * @param dim where the new dim goes
  * @handle KILN_ERR_SHAPE for shapes that differ. */
-kiln_tensor *kiln_stack_at(const char *f, int l, int n, kiln_tensor *const *ts, int dim);
+KILN_API kiln_tensor *kiln_stack_at(const char *f, int l, int n, kiln_tensor *const *ts, int dim);
 /** NumPy basic indexing from a string: "0, :, 1:3, ::2, -1, None, ...".
  * @at
  * @param t the tensor
  * @param index the index expression
  * @handle KILN_ERR_ARG for a malformed index (the message points into it). */
-kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *index);
+KILN_API kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *index);
 /** @} */
 
 /** @name Movement macros
@@ -606,10 +633,10 @@ kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *ind
  * @{ */
 /** Declares the `_at` function of a reduction over every element (undefined after use). */
 #define KILN_REDUCE_(name) \
-  kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *t);
+  KILN_API kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *t);
 /** Declares the `_at` function of a reduction over listed dims (undefined after use). */
 #define KILN_REDUCE_DIMS_(name) \
-  kiln_tensor *kiln_##name##_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int keepdim);
+  KILN_API kiln_tensor *kiln_##name##_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int keepdim);
 /** @name Reductions over every element
  * @{ */
 /** sum, mean, prod, max, min, any (bool), all (bool) of every element: a 0-dim result.
@@ -638,38 +665,38 @@ KILN_REDUCE_DIMS_(min) KILN_REDUCE_DIMS_(any) KILN_REDUCE_DIMS_(all)
  * @at
  * @param t the tensor
  * @handle t's error, KILN_ERR_ARG for NULL, KILN_ERR_SHAPE when empty. */
-kiln_tensor *kiln_argmax_at(const char *f, int l, kiln_tensor *t);
+KILN_API kiln_tensor *kiln_argmax_at(const char *f, int l, kiln_tensor *t);
 /** int64 index (into the flattened tensor) of the first smallest element.
  * @at
  * @param t the tensor
  * @handle errors as kiln_argmax_at. */
-kiln_tensor *kiln_argmin_at(const char *f, int l, kiln_tensor *t);
+KILN_API kiln_tensor *kiln_argmin_at(const char *f, int l, kiln_tensor *t);
 /** int64 indices of the first largest element along dim.
  * @at
  * @param t the tensor
  * @param dim the dim
  * @param keepdim nonzero keeps dim with size 1
  * @handle errors as kiln_argmax_at; KILN_ERR_ARG for a dim out of range. */
-kiln_tensor *kiln_argmax_dim_at(const char *f, int l, kiln_tensor *t, int64_t dim, int keepdim);
+KILN_API kiln_tensor *kiln_argmax_dim_at(const char *f, int l, kiln_tensor *t, int64_t dim, int keepdim);
 /** int64 indices of the first smallest element along dim.
  * @at
  * @param t the tensor
  * @param dim the dim
  * @param keepdim nonzero keeps dim with size 1
  * @handle errors as kiln_argmax_dim_at. */
-kiln_tensor *kiln_argmin_dim_at(const char *f, int l, kiln_tensor *t, int64_t dim, int keepdim);
+KILN_API kiln_tensor *kiln_argmin_dim_at(const char *f, int l, kiln_tensor *t, int64_t dim, int keepdim);
 /** The variance of every element.
  * @at
  * @param t a floating tensor
  * @param unbiased nonzero divides by n - 1, else by n
  * @handle KILN_ERR_DTYPE for an integer tensor. */
-kiln_tensor *kiln_var_at(const char *f, int l, kiln_tensor *t, int unbiased);
+KILN_API kiln_tensor *kiln_var_at(const char *f, int l, kiln_tensor *t, int unbiased);
 /** The standard deviation of every element.
  * @at
  * @param t a floating tensor
  * @param unbiased nonzero divides by n - 1, else by n
  * @handle KILN_ERR_DTYPE for an integer tensor. */
-kiln_tensor *kiln_std_at(const char *f, int l, kiln_tensor *t, int unbiased);
+KILN_API kiln_tensor *kiln_std_at(const char *f, int l, kiln_tensor *t, int unbiased);
 /** The variance over the listed dims.
  * @at
  * @param t a floating tensor
@@ -677,7 +704,7 @@ kiln_tensor *kiln_std_at(const char *f, int l, kiln_tensor *t, int unbiased);
  * @param unbiased nonzero divides by n - 1
  * @param keepdim nonzero keeps the reduced dims with size 1
  * @handle errors as kiln_var_at and the reductions. */
-kiln_tensor *kiln_var_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased, int keepdim);
+KILN_API kiln_tensor *kiln_var_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased, int keepdim);
 /** The standard deviation over the listed dims.
  * @at
  * @param t a floating tensor
@@ -685,7 +712,7 @@ kiln_tensor *kiln_var_dims_at(const char *f, int l, kiln_tensor *t, int ndims, c
  * @param unbiased nonzero divides by n - 1
  * @param keepdim nonzero keeps the reduced dims with size 1
  * @handle errors as kiln_var_at and the reductions. */
-kiln_tensor *kiln_std_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased, int keepdim);
+KILN_API kiln_tensor *kiln_std_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased, int keepdim);
 /* Compositions the fuser turns into row-wise kernels. weight and bias of
  * layer_norm may be NULL; it normalizes the last nlast dims. */
 /** torch.softmax along dim (a composition the fuser makes one row-wise kernel).
@@ -693,13 +720,13 @@ kiln_tensor *kiln_std_dims_at(const char *f, int l, kiln_tensor *t, int ndims, c
  * @param t a floating tensor
  * @param dim the dim
  * @handle KILN_ERR_DTYPE for an integer tensor, KILN_ERR_ARG for a bad dim. */
-kiln_tensor *kiln_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim);
+KILN_API kiln_tensor *kiln_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim);
 /** torch.log_softmax along dim.
  * @at
  * @param t a floating tensor
  * @param dim the dim
  * @handle errors as kiln_softmax_at. */
-kiln_tensor *kiln_log_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim);
+KILN_API kiln_tensor *kiln_log_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim);
 /** F.layer_norm over the last nlast dims, then * weight + bias.
  * @at
  * @param x a floating tensor
@@ -708,7 +735,7 @@ kiln_tensor *kiln_log_softmax_at(const char *f, int l, kiln_tensor *t, int64_t d
  * @param eps added to the variance
  * @handle KILN_ERR_ARG when x has fewer than nlast dims, KILN_ERR_SHAPE for a
  * weight or bias that does not broadcast; errors as kiln_softmax_at. */
-kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast, kiln_tensor *weight,
+KILN_API kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast, kiln_tensor *weight,
                                 kiln_tensor *bias, double eps);
 /** @} */
 
@@ -756,24 +783,24 @@ kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast,
  * @handle KILN_ERR_SHAPE when the inner sizes differ, batch dims cannot
  * broadcast or an operand is 0-dim; KILN_ERR_DTYPE for dtypes that differ or
  * are not floating. */
-kiln_tensor *kiln_matmul_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
+KILN_API kiln_tensor *kiln_matmul_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
 /** torch.mm: kiln_matmul_at of two matrices.
  * @at
  * @param a,b 2-D floating tensors of one dtype
  * @handle errors as kiln_matmul_at (KILN_ERR_SHAPE when not 2-D). */
-kiln_tensor *kiln_mm_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
+KILN_API kiln_tensor *kiln_mm_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
 /** torch.dot: the 0-dim dot product of two vectors.
  * @at
  * @param a,b 1-D floating tensors of one dtype and size
  * @handle errors as kiln_matmul_at (KILN_ERR_SHAPE when not 1-D). */
-kiln_tensor *kiln_dot_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
+KILN_API kiln_tensor *kiln_dot_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
 /** F.linear: x @ w^T + b, one fused matrix product.
  * @at
  * @param x the input, (..., in)
  * @param w the weight, (out, in)
  * @param b the bias, (out), or NULL
  * @handle errors as kiln_matmul_at; KILN_ERR_SHAPE for a bias of another size. */
-kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b);
+KILN_API kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b);
 /** @} */
 /** @name Matrix product macros
  * @{ */
@@ -792,12 +819,12 @@ kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w
  * @return KILN_OK; t's status for an error node (the first error below it,
  * whose message becomes kiln_last_error()); KILN_ERR_ARG for NULL;
  * KILN_ERR_MEMORY, KILN_ERR_DEVICE or KILN_ERR_COMPILE when running fails. */
-kiln_status kiln_realize_at(const char *f, int l, kiln_tensor *t);
+KILN_API kiln_status kiln_realize_at(const char *f, int l, kiln_tensor *t);
 /** Realizes n tensors together, sharing what their graphs share.
  * @at
  * @param n,ts the tensors
  * @return as kiln_realize_at; KILN_ERR_ARG for a NULL entry or list. */
-kiln_status kiln_realize_n_at(const char *f, int l, int n, kiln_tensor *const *ts);
+KILN_API kiln_status kiln_realize_n_at(const char *f, int l, int n, kiln_tensor *const *ts);
 /** Realizes t and copies it into dst as contiguous row-major values of its dtype.
  * @at
  * @param t a CPU tensor (copy a GPU one with kiln_cpu first)
@@ -805,30 +832,30 @@ kiln_status kiln_realize_n_at(const char *f, int l, int n, kiln_tensor *const *t
  * @param dst_bytes its size: at least numel * dtype size
  * @return as kiln_realize_at; KILN_ERR_ARG when dst is too small;
  * KILN_ERR_DEVICE for a tensor not on the CPU. */
-kiln_status kiln_copy_to_host_at(const char *f, int l, kiln_tensor *t, void *dst, size_t dst_bytes);
+KILN_API kiln_status kiln_copy_to_host_at(const char *f, int l, kiln_tensor *t, void *dst, size_t dst_bytes);
 /** The value of a one-element CPU tensor.
  * @at
  * @param t the tensor
  * @return the value as a double; NaN with an error set (kiln_last_error) for
  * more or fewer elements or a failed realize. */
-double kiln_item_at(const char *f, int l, kiln_tensor *t);
+KILN_API double kiln_item_at(const char *f, int l, kiln_tensor *t);
 /** Realizes t and returns its contiguous host data (a strided t gets a dense
  * copy as its buffer; its value is unchanged).
  * @at
  * @param t a CPU tensor (copy a GPU one with kiln_cpu first)
  * @return t's memory, kiln's, valid while t lives; NULL with an error set
  * on failure. */
-const void *kiln_data_at(const char *f, int l, kiln_tensor *t);
+KILN_API const void *kiln_data_at(const char *f, int l, kiln_tensor *t);
 /** PyTorch's repr of t under the print options: tensor([[1., 2.],\n        [3., 4.]]).
  * @at
  * @param t a CPU tensor (copy a GPU one with kiln_cpu first), realized first
  * @return a malloc'd string the caller frees; NULL with an error set on failure. */
-char *kiln_to_string_at(const char *f, int l, kiln_tensor *t);
+KILN_API char *kiln_to_string_at(const char *f, int l, kiln_tensor *t);
 /** Prints kiln_to_string_at's text and a newline to stdout.
  * @at
  * @param t the tensor
  * @return as kiln_realize_at. */
-kiln_status kiln_print_at(const char *f, int l, kiln_tensor *t);
+KILN_API kiln_status kiln_print_at(const char *f, int l, kiln_tensor *t);
 
 /** @name Print options
  * PyTorch's torch.set_printoptions: digits after the point
@@ -865,10 +892,10 @@ typedef struct {
  * @param sci_mode always set
  * @return KILN_OK; KILN_ERR_ARG (nothing changed) for a precision above 100
  * or an unknown sci_mode. */
-kiln_status kiln_set_printoptions_at(const char *f, int l, int precision, int64_t threshold, int edgeitems,
+KILN_API kiln_status kiln_set_printoptions_at(const char *f, int l, int precision, int64_t threshold, int edgeitems,
                                      int linewidth, kiln_sci_mode sci_mode);
 /** @return the print options in force. */
-kiln_printoptions kiln_get_printoptions(void);
+KILN_API kiln_printoptions kiln_get_printoptions(void);
 /** @} */
 
 /** @name Result macros
@@ -905,7 +932,7 @@ typedef enum {
  * @param out where the text goes
  * @param fmt KILN_FMT_TEXT or KILN_FMT_DOT
  * @return KILN_OK or the error above. */
-kiln_status kiln_dump_graph_at(const char *f, int l, kiln_tensor *t, FILE *out, kiln_graph_format fmt);
+KILN_API kiln_status kiln_dump_graph_at(const char *f, int l, kiln_tensor *t, FILE *out, kiln_graph_format fmt);
 /** @macros */
 #define kiln_dump_graph(t, out, fmt) kiln_dump_graph_at(__FILE__, __LINE__, t, out, fmt)
 
@@ -933,7 +960,7 @@ typedef struct kiln_fn kiln_fn;
  * @param dt the dtype
  * @param ndim,shape the shape; a dim of -1 is dynamic (KILN_DYN)
  * @handle KILN_ERR_ARG for a bad dtype or shape. */
-kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, const int64_t *shape);
+KILN_API kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, const int64_t *shape);
 /** The size a dim given as -1 to kiln_placeholder reads as while the graph
  * is built. Such a dim is dynamic: it may change from call to call, and
  * every dynamic dim of one function has one size per call (a batch size).
@@ -953,7 +980,7 @@ kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, 
  * twice), an output that reads a placeholder that is not an input, or an
  * op of the graph that failed (its own message and file:line, as at
  * realize). */
-kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *inputs, int nout,
+KILN_API kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *inputs, int nout,
                          kiln_tensor *const *outputs);
 /** Runs fn on new data.
  * @at
@@ -969,17 +996,17 @@ kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *inpu
  * @return KILN_OK; KILN_ERR_ARG naming the function (where it was
  * compiled), the argument and the mismatch; the status of a failed kernel
  * or allocation. */
-kiln_status kiln_fn_run_at(const char *f, int l, kiln_fn *fn, kiln_tensor *const *inputs, kiln_tensor **outputs);
+KILN_API kiln_status kiln_fn_run_at(const char *f, int l, kiln_fn *fn, kiln_tensor *const *inputs, kiln_tensor **outputs);
 /** Writes fn's plan: its steps (kernels, copies) with the slots each reads,
  * writes and frees.
  * @param fn the function
  * @param out where the text goes
  * @param fmt KILN_FMT_TEXT or KILN_FMT_DOT (a Graphviz digraph)
  * @return KILN_OK, or KILN_ERR_ARG for a NULL fn or out. */
-kiln_status kiln_fn_dump(kiln_fn *fn, FILE *out, kiln_graph_format fmt);
+KILN_API kiln_status kiln_fn_dump(kiln_fn *fn, FILE *out, kiln_graph_format fmt);
 /** Frees fn and what it holds (its constants, its kernels' plan).
  * @param fn the function; NULL is fine */
-void kiln_fn_free(kiln_fn *fn);
+KILN_API void kiln_fn_free(kiln_fn *fn);
 /** @macros */
 #define kiln_placeholder(dt, ...) kiln_placeholder_at(__FILE__, __LINE__, dt, __VA_ARGS__)
 /** @macros */
@@ -997,12 +1024,12 @@ void kiln_fn_free(kiln_fn *fn);
  * @param dev the destination
  * @handle KILN_ERR_DEVICE ("to: CUDA not available: <reason>") for a CUDA
  * device that cannot be used, KILN_ERR_ARG for an invalid device. */
-kiln_tensor *kiln_to_at(const char *f, int l, kiln_tensor *t, kiln_device dev);
+KILN_API kiln_tensor *kiln_to_at(const char *f, int l, kiln_tensor *t, kiln_device dev);
 /** kiln_to_at(f, l, t, cpu): the way back before kiln_data.
  * @at
  * @param t the tensor
  * @handle as kiln_to_at. */
-kiln_tensor *kiln_cpu_at(const char *f, int l, kiln_tensor *t);
+KILN_API kiln_tensor *kiln_cpu_at(const char *f, int l, kiln_tensor *t);
 /** @name Device macros
  * @{ */
 /** @macros */
@@ -1034,13 +1061,13 @@ kiln_tensor *kiln_cpu_at(const char *f, int l, kiln_tensor *t);
  * @param path the file, replaced if it exists
  * @return KILN_OK; t's status for an error node; KILN_ERR_ARG for NULL t or
  * path; KILN_ERR_DTYPE for bfloat16; KILN_ERR_IO when writing fails. */
-kiln_status kiln_save_npy_at(const char *f, int l, kiln_tensor *t, const char *path);
+KILN_API kiln_status kiln_save_npy_at(const char *f, int l, kiln_tensor *t, const char *path);
 /** Reads a .npy file as a CPU tensor.
  * @at
  * @param path the file
  * @handle KILN_ERR_IO naming the file and the problem; KILN_ERR_ARG for a
  * NULL path; KILN_ERR_MEMORY. */
-kiln_tensor *kiln_load_npy_at(const char *f, int l, const char *path);
+KILN_API kiln_tensor *kiln_load_npy_at(const char *f, int l, const char *path);
 /** @} */
 /** @name File macros
  * @{ */
@@ -1074,7 +1101,7 @@ struct DLManagedTensor;
  * @param t the tensor, on the CPU or a CUDA device
  * @return a DLManagedTensor the caller owns until it calls its deleter;
  * NULL and the last error for a NULL t or one that cannot be realized. */
-struct DLManagedTensor *kiln_to_dlpack_at(const char *f, int l, kiln_tensor *t);
+KILN_API struct DLManagedTensor *kiln_to_dlpack_at(const char *f, int l, kiln_tensor *t);
 /** Wraps another framework's tensor without a copy.
  * @at
  * @param m the managed tensor; kiln's on success, still the caller's on error
@@ -1082,7 +1109,7 @@ struct DLManagedTensor *kiln_to_dlpack_at(const char *f, int l, kiln_tensor *t);
  * KILN_ERR_DTYPE for a dtype kiln lacks (complex, vector lanes, ...);
  * KILN_ERR_DEVICE for a device other than CPU, pinned host memory and a
  * usable CUDA device; KILN_ERR_SHAPE for strides that overflow. */
-kiln_tensor *kiln_from_dlpack_at(const char *f, int l, struct DLManagedTensor *m);
+KILN_API kiln_tensor *kiln_from_dlpack_at(const char *f, int l, struct DLManagedTensor *m);
 /** @} */
 /** @name DLPack macros
  * @{ */
@@ -1099,23 +1126,23 @@ kiln_tensor *kiln_from_dlpack_at(const char *f, int l, struct DLManagedTensor *m
  * @{ */
 /** @param t the tensor
  * @return its number of dims */
-int kiln_ndim(kiln_tensor *t);
+KILN_API int kiln_ndim(kiln_tensor *t);
 /** @param t the tensor
  * @return its kiln_ndim sizes, valid while t lives */
-const int64_t *kiln_shape(kiln_tensor *t);
+KILN_API const int64_t *kiln_shape(kiln_tensor *t);
 /** @param t the tensor
  * @param dim a dim; negative dims count from the end
  * @return its size, -1 (and an error set) for a dim out of range */
-int64_t kiln_size(kiln_tensor *t, int dim);   /* negative dims count from the end */
+KILN_API int64_t kiln_size(kiln_tensor *t, int dim);   /* negative dims count from the end */
 /** @param t the tensor
  * @return its number of elements */
-int64_t kiln_numel(kiln_tensor *t);
+KILN_API int64_t kiln_numel(kiln_tensor *t);
 /** @param t the tensor
  * @return its dtype */
-kiln_dtype kiln_dtype_of(kiln_tensor *t);
+KILN_API kiln_dtype kiln_dtype_of(kiln_tensor *t);
 /** @param t the tensor
  * @return the device it lives on (or will, once realized) */
-kiln_device kiln_device_of(kiln_tensor *t);
+KILN_API kiln_device kiln_device_of(kiln_tensor *t);
 /** @} */
 
 #ifdef __cplusplus

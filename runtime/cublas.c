@@ -1,23 +1,23 @@
 /* cublas.c: matrix products on a CUDA device through cuBLASLt (device.h).
  *
  * The library is dlopened on first use, never linked: linked, it costs every
- * process ~70 ms and ~230 MB at start (TOOLCHAIN.md). Per device, made on
+ * process ~70 ms and ~230 MB at start (measured with CUDA 13.1). Per device, made on
  * first use: one handle, created with the device's context current, and a
  * workspace from the device's allocator that grows to what the chosen
  * algorithms ask for (at most MAX_WORKSPACE). Calls are queued on the
  * device's stream (rt_cuda_stream), after the kernels realize queued before
  * them, so the host never waits here. Like copies and launches, calls come
- * from realize, one at a time; the lock guards loading and shutdown.
+ * from realize, one at a time; the lock guards shutdown (ir_dl_once, loading).
  * kiln_shutdown drops the handles and workspaces but leaves the library
  * mapped: unloading it would orphan what its static constructors allocated
  * (LeakSanitizer sees libstdc++'s exception pool), and a later use dlopens
  * the same mapping again. */
 #include "runtime/device.h"
+#include "ir/dynlib.h"
 
 #ifdef KILN_HAVE_CUDA
 
 #include <cublasLt.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,47 +39,26 @@
 #define LT_FIELD(fn) __typeof__(&fn) fn;
 static struct {
   pthread_mutex_t lock;
-  bool tried;           /* dlopen was attempted: lib, or why it failed */
-  void *lib;
-  char why[256];
+  ir_dl_lib dl;
   struct { LT_FUNCTIONS(LT_FIELD) } f;
   cublasLtHandle_t handle[MAX_DEVICES];
   rt_buffer *work[MAX_DEVICES];  /* workspaces */
-} lt = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} lt = {.lock = PTHREAD_MUTEX_INITIALIZER, .dl = IR_DL_LIB_INIT};
 
 /* ---- loading -------------------------------------------------------------- */
-/* The first library that opens of $KILN_CUBLASLT, or the soname of the
- * toolkit kiln was built with, then that file in the toolkit's directory. */
-static void *open_library(void) {
-  const char *user = rt_opts()->cublaslt;
-  void *lib = dlopen(user ? user : SONAME, RTLD_NOW | RTLD_LOCAL);
-  if (!lib && !user) lib = dlopen(KILN_CUDA_LIBDIR "/" SONAME, RTLD_NOW | RTLD_LOCAL);
-  if (!lib) snprintf(lt.why, sizeof lt.why, "%s not found", user ? user : SONAME);
-  return lib;
-}
-
-/* Caller holds the lock. */
-static void load(void) {
-  lt.tried = true;
-  if (!(lt.lib = open_library())) return;
-#define LT_LOAD(fn)                                                                                  \
-  if (!(lt.f.fn = (__typeof__(&fn))dlsym(lt.lib, #fn))) {                                           \
-    snprintf(lt.why, sizeof lt.why, "%s lacks %s", rt_opts()->cublaslt ? rt_opts()->cublaslt : SONAME, #fn); \
-    dlclose(lt.lib);                                                                                 \
-    lt.lib = NULL;                                                                                   \
-    return;                                                                                          \
-  }
-  LT_FUNCTIONS(LT_LOAD)
-#undef LT_LOAD
-}
-
+/* $KILN_CUBLASLT as given, or the soname of the toolkit kiln was built with,
+ * then that file in the toolkit's directory. */
 kiln_status rt_cublas_load(void) {
-  pthread_mutex_lock(&lt.lock);
-  if (!lt.tried) load();
-  bool ok = lt.lib != NULL;
-  if (!ok) ir_error_setf("CUDA not available: %s", lt.why);
-  pthread_mutex_unlock(&lt.lock);
-  return ok ? KILN_OK : KILN_ERR_DEVICE;
+#define LT_SYM(fn) {#fn, &lt.f.fn},
+  static const ir_dl_sym syms[] = {LT_FUNCTIONS(LT_SYM)};
+#undef LT_SYM
+  const char *user = rt_opts()->cublaslt;
+  char why[256];
+  if (ir_dl_once(&lt.dl, user ? user : SONAME, user ? NULL : KILN_CUDA_LIBDIR, syms, sizeof syms / sizeof *syms,
+                 why, sizeof why))
+    return KILN_OK;
+  ir_error_setf("CUDA not available: %s", why);
+  return KILN_ERR_DEVICE;
 }
 
 void *rt_cublas_sym(const char *name) {
@@ -287,9 +266,8 @@ void rt_cublas_shutdown(void) {
     lt.handle[i] = NULL;
     lt.work[i] = NULL;
   }
-  lt.lib = NULL;
-  lt.tried = false;
   pthread_mutex_unlock(&lt.lock);
+  ir_dl_forget(&lt.dl);
 }
 
 #else  /* no CUDA toolkit: no device reaches a matrix product */

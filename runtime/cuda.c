@@ -1,7 +1,8 @@
 /* cuda.c: is there a usable NVIDIA GPU? The driver is dlopened, never
- * linked, so one binary runs with or without it (TOOLCHAIN.md); the handle is
+ * linked, so one binary runs with or without it (ir_dl_load); the handle is
  * kept for the CUDA back end (rt_cuda_sym) and closed by kiln_shutdown. */
 #include "runtime/rt.h"
+#include "ir/dynlib.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -46,18 +47,16 @@ static void cuda_fail(const char *why, int err) {
 
 /* Loads the driver and counts devices. Caller holds the lock. */
 static void cuda_probe(void) {
-  cuda.probed = true;
-  cuda.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!cuda.lib) {
-    cuda_fail("libcuda.so.1 not found (no NVIDIA driver)", 0);
-    return;
-  }
-  cu_init_fn init = (cu_init_fn)dlsym(cuda.lib, "cuInit");
-  cu_count_fn count = (cu_count_fn)dlsym(cuda.lib, "cuDeviceGetCount");
+  cu_init_fn init;
+  cu_count_fn count;
+  const ir_dl_sym syms[] = {{"cuInit", &init}, {"cuDeviceGetCount", &count}};
+  char why[128];
   int err;
-  if (!init || !count)
-    cuda_fail("libcuda.so.1 lacks cuInit or cuDeviceGetCount", 0);
-  else if ((err = init(0)))
+  cuda.probed = true;
+  if (!(cuda.lib = ir_dl_load("libcuda.so.1", NULL, syms, 2, why, sizeof why))) {
+    snprintf(cuda.why, sizeof cuda.why, "%s (no NVIDIA driver)", why);
+    cuda.count = 0;
+  } else if ((err = init(0)))
     cuda_fail("cuInit", err);
   else if ((err = count(&cuda.count)))
     cuda_fail("cuDeviceGetCount", err);

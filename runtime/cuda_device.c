@@ -1,7 +1,7 @@
 /* cuda_device.c: the CUDA device behind the device interface (device.h).
  *
  * The driver API comes from rt_cuda_sym (libcuda.so.1 is dlopened, never
- * linked: TOOLCHAIN.md); the toolkit's cuda.h gives only types, and the
+ * linked: runtime/cuda.c); the toolkit's cuda.h gives only types, and the
  * exact versioned symbol of each function (cuMemAlloc is cuMemAlloc_v2).
  * Per device, made on first use: the primary context, one stream that every
  * copy and launch is queued on (so work runs in the order realize issued it
@@ -128,7 +128,7 @@ bool rt_cuda_usable(int index, char *why, size_t why_len) {
   pthread_mutex_lock(&cd.lock);
   bool ok = load_functions(why, why_len);
   pthread_mutex_unlock(&cd.lock);
-  return ok;
+  return ok && cuda_nvrtc_load(why, why_len);   /* a driver without the toolkit runs no kernel */
 }
 
 /* ---- device setup --------------------------------------------------------- */
@@ -488,6 +488,7 @@ void rt_cuda_device_shutdown(void) {
   pthread_mutex_lock(&cd.lock);
   cd.loaded = false;   /* the driver is closed next: its addresses go stale */
   pthread_mutex_unlock(&cd.lock);
+  cuda_nvrtc_shutdown();
 }
 
 void *rt_cuda_stream(int index) {

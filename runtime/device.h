@@ -1,6 +1,6 @@
 /* device.h: the interface a device other than the host implements, and what
- * realize() and the rest of the runtime call it through (DESIGN.md,
- * Runtime). The CPU is not behind it: its buffers are host memory
+ * realize() and the rest of the runtime call it through
+ * (docs/architecture.md). The CPU is not behind it: its buffers are host memory
  * (buffer.c) that realize runs kernels on directly, and a transfer between
  * the host and a device is the device's copy_in or copy_out.
  *

@@ -1,4 +1,4 @@
-/* validate.c: KILN_VALIDATE=1 (DESIGN.md). After each kernel a device ran,
+/* validate.c: KILN_VALIDATE=1 (README.md). After each kernel a device ran,
  * the same kernel IR runs through the CPU back end on host copies of its
  * inputs, and the outputs are compared: the first kernel whose device code
  * disagrees is named, which is how a user bisects a miscompile. It waits

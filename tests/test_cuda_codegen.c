@@ -236,6 +236,33 @@ START_TEST(test_compile_error_has_log) {
 }
 END_TEST
 
+/* NVRTC is dlopened: without it a compile says so and names the library
+ * (KILN_NVRTC stands in for a machine without the toolkit); a library that
+ * is not NVRTC names the first function it lacks. kiln_shutdown forgets the
+ * loaded NVRTC, so each setting is read anew. */
+static void compile_with_nvrtc(const char *lib, const char *expected) {
+  ir_str bin = {0};
+  char *err = NULL, why[256];
+  setenv("KILN_NVRTC", lib, 1);
+  kiln_shutdown();
+  ck_assert(!cuda_nvrtc_load(why, sizeof why));
+  ck_assert(!cuda_compile("extern \"C\" __global__ void f() {}", "sm_90", &bin, NULL, &err));
+  ck_assert_str_eq(err, expected);
+  ck_assert_int_eq(bin.len, 0);
+  free(err);
+  unsetenv("KILN_NVRTC");
+  kiln_shutdown();
+}
+
+START_TEST(test_nvrtc_missing_or_wrong) {
+  compile_with_nvrtc("libnvrtc.so.99", "CUDA not available: libnvrtc.so.99 not found");
+  compile_with_nvrtc("libm.so.6", "CUDA not available: libm.so.6 lacks nvrtcVersion");
+  char why[256];
+  ck_assert_msg(cuda_nvrtc_load(why, sizeof why), "%s", why);   /* the default loads again */
+  ck_assert_str_ne(cuda_nvrtc_version(), "none");
+}
+END_TEST
+
 START_TEST(test_gemm_refused) {
   kernel *k = k_new();
   int o = k_param(k, KILN_F32, true, 4);
@@ -370,6 +397,7 @@ static Suite *cuda_codegen_suite(void) {
   tcase_add_loop_test(tc, test_compile_all_cases, 0, (int)(sizeof archs / sizeof *archs));
   tcase_add_test(tc, test_arch_choice);
   tcase_add_test(tc, test_compile_error_has_log);
+  tcase_add_test(tc, test_nvrtc_missing_or_wrong);
   tcase_add_test(tc, test_gemm_refused);
   tcase_add_test(tc, test_reduction_mapping);
   tcase_add_test(tc, test_vector_path);

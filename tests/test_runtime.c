@@ -18,6 +18,17 @@ static bool tests_fork(void) {
   return !f || strcmp(f, "no") != 0;
 }
 
+/* One version everywhere: kiln.h's numbers, its string, the library's
+ * kiln_version() and the project version CMake read from kiln.h. */
+START_TEST(test_version) {
+  char want[32];
+  snprintf(want, sizeof want, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR, KILN_VERSION_PATCH);
+  ck_assert_str_eq(KILN_VERSION_STRING, want);
+  ck_assert_str_eq(kiln_version(), want);
+  ck_assert_str_eq(KILN_CMAKE_VERSION, want);
+}
+END_TEST
+
 START_TEST(test_options_env) {
   if (!tests_fork()) return;
   setenv("KILN_NUM_THREADS", "3", 1);
@@ -437,6 +448,7 @@ END_TEST
 static Suite *runtime_suite(void) {
   Suite *s = suite_create("runtime");
   TCase *opts = tcase_create("options");
+  tcase_add_test(opts, test_version);
   tcase_add_test(opts, test_options_env);
   tcase_add_test(opts, test_options_eager);
   suite_add_tcase(s, opts);
