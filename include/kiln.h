@@ -40,9 +40,12 @@
  * The version of this header. CMakeLists.txt reads the three numbers (the
  * one place the version is set); kiln_version() gives the library's.
  * @{ */
-#define KILN_VERSION_MAJOR 0   /**< incompatible API changes (0: not frozen yet) */
-#define KILN_VERSION_MINOR 9   /**< additions */
-#define KILN_VERSION_PATCH 0   /**< fixes */
+/** Incompatible API changes (0: not frozen yet). */
+#define KILN_VERSION_MAJOR 0
+/** Additions. */
+#define KILN_VERSION_MINOR 9
+/** Fixes. */
+#define KILN_VERSION_PATCH 0
 #define KILN_STR_(x) #x        /**< an implementation detail of KILN_VERSION_STRING */
 #define KILN_XSTR_(x) KILN_STR_(x)   /**< an implementation detail of KILN_VERSION_STRING */
 /** "MAJOR.MINOR.PATCH" of this header. */

@@ -18,6 +18,7 @@
 #ifdef KILN_HAVE_CUDA
 
 #include <cublasLt.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +65,7 @@ kiln_status rt_cublas_load(void) {
 void *rt_cublas_sym(const char *name) {
   if (rt_cublas_load() != KILN_OK) return NULL;
   pthread_mutex_lock(&lt.lock);
-  void *p = lt.lib ? dlsym(lt.lib, name) : NULL;
+  void *p = lt.dl.lib ? dlsym(lt.dl.lib, name) : NULL;
   pthread_mutex_unlock(&lt.lock);
   return p;
 }
