@@ -492,6 +492,18 @@ static void *w7_1024_setup(void) { return mm_setup(1024, 1024, 1024, false); }
 static void *w7_2048_setup(void) { return mm_setup(2048, 2048, 2048, false); }
 static void *w4_setup(void) { return mm_setup(4096, 1024, 1024, true); }
 
+/* A matmul of another shape first, so the GEMM driver (compiled once per
+ * process) is there whatever ran before: the row's kiln-compile is then
+ * what a new GEMM shape costs. */
+static void *w7_new_shape_setup(void) {
+  kiln_scope_begin();
+  kiln_tensor *x = kiln_ones(KILN_SHAPE(96, 80), KILN_F32), *y = kiln_ones(KILN_SHAPE(80, 64), KILN_F32);
+  kiln_status st = kiln_realize(kiln_matmul(x, y));
+  kiln_scope_end();
+  if (st != KILN_OK) return NULL;
+  return mm_setup(1000, 1000, 1000, false);
+}
+
 static kiln_tensor *mm_build(void *p) {
   mm_state *s = p;
   if (s->linear) return kiln_gelu(kiln_linear(s->ta, s->tb, s->tbias));
@@ -544,6 +556,9 @@ static const workload workloads[] = {
   {"W7-2048", "matmul f32[2048,2048] @ f32[2048,2048]", 0, 0,
    w7_2048_setup, mm_build, mm_expected, mm_teardown,
    {KILN_FUSED, OPENBLAS_IMPL("openblas")}, MM_ROWS(2048)},
+  {"W7-1000", "matmul f32[1000,1000] @ f32[1000,1000] after one of another shape: a new shape's compile", 0, 0,
+   w7_new_shape_setup, mm_build, mm_expected, mm_teardown,
+   {KILN_FUSED, OPENBLAS_IMPL("openblas")}, MM_ROWS(1000)},
 #endif
   {"W8", "a + b on f32[16], kernel cached: per-realize dispatch", 0, 10000,
    w8_setup, w8_build, w8_expected, w8_teardown,
@@ -904,7 +919,7 @@ static int parse_count(const char *s) {
 }
 
 /* Chooses the workloads the n characters at s name: one by its full name,
- * or a family by its prefix before '-' (W7: W7-1024 and W7-2048). False when
+ * or a family by its prefix before '-' (W7: W7-1024, W7-2048, W7-1000). False when
  * none matches. */
 static bool choose_named(const char *s, size_t n, bool *chosen) {
   bool any = false;

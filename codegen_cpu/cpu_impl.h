@@ -42,27 +42,80 @@ int cpu_emit_mark(emitter *em);
 void cpu_emit_forget(emitter *em, int mark);
 /* The accumulator's alloca (created in the entry block on first use). */
 LLVMValueRef cpu_acc_slot(emitter *em, int acc, kiln_dtype t);
+/* An alloca of t at the start of em->fn's entry block, where LLVM expects static ones. */
+LLVMValueRef cpu_entry_alloca(emitter *em, LLVMTypeRef t);
+/* Pointer to element index (i64) of parameter buf, in its storage dtype. */
+LLVMValueRef cpu_elem_ptr(emitter *em, int buf, LLVMValueRef index);
+/* for iv = start; iv < end; iv += step in fn, guarded (it may run zero
+ * times); cpu_loop_close returns the latch branch (for loop metadata). */
+typedef struct {
+  LLVMValueRef iv, end, step;
+  LLVMBasicBlockRef body, exit;
+} cpu_loop;
+LLVMValueRef cpu_loop_open(cpu_cg *g, LLVMValueRef fn, cpu_loop *l, LLVMValueRef start, LLVMValueRef end,
+                           LLVMValueRef step);
+LLVMValueRef cpu_loop_close(cpu_cg *g, cpu_loop *l);
 /* !llvm.loop !{self, !{hint[, i32 value]}} on a loop's latch branch (value
  * < 0: none); cpu_latency_hint interleaves a loop whose body emitted f32
  * functions computed in f64 since wide_mark (em->wide_math_calls before). */
 void cpu_loop_hint(cpu_cg *g, LLVMValueRef latch_br, const char *hint, int value);
+/* Neither vectorized, interleaved nor unrolled: a rarely run loop kept small. */
+void cpu_loop_scalar(cpu_cg *g, LLVMValueRef latch_br);
 void cpu_latency_hint(emitter *em, LLVMValueRef latch_br, int wide_mark);
-/* ---- gemm.c ---- */
-/* KS_GEMM (ir/kernel.h): the blocked matrix product and its epilogue. When
- * the gemm is not inside a loop, rows lo..hi of 0..m are computed (the
- * runtime splits them across threads). */
-void cpu_emit_gemm(emitter *em, const kstmt *s);
-
 /* One module holding k as `void k->name(void *const *bufs, i64 lo, i64 hi)`. */
 LLVMModuleRef cpu_emit_module(LLVMContextRef ctx, kernel *k, const char *triple,
                               const char *datalayout, const char *cpu, const char *features);
+/* An empty module `name` for the host target, its types and a builder (the
+ * caller disposes of the builder). */
+void cpu_cg_init(cpu_cg *g, LLVMContextRef ctx, const char *name, const char *triple, const char *datalayout,
+                 const char *cpu, const char *features);
+/* An emitter of k into g's module with empty tables and g's builder; the
+ * caller sets fn, bufs and the vars it needs. cpu_emitter_free releases the
+ * tables. */
+void cpu_emitter_init(emitter *em, const cpu_cg *g, kernel *k);
+void cpu_emitter_free(emitter *em);
 /* Target attributes and nounwind; alwaysinline for internal helpers. */
 void cpu_fn_attrs(cpu_cg *g, LLVMValueRef fn, bool always_inline);
+/* The enum attribute `name` on parameter idx (1-based) of fn. */
+void cpu_param_attr(cpu_cg *g, LLVMValueRef fn, unsigned idx, const char *name);
 /* Calls the overloaded intrinsic `name` (e.g. "llvm.fma") instantiated at
  * the overload types `over`. */
 LLVMValueRef cpu_intrin(cpu_cg *g, LLVMBuilderRef b, const char *name, LLVMTypeRef *over,
                         unsigned nover, LLVMValueRef *args, unsigned nargs);
 LLVMTypeRef cpu_type(cpu_cg *g, kiln_dtype t);  /* compute type: bool is i1 */
+
+/* ---- gemm.c: the shape-generic GEMM driver ---- */
+/* One driver per compute type t (f32/f64) and storage dtypes of A and B,
+ * named `kiln.gemm.<t>.<a>.<b>` (ir_dtypes short names). Its C view:
+ *   void driver(const A *a, int64_t a_si, int64_t a_sk, const B *b, int64_t b_sk,
+ *               int64_t b_sn, int64_t i0, int64_t i1, int64_t n, int64_t k,
+ *               cpu_gemm_epilogue epi, void *ctx);
+ * computes rows i0..i1 of sum over p < k of a[i*a_si + p*a_sk] * b[p*b_sk +
+ * j*b_sn] for j < n and hands each finished block of them to
+ *   void epi(void *ctx, const T *sums, int64_t ld, int64_t i, int64_t j, int64_t rows, int64_t cols)
+ * where sums[r*ld + q] is element (i + r, j + q), r < rows, q < cols. */
+typedef struct {
+  kiln_dtype t, a, b;   /* compute dtype; storage dtypes of A and B */
+  char name[32];        /* its symbol */
+} cpu_gemm_driver;
+
+cpu_gemm_driver cpu_gemm_driver_of(const kernel *k, const kstmt *gemm);
+LLVMTypeRef cpu_gemm_driver_type(cpu_cg *g);
+LLVMTypeRef cpu_gemm_epilogue_type(cpu_cg *g);
+/* The module defining driver d (to be optimised and added to the JIT once). */
+LLVMModuleRef cpu_gemm_driver_module(LLVMContextRef ctx, const cpu_gemm_driver *d, const char *triple,
+                                     const char *datalayout, const char *cpu, const char *features);
+/* Calls fn on the driver of each KS_GEMM of k (the JIT must hold them
+ * before it links k); stops at and returns the first non-NULL result. */
+typedef char *(*cpu_gemm_visit)(void *ctx, const cpu_gemm_driver *d);
+char *cpu_gemm_each_driver(const kernel *k, cpu_gemm_visit fn, void *ctx);
+
+/* ---- gemm_call.c ---- */
+/* KS_GEMM (ir/kernel.h) in a kernel: a call into its driver and the body
+ * (the epilogue) as a function the driver calls back. When the gemm is not
+ * inside a loop, rows lo..hi of 0..m are computed (the runtime splits them
+ * across threads). */
+void cpu_emit_gemm(emitter *em, const kstmt *s);
 
 /* ---- math.c ---- */
 /* Float transcendentals of ops.def (EXP LOG SIN COS TANH SIGMOID GELU

@@ -39,7 +39,7 @@ static LLVMTypeRef storage_type(cpu_cg *g, kiln_dtype t) {
   }
 }
 
-static void add_attr(cpu_cg *g, LLVMValueRef fn, unsigned idx, const char *name) {
+void cpu_param_attr(cpu_cg *g, LLVMValueRef fn, unsigned idx, const char *name) {
   unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
   IR_ASSERT(kind);
   LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(g->ctx, kind, 0));
@@ -56,8 +56,8 @@ void cpu_fn_attrs(cpu_cg *g, LLVMValueRef fn, bool always_inline) {
   add_str_attr(g, fn, "target-cpu", g->cpu);
   add_str_attr(g, fn, "target-features", g->features);
   add_str_attr(g, fn, "prefer-vector-width", "512");
-  add_attr(g, fn, LLVMAttributeFunctionIndex, "nounwind");
-  if (always_inline) add_attr(g, fn, LLVMAttributeFunctionIndex, "alwaysinline");
+  cpu_param_attr(g, fn, LLVMAttributeFunctionIndex, "nounwind");
+  if (always_inline) cpu_param_attr(g, fn, LLVMAttributeFunctionIndex, "alwaysinline");
 }
 
 LLVMValueRef cpu_intrin(cpu_cg *g, LLVMBuilderRef b, const char *name, LLVMTypeRef *over,
@@ -149,7 +149,7 @@ static LLVMValueRef emit_cast(cpu_cg *g, LLVMValueRef v, kiln_dtype from, kiln_d
   return LLVMBuildFPCast(b, v, t, "");
 }
 
-static LLVMValueRef elem_ptr(emitter *em, int buf, LLVMValueRef index) {
+LLVMValueRef cpu_elem_ptr(emitter *em, int buf, LLVMValueRef index) {
   LLVMTypeRef st = storage_type(&em->g, em->k->params[buf].dtype);
   return LLVMBuildInBoundsGEP2(em->g.b, st, em->bufs[buf], &index, 1, "");
 }
@@ -277,7 +277,7 @@ static LLVMValueRef emit_expr(emitter *em, const kexpr *e);
 
 static LLVMValueRef emit_load(emitter *em, const kexpr *e) {
   kiln_dtype st = em->k->params[e->buf].dtype;
-  LLVMValueRef v = LLVMBuildLoad2(em->g.b, storage_type(&em->g, st), elem_ptr(em, e->buf, emit_expr(em, e->a)), "");
+  LLVMValueRef v = LLVMBuildLoad2(em->g.b, storage_type(&em->g, st), cpu_elem_ptr(em, e->buf, emit_expr(em, e->a)), "");
   return emit_cast(&em->g, widen(&em->g, v, st), st, e->type);
 }
 
@@ -330,16 +330,19 @@ static LLVMValueRef emit_expr(emitter *em, const kexpr *e) {
 /* ---- statements --------------------------------------------------------- */
 static void emit_block(emitter *em, const kstmt *s);
 
-LLVMValueRef cpu_acc_slot(emitter *em, int acc, kiln_dtype t) {
-  if (em->accs[acc]) return em->accs[acc];
-  cpu_cg *g = &em->g;
-  LLVMBuilderRef eb = LLVMCreateBuilderInContext(g->ctx);
+LLVMValueRef cpu_entry_alloca(emitter *em, LLVMTypeRef t) {
+  LLVMBuilderRef eb = LLVMCreateBuilderInContext(em->g.ctx);
   LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(em->fn);
   LLVMValueRef first = LLVMGetFirstInstruction(entry);
   if (first) LLVMPositionBuilderBefore(eb, first);
   else LLVMPositionBuilderAtEnd(eb, entry);
-  em->accs[acc] = LLVMBuildAlloca(eb, cpu_type(g, t), "acc");
+  LLVMValueRef a = LLVMBuildAlloca(eb, t, "");
   LLVMDisposeBuilder(eb);
+  return a;
+}
+
+LLVMValueRef cpu_acc_slot(emitter *em, int acc, kiln_dtype t) {
+  if (!em->accs[acc]) em->accs[acc] = cpu_entry_alloca(em, cpu_type(&em->g, t));
   return em->accs[acc];
 }
 
@@ -386,7 +389,7 @@ static void emit_argfold(emitter *em, const kstmt *s) {
 static void emit_store(emitter *em, const kstmt *s) {
   kiln_dtype st = em->k->params[s->buf].dtype;
   LLVMValueRef v = emit_cast(&em->g, emit_expr(em, s->value), s->value->type, ir_compute_dtype(st));
-  LLVMValueRef p = elem_ptr(em, s->buf, emit_expr(em, s->index));
+  LLVMValueRef p = cpu_elem_ptr(em, s->buf, emit_expr(em, s->index));
   LLVMBuildStore(em->g.b, narrow(&em->g, v, st), p);
 }
 
@@ -411,19 +414,57 @@ static void forget_since(emitter *em, int mark) {
  * epilogue from 12 to 6 ms. (softmax's f32 exp got slower with 4.) */
 #define WIDE_MATH_INTERLEAVE 8
 
-void cpu_loop_hint(cpu_cg *g, LLVMValueRef latch_br, const char *hint, int value) {
-  LLVMMetadataRef self = LLVMTemporaryMDNode(g->ctx, NULL, 0);
-  LLVMMetadataRef kv[2] = {LLVMMDStringInContext2(g->ctx, hint, strlen(hint)),
-                           value >= 0 ? LLVMValueAsMetadata(LLVMConstInt(g->i32, (unsigned)value, 0)) : NULL};
-  LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(g->ctx, kv, value >= 0 ? 2 : 1)};
-  LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, 2);
-  LLVMMetadataReplaceAllUsesWith(self, loop);
+/* !llvm.loop !{self, !{hint[0][, value[0]]}, ...} (value < 0: none) */
+static void loop_hints(cpu_cg *g, LLVMValueRef latch_br, int n, const char *const *hint, const int *value) {
+  LLVMMetadataRef ops[4];
+  IR_ASSERT(n < 4);
+  ops[0] = LLVMTemporaryMDNode(g->ctx, NULL, 0);
+  for (int i = 0; i < n; i++) {
+    LLVMMetadataRef kv[2] = {LLVMMDStringInContext2(g->ctx, hint[i], strlen(hint[i])),
+                             value[i] >= 0 ? LLVMValueAsMetadata(LLVMConstInt(g->i32, (unsigned)value[i], 0)) : NULL};
+    ops[i + 1] = LLVMMDNodeInContext2(g->ctx, kv, value[i] >= 0 ? 2 : 1);
+  }
+  LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, (size_t)n + 1);
+  LLVMMetadataReplaceAllUsesWith(ops[0], loop);
   LLVMSetMetadata(latch_br, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9), LLVMMetadataAsValue(g->ctx, loop));
+}
+
+void cpu_loop_hint(cpu_cg *g, LLVMValueRef latch_br, const char *hint, int value) {
+  loop_hints(g, latch_br, 1, &hint, &value);
+}
+
+void cpu_loop_scalar(cpu_cg *g, LLVMValueRef latch_br) {
+  static const char *const hints[] = {"llvm.loop.vectorize.width", "llvm.loop.interleave.count",
+                                      "llvm.loop.unroll.disable"};
+  loop_hints(g, latch_br, 3, hints, (const int[]){1, 1, -1});
 }
 
 void cpu_latency_hint(emitter *em, LLVMValueRef latch_br, int wide_mark) {
   if (em->wide_math_calls != wide_mark)
     cpu_loop_hint(&em->g, latch_br, "llvm.loop.interleave.count", WIDE_MATH_INTERLEAVE);
+}
+
+LLVMValueRef cpu_loop_open(cpu_cg *g, LLVMValueRef fn, cpu_loop *l, LLVMValueRef start, LLVMValueRef end,
+                           LLVMValueRef step) {
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b);
+  l->end = end;
+  l->step = step;
+  l->body = LLVMAppendBasicBlockInContext(g->ctx, fn, "loop");
+  l->exit = LLVMAppendBasicBlockInContext(g->ctx, fn, "endloop");
+  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, start, end, ""), l->body, l->exit);
+  LLVMPositionBuilderAtEnd(g->b, l->body);
+  l->iv = LLVMBuildPhi(g->b, g->i64, "");
+  LLVMAddIncoming(l->iv, &start, &pre, 1);
+  return l->iv;
+}
+
+LLVMValueRef cpu_loop_close(cpu_cg *g, cpu_loop *l) {
+  LLVMValueRef next = LLVMBuildNSWAdd(g->b, l->iv, l->step, "");
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
+  LLVMValueRef br = LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, next, l->end, ""), l->body, l->exit);
+  LLVMAddIncoming(l->iv, &next, &latch, 1);
+  LLVMPositionBuilderAtEnd(g->b, l->exit);
+  return br;
 }
 
 /* for v in start..end, rotated: guard (parallel loops and loops to a
@@ -447,6 +488,7 @@ static void emit_loop(emitter *em, const kstmt *s) {
   int mark = em->ndefined, math = em->math_calls, wide = em->wide_math_calls;
   emit_block(em, s->body);
   forget_since(em, mark);
+  em->vars[s->var] = NULL;  /* out of scope: a KS_GEMM passes the vars that are set to its epilogue */
   LLVMValueRef next = LLVMBuildNSWAdd(g->b, iv, LLVMConstInt(g->i64, 1, 0), "");
   LLVMSetNUW(next, 1);
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
@@ -492,7 +534,7 @@ static void emit_body_fn(emitter *em) {
   LLVMSetLinkage(em->fn, LLVMInternalLinkage);
   cpu_fn_attrs(g, em->fn, true);
   for (int i = 0; i < n; i++) {
-    add_attr(g, em->fn, (unsigned)i + 1, "noalias");
+    cpu_param_attr(g, em->fn, (unsigned)i + 1, "noalias");
     em->bufs[i] = LLVMGetParam(em->fn, (unsigned)i);
   }
   em->lo = LLVMGetParam(em->fn, (unsigned)n);
@@ -509,8 +551,8 @@ static void emit_wrapper(emitter *em) {
   LLVMTypeRef params[3] = {g->ptr, g->i64, g->i64};
   LLVMValueRef fn = LLVMAddFunction(g->mod, em->k->name, LLVMFunctionType(g->vd, params, 3, 0));
   cpu_fn_attrs(g, fn, false);
-  add_attr(g, fn, 1, "noalias");
-  add_attr(g, fn, 1, "nocapture");
+  cpu_param_attr(g, fn, 1, "noalias");
+  cpu_param_attr(g, fn, 1, "nocapture");
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
   LLVMValueRef *args = calloc((size_t)n + 2, sizeof *args);
   IR_ASSERT(args);
@@ -540,31 +582,45 @@ static void init_types(cpu_cg *g, LLVMContextRef ctx) {
   g->vd = LLVMVoidTypeInContext(ctx);
 }
 
-LLVMModuleRef cpu_emit_module(LLVMContextRef ctx, kernel *k, const char *triple,
-                              const char *datalayout, const char *cpu, const char *features) {
-  IR_ASSERT(k->name[0]);
-  emitter em = {.k = k};
-  cpu_cg *g = &em.g;
+void cpu_cg_init(cpu_cg *g, LLVMContextRef ctx, const char *name, const char *triple, const char *datalayout,
+                 const char *cpu, const char *features) {
   init_types(g, ctx);
   g->cpu = cpu;
   g->features = features;
-  g->mod = LLVMModuleCreateWithNameInContext(k->name, ctx);
+  g->mod = LLVMModuleCreateWithNameInContext(name, ctx);
   LLVMSetTarget(g->mod, triple);
   LLVMSetDataLayout(g->mod, datalayout);  /* before building: loads take ABI alignment from it */
   g->b = LLVMCreateBuilderInContext(ctx);
-  em.vars = calloc((size_t)k->nvars + 1, sizeof *em.vars);
-  em.memo = calloc((size_t)k->nexprs + 1, sizeof *em.memo);
-  em.defined = calloc((size_t)k->nexprs + 1, sizeof *em.defined);
-  em.bufs = calloc((size_t)k->nparams + 1, sizeof *em.bufs);
-  em.accs = calloc((size_t)k->naccs + 1, sizeof *em.accs);
-  IR_ASSERT(em.vars && em.memo && em.defined && em.bufs && em.accs);
+}
+
+void cpu_emitter_init(emitter *em, const cpu_cg *g, kernel *k) {
+  *em = (emitter){.g = *g, .k = k};
+  em->vars = calloc((size_t)k->nvars + 1, sizeof *em->vars);
+  em->memo = calloc((size_t)k->nexprs + 1, sizeof *em->memo);
+  em->defined = calloc((size_t)k->nexprs + 1, sizeof *em->defined);
+  em->bufs = calloc((size_t)k->nparams + 1, sizeof *em->bufs);
+  em->accs = calloc((size_t)k->naccs + 1, sizeof *em->accs);
+  IR_ASSERT(em->vars && em->memo && em->defined && em->bufs && em->accs);
+}
+
+void cpu_emitter_free(emitter *em) {
+  free(em->vars);
+  free(em->memo);
+  free(em->defined);
+  free(em->bufs);
+  free(em->accs);
+}
+
+LLVMModuleRef cpu_emit_module(LLVMContextRef ctx, kernel *k, const char *triple,
+                              const char *datalayout, const char *cpu, const char *features) {
+  IR_ASSERT(k->name[0]);
+  cpu_cg g;
+  cpu_cg_init(&g, ctx, k->name, triple, datalayout, cpu, features);
+  emitter em;
+  cpu_emitter_init(&em, &g, k);
   emit_body_fn(&em);
   emit_wrapper(&em);
-  free(em.vars);
-  free(em.memo);
-  free(em.defined);
-  free(em.bufs);
-  free(em.accs);
-  LLVMDisposeBuilder(g->b);
-  return g->mod;
+  cpu_emitter_free(&em);
+  LLVMDisposeBuilder(g.b);
+  return g.mod;
 }

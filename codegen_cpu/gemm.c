@@ -1,13 +1,17 @@
-/* gemm.c: KS_GEMM (ir/kernel.h) -> a cache-blocked matrix product in BLIS's
- * loop order: column blocks of NC and depth blocks of KC (B packed into
- * NR-wide panels), row blocks of MC (A packed into MR-high panels), and a
- * register-blocked micro-kernel of MR x NR accumulators (llvm.fma on <16 x
- * float> or <8 x double>: 24 of the 32 zmm registers). The partial sums of
- * all depth blocks but the last wait in a scratch C. The finished sums of a
- * row block (in the scratch C, or a row-block buffer when K fits in one
- * depth block) then go through the KS_GEMM body (the epilogue) row by row,
- * in loops long enough to vectorize well; per 12 x 32 micro-tile, gelu's
- * epilogue cost twice what a separate gelu kernel does.
+/* gemm.c: the CPU GEMM driver, one LLVM module per (compute dtype, A and B
+ * storage dtypes), compiled once per process and called by every KS_GEMM of
+ * those dtypes whatever its shape (gemm_call.c emits the call; m, n, k, the
+ * strides and the rows to compute are its arguments, so a new shape compiles
+ * only its epilogue). BLIS's loop order: column blocks of NC and depth blocks
+ * of KC (B packed into NR-wide panels), row blocks of MC (A packed into
+ * MR-high panels), and a register-blocked micro-kernel of MR x NR
+ * accumulators (llvm.fma on <16 x float> or <8 x double>: 24 of the 32 zmm
+ * registers). The partial sums of all depth blocks but the last wait in a
+ * scratch C. The finished sums of a row block (in the scratch C, or a
+ * row-block buffer when K fits in one depth block) then go to the epilogue,
+ * a function of the calling kernel, through a pointer: once per MC x NC
+ * block, so the indirect call costs nothing measurable, and the epilogue's
+ * loops run over whole rows of the block while it is in L2.
  * KC is deep on purpose: a KC x NR panel of B no longer fits in L1, but the
  * micro-kernel does 24 FMAs per 176 bytes it loads, which L2 feeds easily,
  * and with K <= KC there is no scratch C to write, read back and page in.
@@ -17,7 +21,7 @@
  * product 20% slower. */
 #include "codegen_cpu/cpu_impl.h"
 
-#include <stdlib.h>
+#include <stdio.h>
 
 enum {
   MR = 12,     /* micro-tile rows: A elements broadcast per k */
@@ -29,38 +33,52 @@ enum {
   VBYTES = 64, /* one zmm register */
 };
 
+/* The driver's parameters, in order (cpu_impl.h has the C view). */
+enum { P_A, P_ASI, P_ASK, P_B, P_BSK, P_BSN, P_I0, P_I1, P_N, P_K, P_EPI, P_CTX, NPARAMS };
+
 typedef struct {
-  emitter *em;
-  const kstmt *s;
   cpu_cg *g;
   LLVMBuilderRef b;
+  LLVMValueRef fn;           /* the driver */
   LLVMTypeRef t, vt;         /* compute type and its 512-bit vector */
   int64_t lanes, nr;         /* vector lanes; NR */
-  int64_t kc, mc, nc;        /* block sizes, shrunk to the problem (nc, mc: multiples of NR, MR) */
-  LLVMValueRef i0, i1;       /* the rows this call computes */
-  LLVMValueRef ap, bp, cs;   /* packed A block, packed B block, scratch C (rows x nc; NULL if one depth block) */
-  LLVMValueRef rb;           /* finished sums of one row block (mc x nc) when there is no scratch C */
+  LLVMValueRef i0, i1, n, kdim;
+  LLVMValueRef kc, mc, nc;   /* block sizes, shrunk to the problem (nc, mc: multiples of NR, MR) */
+  LLVMValueRef kcur;         /* inside the depth loop: the depth of the current block */
+  LLVMValueRef multi;        /* more than one depth block: the sums of all rows wait in sums */
+  LLVMValueRef ap, bp, sums; /* packed A block, packed B block, the sums (scratch C or one row block) */
   LLVMValueRef acc[MR * NV]; /* accumulator vectors: allocas that SROA turns into registers */
 } gemm;
 
-/* One operand as packing sees it: element (x, p) is
- * buf[off + x*sx + p*sp] with x the row of A or column of B, p the depth. */
+/* One operand as packing sees it: element (x, p) is base[x*sx + p*sp] with
+ * x the row of A or column of B, p the depth. */
 typedef struct {
-  int buf;
-  LLVMValueRef off;
-  int64_t sx, sp, w;         /* strides; panel width (MR or NR) */
+  LLVMValueRef base;
+  kiln_dtype st;             /* storage dtype */
+  LLVMValueRef sx, sp;       /* strides */
+  int64_t w;                 /* panel width (MR or NR) */
 } operand;
 
 /* ---- small helpers ------------------------------------------------------ */
 static LLVMValueRef c64(gemm *c, int64_t v) { return LLVMConstInt(c->g->i64, (unsigned long long)v, 1); }
 static LLVMValueRef add(gemm *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildAdd(c->b, a, b, ""); }
-static LLVMValueRef mul(gemm *c, LLVMValueRef a, int64_t k) { return LLVMBuildMul(c->b, a, c64(c, k), ""); }
+static LLVMValueRef mul(gemm *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildMul(c->b, a, b, ""); }
+static LLVMValueRef mulc(gemm *c, LLVMValueRef a, int64_t k) { return mul(c, a, c64(c, k)); }
 static LLVMValueRef sub(gemm *c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildSub(c->b, a, b, ""); }
-static int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static LLVMValueRef icmp(gemm *c, LLVMIntPredicate p, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildICmp(c->b, p, a, b, "");
+}
 
 static LLVMValueRef imin(gemm *c, LLVMValueRef a, LLVMValueRef b) {
-  return LLVMBuildSelect(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, a, b, ""), a, b, "");
+  return LLVMBuildSelect(c->b, icmp(c, LLVMIntSLT, a, b), a, b, "");
+}
+
+static LLVMValueRef round_up(gemm *c, LLVMValueRef a, int64_t m) {
+  return mulc(c, LLVMBuildSDiv(c->b, add(c, a, c64(c, m - 1)), c64(c, m), ""), m);
+}
+
+static LLVMValueRef iabs(gemm *c, LLVMValueRef a) {
+  return cpu_intrin(c->g, c->b, "llvm.abs", &c->g->i64, 1, (LLVMValueRef[]){a, LLVMConstInt(c->g->i1, 0, 0)}, 2);
 }
 
 static LLVMValueRef gep(gemm *c, LLVMTypeRef t, LLVMValueRef p, LLVMValueRef i) {
@@ -77,17 +95,8 @@ static void store_aligned(gemm *c, LLVMValueRef v, LLVMValueRef p, unsigned alig
   LLVMSetAlignment(LLVMBuildStore(c->b, v, p), align);
 }
 
-/* An alloca in the entry block, where LLVM expects static ones. */
-static LLVMValueRef entry_alloca(gemm *c, LLVMTypeRef t) {
-  LLVMBuilderRef eb = LLVMCreateBuilderInContext(c->g->ctx);
-  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(c->em->fn);
-  LLVMValueRef first = LLVMGetFirstInstruction(entry);
-  if (first) LLVMPositionBuilderBefore(eb, first);
-  else LLVMPositionBuilderAtEnd(eb, entry);
-  LLVMValueRef a = LLVMBuildAlloca(eb, t, "");
-  LLVMSetAlignment(a, VBYTES);
-  LLVMDisposeBuilder(eb);
-  return a;
+static LLVMBasicBlockRef block(gemm *c, const char *name) {
+  return LLVMAppendBasicBlockInContext(c->g->ctx, c->fn, name);
 }
 
 /* A process function (the JIT resolves it through the process's symbols). */
@@ -102,57 +111,55 @@ static LLVMValueRef libc_call(gemm *c, const char *name, LLVMTypeRef ret, LLVMTy
 /* n elements of the compute type, 64-byte aligned (n rounded up so
  * aligned_alloc's size is a multiple of the alignment). */
 static LLVMValueRef buffer_alloc(gemm *c, LLVMValueRef n) {
-  LLVMValueRef bytes = mul(c, n, (int64_t)(VBYTES / c->lanes));
+  LLVMValueRef bytes = mulc(c, n, (int64_t)(VBYTES / c->lanes));
   bytes = LLVMBuildAnd(c->b, add(c, bytes, c64(c, VBYTES - 1)), c64(c, -VBYTES), "");
   return libc_call(c, "aligned_alloc", c->g->ptr, (LLVMTypeRef[]){c->g->i64, c->g->i64}, 2,
                    (LLVMValueRef[]){c64(c, VBYTES), bytes});
 }
 
-static void buffer_free(gemm *c, LLVMValueRef p) {
-  if (p) libc_call(c, "free", c->g->vd, &c->g->ptr, 1, &p);
+static void buffer_free(gemm *c, LLVMValueRef p) { libc_call(c, "free", c->g->vd, &c->g->ptr, 1, &p); }
+
+/* ---- control flow ------------------------------------------------------- */
+typedef cpu_loop gloop;
+
+static LLVMValueRef loop_open(gemm *c, gloop *l, LLVMValueRef start, LLVMValueRef end, LLVMValueRef step) {
+  return cpu_loop_open(c->g, c->fn, l, start, end, step);
 }
 
-/* ---- loops -------------------------------------------------------------- */
+static LLVMValueRef loop_close(gemm *c, gloop *l) { return cpu_loop_close(c->g, l); }
+
+/* if (cond) { ...then... } [else { ... }]: open positions at the then
+ * block, otherwise at the else block, close after both. */
 typedef struct {
-  LLVMValueRef iv, end;
-  int64_t step;
-  LLVMBasicBlockRef body, exit;
-} gloop;
+  LLVMBasicBlockRef other, done;
+} gbranch;
 
-/* for iv = start; iv < end; iv += step (guarded: it may run zero times). */
-static LLVMValueRef loop_open(gemm *c, gloop *l, LLVMValueRef start, LLVMValueRef end, int64_t step) {
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(c->b);
-  l->end = end;
-  l->step = step;
-  l->body = LLVMAppendBasicBlockInContext(c->g->ctx, c->em->fn, "gemm.loop");
-  l->exit = LLVMAppendBasicBlockInContext(c->g->ctx, c->em->fn, "gemm.end");
-  LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, start, end, ""), l->body, l->exit);
-  LLVMPositionBuilderAtEnd(c->b, l->body);
-  l->iv = LLVMBuildPhi(c->b, c->g->i64, "");
-  LLVMAddIncoming(l->iv, &start, &pre, 1);
-  return l->iv;
+static void branch_open(gemm *c, gbranch *br, LLVMValueRef cond) {
+  LLVMBasicBlockRef then = block(c, "gemm.then");
+  br->other = block(c, "gemm.else");
+  br->done = block(c, "gemm.join");
+  LLVMBuildCondBr(c->b, cond, then, br->other);
+  LLVMPositionBuilderAtEnd(c->b, then);
 }
 
-/* Returns the latch branch (for loop metadata). */
-static LLVMValueRef loop_close(gemm *c, gloop *l) {
-  LLVMValueRef next = LLVMBuildNSWAdd(c->b, l->iv, c64(c, l->step), "");
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(c->b);
-  LLVMValueRef br = LLVMBuildCondBr(c->b, LLVMBuildICmp(c->b, LLVMIntSLT, next, l->end, ""), l->body, l->exit);
-  LLVMAddIncoming(l->iv, &next, &latch, 1);
-  LLVMPositionBuilderAtEnd(c->b, l->exit);
-  return br;
+static void branch_otherwise(gemm *c, gbranch *br) {
+  LLVMBuildBr(c->b, br->done);
+  LLVMPositionBuilderAtEnd(c->b, br->other);
+}
+
+static void branch_close(gemm *c, gbranch *br) {
+  LLVMBuildBr(c->b, br->done);
+  LLVMPositionBuilderAtEnd(c->b, br->done);
 }
 
 /* ---- packing ------------------------------------------------------------ */
-/* Element idx of parameter buf in the compute type: f16 and bf16 widen to f32. */
-static LLVMValueRef load_elem(gemm *c, int buf, LLVMValueRef idx) {
+/* Element idx of an operand in the compute type: f16 and bf16 widen to f32. */
+static LLVMValueRef load_elem(gemm *c, const operand *o, LLVMValueRef idx) {
   cpu_cg *g = c->g;
-  kiln_dtype st = c->em->k->params[buf].dtype;
-  IR_ASSERT(ir_compute_dtype(st) == c->s->type);
-  LLVMTypeRef mt = st == KILN_F16 ? g->f16 : st == KILN_BF16 ? g->i16 : c->t;
-  LLVMValueRef v = LLVMBuildLoad2(c->b, mt, gep(c, mt, c->em->bufs[buf], idx), "");
-  if (st == KILN_F16) return LLVMBuildFPExt(c->b, v, g->f32, "");
-  if (st != KILN_BF16) return v;
+  LLVMTypeRef mt = o->st == KILN_F16 ? g->f16 : o->st == KILN_BF16 ? g->i16 : c->t;
+  LLVMValueRef v = LLVMBuildLoad2(c->b, mt, gep(c, mt, o->base, idx), "");
+  if (o->st == KILN_F16) return LLVMBuildFPExt(c->b, v, g->f32, "");
+  if (o->st != KILN_BF16) return v;
   v = LLVMBuildShl(c->b, LLVMBuildZExt(c->b, v, g->i32, ""), LLVMConstInt(g->i32, 16, 0), "");
   return LLVMBuildBitCast(c->b, v, g->f32, "");
 }
@@ -161,82 +168,97 @@ static LLVMValueRef load_elem(gemm *c, int buf, LLVMValueRef idx) {
  * are zero (the edge panel) and their loads are clamped to x0. */
 static void pack_elem(gemm *c, const operand *o, LLVMValueRef dst, LLVMValueRef x0, LLVMValueRef p0,
                       LLVMValueRef p, LLVMValueRef q, LLVMValueRef limit) {
-  LLVMValueRef valid = limit ? LLVMBuildICmp(c->b, LLVMIntSLT, q, limit, "") : NULL;
+  LLVMValueRef valid = limit ? icmp(c, LLVMIntSLT, q, limit) : NULL;
   LLVMValueRef x = add(c, x0, valid ? LLVMBuildSelect(c->b, valid, q, c64(c, 0), "") : q);
-  LLVMValueRef idx = add(c, o->off, add(c, mul(c, x, o->sx), mul(c, add(c, p0, p), o->sp)));
-  LLVMValueRef v = load_elem(c, o->buf, idx);
+  LLVMValueRef idx = add(c, mul(c, x, o->sx), mul(c, add(c, p0, p), o->sp));
+  LLVMValueRef v = load_elem(c, o, idx);
   if (valid) v = LLVMBuildSelect(c->b, valid, v, LLVMConstNull(c->t), "");
-  LLVMBuildStore(c->b, v, gep(c, c->t, dst, add(c, mul(c, p, o->w), q)));
+  LLVMBuildStore(c->b, v, gep(c, c->t, dst, add(c, mulc(c, p, o->w), q)));
+}
+
+/* One panel with the inner loop along p (p_inner) or along x. Only the
+ * inner loop of a unit-stride nest may be vectorized: vectorizing every
+ * variant gave gathers and scatters in each unrolled copy, 2.7 s of compile
+ * for nests that are rarely run (other strides, the edge panel). */
+static void pack_loops(gemm *c, const operand *o, bool p_inner, bool scalar, LLVMValueRef dst, LLVMValueRef x0,
+                       LLVMValueRef p0, LLVMValueRef limit) {
+  gloop lo, li;
+  LLVMValueRef zero = c64(c, 0), one = c64(c, 1), w = c64(c, o->w);
+  LLVMValueRef outer = loop_open(c, &lo, zero, p_inner ? w : c->kcur, one);
+  LLVMValueRef inner = loop_open(c, &li, zero, p_inner ? c->kcur : w, one);
+  pack_elem(c, o, dst, x0, p0, p_inner ? inner : outer, p_inner ? outer : inner, limit);
+  LLVMValueRef br = loop_close(c, &li);
+  if (scalar) cpu_loop_scalar(c->g, br);
+  cpu_loop_scalar(c->g, loop_close(c, &lo));
 }
 
 /* One panel, the inner loop along whichever of x and p is contiguous in
- * memory so the loads stream (and vectorize). */
+ * memory so the loads stream; full panels test that inner stride for 1,
+ * so the common layouts get a loop with unit-stride loads, which
+ * vectorizes. */
 static void pack_panel(gemm *c, const operand *o, LLVMValueRef dst, LLVMValueRef x0, LLVMValueRef p0,
-                       LLVMValueRef kc, LLVMValueRef limit) {
-  gloop lp, lq;
-  LLVMValueRef zero = c64(c, 0);
-  if (llabs(o->sp) <= llabs(o->sx)) {
-    LLVMValueRef q = loop_open(c, &lq, zero, c64(c, o->w), 1);
-    LLVMValueRef p = loop_open(c, &lp, zero, kc, 1);
-    pack_elem(c, o, dst, x0, p0, p, q, limit);
-    loop_close(c, &lp);
-    loop_close(c, &lq);
-  } else {
-    LLVMValueRef p = loop_open(c, &lp, zero, kc, 1);
-    LLVMValueRef q = loop_open(c, &lq, zero, c64(c, o->w), 1);
-    pack_elem(c, o, dst, x0, p0, p, q, limit);
-    loop_close(c, &lq);
-    loop_close(c, &lp);
+                       LLVMValueRef limit) {
+  gbranch order;
+  branch_open(c, &order, icmp(c, LLVMIntSLE, iabs(c, o->sp), iabs(c, o->sx)));
+  for (int p_inner = 1; p_inner >= 0; p_inner--) {
+    if (limit) {
+      pack_loops(c, o, p_inner, true, dst, x0, p0, limit);
+    } else {
+      operand unit = *o;
+      *(p_inner ? &unit.sp : &unit.sx) = c64(c, 1);
+      gbranch contiguous;
+      branch_open(c, &contiguous, icmp(c, LLVMIntEQ, p_inner ? o->sp : o->sx, c64(c, 1)));
+      pack_loops(c, &unit, p_inner, false, dst, x0, p0, NULL);
+      branch_otherwise(c, &contiguous);
+      pack_loops(c, o, p_inner, true, dst, x0, p0, NULL);
+      branch_close(c, &contiguous);
+    }
+    if (p_inner) branch_otherwise(c, &order);
   }
+  branch_close(c, &order);
 }
 
-/* Elements (x0 + 0..xext, p0 + 0..kc) into panels of o->w, panel j at
- * dst + j*w*c->kc; the full panels first, then (at most) one zero-padded. */
-static void pack(gemm *c, const operand *o, LLVMValueRef dst, LLVMValueRef x0, LLVMValueRef xext, LLVMValueRef p0,
-                 LLVMValueRef kc) {
+/* Elements (x0 + 0..xext, p0 + 0..kcur) into panels of o->w, panel j at
+ * dst + j*w*kc; the full panels first, then (at most) one zero-padded. */
+static void pack(gemm *c, const operand *o, LLVMValueRef dst, LLVMValueRef x0, LLVMValueRef xext, LLVMValueRef p0) {
   for (int edge = 0; edge < 2; edge++) {
     LLVMValueRef nfull = LLVMBuildSDiv(c->b, xext, c64(c, o->w), "");
     LLVMValueRef start = edge ? nfull : c64(c, 0);
     LLVMValueRef end = edge ? LLVMBuildSDiv(c->b, add(c, xext, c64(c, o->w - 1)), c64(c, o->w), "") : nfull;
     gloop l;
-    LLVMValueRef j = loop_open(c, &l, start, end, 1);
-    LLVMValueRef x = add(c, x0, mul(c, j, o->w));
-    LLVMValueRef pan = gep(c, c->t, dst, mul(c, j, o->w * c->kc));
-    pack_panel(c, o, pan, x, p0, kc, edge ? sub(c, xext, mul(c, j, o->w)) : NULL);
+    LLVMValueRef j = loop_open(c, &l, start, end, c64(c, 1));
+    LLVMValueRef x = add(c, x0, mulc(c, j, o->w));
+    LLVMValueRef pan = gep(c, c->t, dst, mul(c, mulc(c, j, o->w), c->kc));
+    pack_panel(c, o, pan, x, p0, edge ? sub(c, xext, mulc(c, j, o->w)) : NULL);
     loop_close(c, &l);
   }
 }
 
-/* ---- the micro-kernel and the epilogue ---------------------------------- */
+/* ---- the micro-kernel --------------------------------------------------- */
 /* acc[r][v] starts at zero, or (later depth blocks) at the scratch C tile. */
 static void micro_init(gemm *c, LLVMValueRef first, LLVMValueRef ctile) {
-  LLVMBasicBlockRef zero = LLVMAppendBasicBlockInContext(c->g->ctx, c->em->fn, "gemm.zero");
-  LLVMBasicBlockRef load = LLVMAppendBasicBlockInContext(c->g->ctx, c->em->fn, "gemm.resume");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->g->ctx, c->em->fn, "gemm.init");
-  LLVMBuildCondBr(c->b, first, zero, load);
-  LLVMPositionBuilderAtEnd(c->b, zero);
+  gbranch br;
+  branch_open(c, &br, first);
   for (int i = 0; i < MR * NV; i++) LLVMBuildStore(c->b, LLVMConstNull(c->vt), c->acc[i]);
-  LLVMBuildBr(c->b, done);
-  LLVMPositionBuilderAtEnd(c->b, load);
+  branch_otherwise(c, &br);
   for (int r = 0; r < MR; r++)
     for (int v = 0; v < NV; v++) {
-      LLVMValueRef p = gep(c, c->t, ctile, c64(c, r * c->nc + v * c->lanes));
+      LLVMValueRef p = gep(c, c->t, ctile, add(c, mulc(c, c->nc, r), c64(c, v * c->lanes)));
       LLVMBuildStore(c->b, load_aligned(c, c->vt, p, VBYTES), c->acc[r * NV + v]);
     }
-  LLVMBuildBr(c->b, done);
-  LLVMPositionBuilderAtEnd(c->b, done);
+  branch_close(c, &br);
 }
 
-/* acc[r][v] += apan[p*MR + r] * bpan[p*NR + v*lanes ..] for p in 0..kc. */
-static void micro_loop(gemm *c, LLVMValueRef apan, LLVMValueRef bpan, LLVMValueRef kc) {
+/* acc[r][v] += apan[p*MR + r] * bpan[p*NR + v*lanes ..] for p in 0..kcur. */
+static void micro_loop(gemm *c, LLVMValueRef apan, LLVMValueRef bpan) {
   gloop l;
-  LLVMValueRef p = loop_open(c, &l, c64(c, 0), kc, 1);
+  LLVMValueRef p = loop_open(c, &l, c64(c, 0), c->kcur, c64(c, 1));
   LLVMValueRef bv[NV];
   for (int v = 0; v < NV; v++)
-    bv[v] = load_aligned(c, c->vt, gep(c, c->t, bpan, add(c, mul(c, p, c->nr), c64(c, v * c->lanes))), VBYTES);
+    bv[v] = load_aligned(c, c->vt, gep(c, c->t, bpan, add(c, mulc(c, p, c->nr), c64(c, v * c->lanes))), VBYTES);
   LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(c->g->i32, (unsigned)c->lanes));
   for (int r = 0; r < MR; r++) {
-    LLVMValueRef a = LLVMBuildLoad2(c->b, c->t, gep(c, c->t, apan, add(c, mul(c, p, MR), c64(c, r))), "");
+    LLVMValueRef a = LLVMBuildLoad2(c->b, c->t, gep(c, c->t, apan, add(c, mulc(c, p, MR), c64(c, r))), "");
     a = LLVMBuildInsertElement(c->b, LLVMGetUndef(c->vt), a, LLVMConstInt(c->g->i32, 0, 0), "");
     a = LLVMBuildShuffleVector(c->b, a, LLVMGetUndef(c->vt), zeros, "");
     for (int v = 0; v < NV; v++) {
@@ -248,135 +270,165 @@ static void micro_loop(gemm *c, LLVMValueRef apan, LLVMValueRef bpan, LLVMValueR
   loop_close(c, &l);
 }
 
-static void micro_save(gemm *c, LLVMValueRef dst, int64_t row_stride) {
+static void micro_save(gemm *c, LLVMValueRef dst) {
   for (int r = 0; r < MR; r++)
     for (int v = 0; v < NV; v++) {
-      LLVMValueRef p = gep(c, c->t, dst, c64(c, r * row_stride + v * c->lanes));
+      LLVMValueRef p = gep(c, c->t, dst, add(c, mulc(c, c->nc, r), c64(c, v * c->lanes)));
       store_aligned(c, LLVMBuildLoad2(c->b, c->vt, c->acc[r * NV + v], ""), p, VBYTES);
     }
 }
 
-/* The KS_GEMM body for each element (ic + r, jc + q) of a finished row
- * block whose sums wait in `sums` (row stride nc): one loop over whole rows
- * of the block, long enough to vectorize well, while the block is in L2.
- * The body is emitted once. */
-static void epilogue(gemm *c, LLVMValueRef sums, LLVMValueRef ic, LLVMValueRef jc, LLVMValueRef mcur,
-                     LLVMValueRef ncur) {
-  const kstmt *s = c->s;
-  emitter *em = c->em;
-  int mark = cpu_emit_mark(em), wide = em->wide_math_calls;
-  gloop lr, lq;
-  LLVMValueRef r = loop_open(c, &lr, c64(c, 0), mcur, 1);
-  LLVMValueRef q = loop_open(c, &lq, c64(c, 0), ncur, 1);
-  em->vars[s->var] = add(c, ic, r);
-  em->vars[s->gemm.var_j] = add(c, jc, q);
-  LLVMValueRef v = LLVMBuildLoad2(c->b, c->t, gep(c, c->t, sums, add(c, mul(c, r, c->nc), q)), "");
-  LLVMBuildStore(c->b, v, cpu_acc_slot(em, s->acc, s->type));
-  cpu_emit_block(em, s->body);
-  cpu_latency_hint(em, loop_close(c, &lq), wide);
-  loop_close(c, &lr);
-  cpu_emit_forget(em, mark);
-}
-
 /* Where the sums of the row block starting at row ic live. */
 static LLVMValueRef block_sums(gemm *c, LLVMValueRef ic) {
-  return c->cs ? gep(c, c->t, c->cs, mul(c, sub(c, ic, c->i0), c->nc)) : c->rb;
-}
-
-/* One micro-tile at rows row0.., columns col0.. (absolute; ic and jc are
- * the row and column block's first row and column): resume from the
- * scratch C (if any), multiply, and save the sums there, or to the row
- * block's buffer. */
-static void micro_tile(gemm *c, LLVMValueRef apan, LLVMValueRef bpan, LLVMValueRef kc, LLVMValueRef first,
-                       LLVMValueRef row0, LLVMValueRef col0, LLVMValueRef ic, LLVMValueRef jc) {
-  LLVMValueRef at = add(c, mul(c, sub(c, row0, ic), c->nc), sub(c, col0, jc));
-  LLVMValueRef ctile = gep(c, c->t, block_sums(c, ic), at);
-  if (c->cs) {
-    micro_init(c, first, ctile);
-  } else {
-    for (int i = 0; i < MR * NV; i++) LLVMBuildStore(c->b, LLVMConstNull(c->vt), c->acc[i]);
-  }
-  micro_loop(c, apan, bpan, kc);
-  micro_save(c, ctile, c->nc);
+  LLVMValueRef at = LLVMBuildSelect(c->b, c->multi, mul(c, sub(c, ic, c->i0), c->nc), c64(c, 0), "");
+  return gep(c, c->t, c->sums, at);
 }
 
 /* ---- the blocked loops -------------------------------------------------- */
-/* Rows ic..ic+mc of the packed A block times the packed B block. */
-static void row_block(gemm *c, const operand *a, LLVMValueRef ic, LLVMValueRef pc, LLVMValueRef kc,
-                      LLVMValueRef first, LLVMValueRef last, LLVMValueRef jc, LLVMValueRef ncur) {
-  LLVMValueRef mcur = imin(c, c64(c, c->mc), sub(c, c->i1, ic));
-  pack(c, a, c->ap, ic, mcur, pc, kc);
+typedef struct {
+  LLVMValueRef pc;           /* the depth block's first depth */
+  LLVMValueRef first, last;  /* whether it is the first / the last depth block */
+  LLVMValueRef jc, ncur;     /* the column block: first column, columns */
+} depth_block;
+
+/* Rows ic..ic+mc of the packed A block times the packed B block, then (in
+ * the last depth block) the epilogue on the finished sums. */
+static void row_block(gemm *c, const operand *a, const depth_block *d, LLVMValueRef ic) {
+  LLVMValueRef mcur = imin(c, c->mc, sub(c, c->i1, ic));
+  pack(c, a, c->ap, ic, mcur, d->pc);
+  LLVMValueRef sums = block_sums(c, ic);
   gloop lj, li;
-  LLVMValueRef jr = loop_open(c, &lj, c64(c, 0), ncur, c->nr);
-  LLVMValueRef ir = loop_open(c, &li, c64(c, 0), mcur, MR);
+  LLVMValueRef jr = loop_open(c, &lj, c64(c, 0), d->ncur, c64(c, c->nr));
+  LLVMValueRef ir = loop_open(c, &li, c64(c, 0), mcur, c64(c, MR));
   LLVMValueRef apan = gep(c, c->t, c->ap, mul(c, ir, c->kc));
   LLVMValueRef bpan = gep(c, c->t, c->bp, mul(c, jr, c->kc));
-  micro_tile(c, apan, bpan, kc, first, add(c, ic, ir), add(c, jc, jr), ic, jc);
+  LLVMValueRef ctile = gep(c, c->t, sums, add(c, mul(c, ir, c->nc), jr));
+  micro_init(c, d->first, ctile);
+  micro_loop(c, apan, bpan);
+  micro_save(c, ctile);
   loop_close(c, &li);
   loop_close(c, &lj);
-  LLVMBasicBlockRef fin = LLVMAppendBasicBlockInContext(c->g->ctx, c->em->fn, "gemm.epilogue");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->g->ctx, c->em->fn, "gemm.done");
-  LLVMBuildCondBr(c->b, last, fin, done);
-  LLVMPositionBuilderAtEnd(c->b, fin);
-  epilogue(c, block_sums(c, ic), ic, jc, mcur, ncur);
-  LLVMBuildBr(c->b, done);
-  LLVMPositionBuilderAtEnd(c->b, done);
+  gbranch fin;
+  branch_open(c, &fin, d->last);
+  LLVMTypeRef et = cpu_gemm_epilogue_type(c->g);
+  LLVMValueRef args[] = {LLVMGetParam(c->fn, P_CTX), sums, c->nc, ic, d->jc, mcur, d->ncur};
+  LLVMBuildCall2(c->b, et, LLVMGetParam(c->fn, P_EPI), args, 7, "");
+  branch_otherwise(c, &fin);
+  branch_close(c, &fin);
 }
 
 static void blocked(gemm *c, const operand *a, const operand *b) {
-  const kstmt *s = c->s;
-  int64_t kdim = s->gemm.kdim;
   gloop lj, lp, li;
-  LLVMValueRef jc = loop_open(c, &lj, c64(c, 0), c64(c, s->gemm.n), c->nc);
-  LLVMValueRef ncur = imin(c, c64(c, c->nc), sub(c, c64(c, s->gemm.n), jc));
+  depth_block d;
+  d.jc = loop_open(c, &lj, c64(c, 0), c->n, c->nc);
+  d.ncur = imin(c, c->nc, sub(c, c->n, d.jc));
   /* K = 0 still needs one (empty) depth block to run the epilogue. */
-  LLVMValueRef pc = loop_open(c, &lp, c64(c, 0), c64(c, kdim > 0 ? kdim : 1), c->kc);
-  LLVMValueRef kc = imin(c, c64(c, c->kc), sub(c, c64(c, kdim), pc));
-  LLVMValueRef first = LLVMBuildICmp(c->b, LLVMIntEQ, pc, c64(c, 0), "");
-  LLVMValueRef last = LLVMBuildICmp(c->b, LLVMIntSGE, add(c, pc, c64(c, c->kc)), c64(c, kdim), "");
-  pack(c, b, c->bp, jc, ncur, pc, kc);
+  LLVMValueRef kend = LLVMBuildSelect(c->b, icmp(c, LLVMIntSGT, c->kdim, c64(c, 0)), c->kdim, c64(c, 1), "");
+  d.pc = loop_open(c, &lp, c64(c, 0), kend, c->kc);
+  c->kcur = imin(c, c->kc, sub(c, c->kdim, d.pc));
+  d.first = icmp(c, LLVMIntEQ, d.pc, c64(c, 0));
+  d.last = icmp(c, LLVMIntSGE, add(c, d.pc, c->kc), c->kdim);
+  pack(c, b, c->bp, d.jc, d.ncur, d.pc);
   LLVMValueRef ic = loop_open(c, &li, c->i0, c->i1, c->mc);
-  row_block(c, a, ic, pc, kc, first, last, jc, ncur);
+  row_block(c, a, &d, ic);
   loop_close(c, &li);
   loop_close(c, &lp);
   loop_close(c, &lj);
 }
 
-/* Block sizes shrunk to the problem, so small products use small buffers. */
-static void setup(gemm *c, emitter *em, const kstmt *s) {
-  *c = (gemm){.em = em, .s = s, .g = &em->g, .b = em->g.b};
-  IR_ASSERT(s->type == KILN_F32 || s->type == KILN_F64);
-  c->t = cpu_type(c->g, s->type);
-  c->lanes = VBYTES / (int64_t)ir_dtypes[s->type].size;
+/* ---- the driver function ------------------------------------------------ */
+/* Block sizes shrunk to the problem, so small products use small buffers;
+ * the accumulators' allocas come first in the entry block. */
+static void setup(gemm *c, kiln_dtype t) {
+  c->t = cpu_type(c->g, t);
+  c->lanes = VBYTES / (int64_t)ir_dtypes[t].size;
   c->vt = LLVMVectorType(c->t, (unsigned)c->lanes);
   c->nr = NV * c->lanes;
-  c->kc = s->gemm.kdim > 0 ? min64(KC_BYTES / (int64_t)ir_dtypes[s->type].size, s->gemm.kdim) : 1;
-  c->mc = min64(MC, round_up(s->extent, MR));
-  c->nc = min64(round_up(NC, c->nr), round_up(s->gemm.n, c->nr));
-  bool top = em->k->body == s;
-  c->i0 = top ? em->lo : c64(c, 0);
-  c->i1 = top ? em->hi : c64(c, s->extent);
-  for (int i = 0; i < MR * NV; i++) c->acc[i] = entry_alloca(c, c->vt);
+  for (int i = 0; i < MR * NV; i++) {
+    c->acc[i] = LLVMBuildAlloca(c->b, c->vt, "");
+    LLVMSetAlignment(c->acc[i], VBYTES);
+  }
+  c->i0 = LLVMGetParam(c->fn, P_I0);
+  c->i1 = LLVMGetParam(c->fn, P_I1);
+  c->n = LLVMGetParam(c->fn, P_N);
+  c->kdim = LLVMGetParam(c->fn, P_K);
+  LLVMValueRef kmax = c64(c, KC_BYTES / (int64_t)ir_dtypes[t].size);
+  c->kc = LLVMBuildSelect(c->b, icmp(c, LLVMIntSGT, c->kdim, c64(c, 0)), imin(c, kmax, c->kdim), c64(c, 1), "");
+  c->mc = imin(c, c64(c, MC), round_up(c, sub(c, c->i1, c->i0), MR));
+  c->nc = imin(c, c64(c, NC), round_up(c, c->n, c->nr));  /* NC is a multiple of NR */
+  c->multi = icmp(c, LLVMIntSGT, c->kdim, c->kc);
 }
 
-void cpu_emit_gemm(emitter *em, const kstmt *s) {
-  if (s->extent <= 0 || s->gemm.n <= 0) return;
-  gemm c;
-  setup(&c, em, s);
-  operand a = {s->gemm.a_buf, cpu_emit_expr(em, s->gemm.a_off), s->gemm.a_si, s->gemm.a_sk, MR};
-  operand b = {s->gemm.b_buf, cpu_emit_expr(em, s->gemm.b_off), s->gemm.b_sn, s->gemm.b_sk, c.nr};
-  c.ap = buffer_alloc(&c, c64(&c, c.mc * c.kc));
-  c.bp = buffer_alloc(&c, c64(&c, c.nc * c.kc));
-  if (s->gemm.kdim > c.kc) {  /* rows of this call, rounded up to whole micro-tiles */
-    LLVMValueRef rows = add(&c, sub(&c, c.i1, c.i0), c64(&c, MR - 1));
-    rows = mul(&c, LLVMBuildSDiv(c.b, rows, c64(&c, MR), ""), MR);
-    c.cs = buffer_alloc(&c, mul(&c, rows, c.nc));
-  } else {
-    c.rb = buffer_alloc(&c, c64(&c, c.mc * c.nc));
+/* Nothing to do for an empty row range or no columns; else the buffers
+ * (the sums of all rows of this call, in whole micro-tiles, when K spans
+ * several depth blocks), the blocked product, and the buffers freed. */
+static void driver_body(gemm *c, const cpu_gemm_driver *d) {
+  LLVMValueRef fn = c->fn;
+  operand a = {LLVMGetParam(fn, P_A), d->a, LLVMGetParam(fn, P_ASI), LLVMGetParam(fn, P_ASK), MR};
+  operand b = {LLVMGetParam(fn, P_B), d->b, LLVMGetParam(fn, P_BSN), LLVMGetParam(fn, P_BSK), c->nr};
+  LLVMBasicBlockRef work = block(c, "gemm.work"), done = block(c, "gemm.ret");
+  LLVMValueRef empty = LLVMBuildOr(c->b, icmp(c, LLVMIntSGE, c->i0, c->i1), icmp(c, LLVMIntSLE, c->n, c64(c, 0)), "");
+  LLVMBuildCondBr(c->b, empty, done, work);
+  LLVMPositionBuilderAtEnd(c->b, work);
+  c->ap = buffer_alloc(c, mul(c, c->mc, c->kc));
+  c->bp = buffer_alloc(c, mul(c, c->nc, c->kc));
+  LLVMValueRef rows = LLVMBuildSelect(c->b, c->multi, round_up(c, sub(c, c->i1, c->i0), MR), c->mc, "");
+  c->sums = buffer_alloc(c, mul(c, rows, c->nc));
+  blocked(c, &a, &b);
+  buffer_free(c, c->sums);
+  buffer_free(c, c->bp);
+  buffer_free(c, c->ap);
+  LLVMBuildBr(c->b, done);
+  LLVMPositionBuilderAtEnd(c->b, done);
+  LLVMBuildRetVoid(c->b);
+}
+
+LLVMTypeRef cpu_gemm_epilogue_type(cpu_cg *g) {
+  LLVMTypeRef p[] = {g->ptr, g->ptr, g->i64, g->i64, g->i64, g->i64, g->i64};
+  return LLVMFunctionType(g->vd, p, 7, 0);
+}
+
+LLVMTypeRef cpu_gemm_driver_type(cpu_cg *g) {
+  LLVMTypeRef p[NPARAMS];
+  for (int i = 0; i < NPARAMS; i++) p[i] = i == P_A || i == P_B || i == P_EPI || i == P_CTX ? g->ptr : g->i64;
+  return LLVMFunctionType(g->vd, p, NPARAMS, 0);
+}
+
+cpu_gemm_driver cpu_gemm_driver_of(const kernel *k, const kstmt *s) {
+  cpu_gemm_driver d = {.t = s->type, .a = k->params[s->gemm.a_buf].dtype, .b = k->params[s->gemm.b_buf].dtype};
+  IR_ASSERT((d.t == KILN_F32 || d.t == KILN_F64) && ir_compute_dtype(d.a) == d.t && ir_compute_dtype(d.b) == d.t);
+  snprintf(d.name, sizeof d.name, "kiln.gemm.%s.%s.%s", ir_dtypes[d.t].short_name, ir_dtypes[d.a].short_name,
+           ir_dtypes[d.b].short_name);
+  return d;
+}
+
+static char *each_driver(const kernel *k, const kstmt *s, cpu_gemm_visit fn, void *ctx) {
+  for (; s; s = s->next) {
+    char *err = NULL;
+    if (s->kind == KS_GEMM) {
+      cpu_gemm_driver d = cpu_gemm_driver_of(k, s);
+      err = fn(ctx, &d);
+    }
+    if (!err && (s->kind == KS_LOOP || s->kind == KS_GEMM)) err = each_driver(k, s->body, fn, ctx);
+    if (err) return err;
   }
-  blocked(&c, &a, &b);
-  buffer_free(&c, c.cs);
-  buffer_free(&c, c.rb);
-  buffer_free(&c, c.bp);
-  buffer_free(&c, c.ap);
+  return NULL;
+}
+
+char *cpu_gemm_each_driver(const kernel *k, cpu_gemm_visit fn, void *ctx) { return each_driver(k, k->body, fn, ctx); }
+
+LLVMModuleRef cpu_gemm_driver_module(LLVMContextRef ctx, const cpu_gemm_driver *d, const char *triple,
+                                     const char *datalayout, const char *cpu, const char *features) {
+  cpu_cg g;
+  cpu_cg_init(&g, ctx, d->name, triple, datalayout, cpu, features);
+  gemm c = {.g = &g, .b = g.b};
+  c.fn = LLVMAddFunction(g.mod, d->name, cpu_gemm_driver_type(&g));
+  cpu_fn_attrs(&g, c.fn, false);
+  cpu_param_attr(&g, c.fn, P_A + 1, "noalias");  /* read only, like B: the epilogue writes elsewhere */
+  cpu_param_attr(&g, c.fn, P_B + 1, "noalias");
+  LLVMPositionBuilderAtEnd(g.b, block(&c, "entry"));
+  setup(&c, d->t);
+  driver_body(&c, d);
+  LLVMDisposeBuilder(g.b);
+  return g.mod;
 }

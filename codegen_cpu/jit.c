@@ -26,7 +26,7 @@ struct cpu_jit {
   LLVMTargetMachineRef tm;   /* the O3 pipeline's cost models (the LLJIT has its own for codegen) */
   char *cpu, *features;      /* LLVM-allocated host CPU name and feature string */
   char *target;              /* "triple cpu features", part of cache keys */
-  jit_kernel *kernels;       /* names already added: equal names are equal kernels */
+  jit_kernel *kernels;       /* names already added (kernels and GEMM drivers): equal names are equal code */
   int nkernels, cap;
 };
 
@@ -192,6 +192,44 @@ static cpu_kernel_fn add_and_lookup(cpu_jit *j, LLVMOrcThreadSafeModuleRef tsm, 
   return fn;
 }
 
+/* Optimises m (tsc's), appends its IR to llvm_ir (when not NULL) and adds
+ * it, returning the address of `name`; when the JIT already has it (known),
+ * only the IR text was wanted and known is returned. */
+static cpu_kernel_fn add_module(cpu_jit *j, LLVMOrcThreadSafeContextRef tsc, LLVMModuleRef m, const char *name,
+                                ir_str *llvm_ir, cpu_kernel_fn known, char **err) {
+  char *msg = optimise(j, m);
+  if (!msg && llvm_ir) append_ir(llvm_ir, m);
+  if (msg || known) {
+    LLVMDisposeModule(m);
+    LLVMOrcDisposeThreadSafeContext(tsc);
+    if (msg) *err = msg;
+    return msg ? NULL : known;
+  }
+  LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m, tsc);
+  LLVMOrcDisposeThreadSafeContext(tsc);  /* the module keeps its context alive */
+  return add_and_lookup(j, tsm, name, err);
+}
+
+typedef struct {
+  cpu_jit *j;
+  ir_str *llvm_ir;
+} driver_job;
+
+/* A GEMM driver (gemm.c) the JIT does not hold yet: compiled once and kept
+ * for the JIT's life, so every later GEMM of its dtypes, whatever its
+ * shape, only links against it. (Its address is never called as a kernel.) */
+static char *add_driver(void *job, const cpu_gemm_driver *d) {
+  driver_job *b = job;
+  cpu_jit *j = b->j;
+  if (find_kernel(j, d->name)) return NULL;
+  LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
+  LLVMModuleRef m = cpu_gemm_driver_module(LLVMOrcThreadSafeContextGetContext(tsc), d,
+                                           LLVMOrcLLJITGetTripleString(j->jit),
+                                           LLVMOrcLLJITGetDataLayoutStr(j->jit), j->cpu, j->features);
+  char *err = NULL;
+  return add_module(j, tsc, m, d->name, b->llvm_ir, NULL, &err) ? NULL : err;
+}
+
 cpu_kernel_fn cpu_jit_compile(cpu_jit *j, kernel *k, ir_str *llvm_ir, char **err) {
   if (!k->name[0]) {  /* k_print names the kernel */
     ir_str text = {0};
@@ -200,19 +238,14 @@ cpu_kernel_fn cpu_jit_compile(cpu_jit *j, kernel *k, ir_str *llvm_ir, char **err
   }
   cpu_kernel_fn fn = find_kernel(j, k->name);
   if (fn && !llvm_ir) return fn;
+  char *msg = fn ? NULL : cpu_gemm_each_driver(k, add_driver, &(driver_job){j, llvm_ir});
+  if (msg) {
+    *err = msg;
+    return NULL;
+  }
   LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
   LLVMModuleRef m = cpu_emit_module(LLVMOrcThreadSafeContextGetContext(tsc), k,
                                     LLVMOrcLLJITGetTripleString(j->jit),
                                     LLVMOrcLLJITGetDataLayoutStr(j->jit), j->cpu, j->features);
-  char *msg = optimise(j, m);
-  if (!msg && llvm_ir) append_ir(llvm_ir, m);
-  if (msg || fn) {  /* failed, or only the IR text was wanted */
-    LLVMDisposeModule(m);
-    LLVMOrcDisposeThreadSafeContext(tsc);
-    if (msg) *err = msg;
-    return msg ? NULL : fn;
-  }
-  LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m, tsc);
-  LLVMOrcDisposeThreadSafeContext(tsc);  /* the module keeps its context alive */
-  return add_and_lookup(j, tsm, k->name, err);
+  return add_module(j, tsc, m, k->name, llvm_ir, fn, err);
 }

@@ -97,6 +97,21 @@ static void gk_run(cpu_kernel_fn fn, void *const *bufs, const gk_row *r) {
   for (int t = 0; t < 3; t++) fn(bufs, cut[t], cut[t + 1]);
 }
 
+/* Runs fn, compiled from gk_kernel(r), on fresh data and checks every element. */
+static void gk_check(cpu_kernel_fn fn, const gk_row *r, int row) {
+  int64_t nout = r->batch * r->m * r->n;
+  void *out = gk_buffer(r->dt, nout, 9), *a = gk_buffer(r->dt, r->batch * r->m * r->k, 1);
+  void *b = gk_buffer(r->dt, r->batch * r->k * r->n, 2), *bias = gk_buffer(r->dt, r->n, 3);
+  gk_run(fn, (void *[]){out, a, b, bias}, r);
+  for (int64_t e = 0; e < nout; e++) {
+    int64_t j = e % r->n, i = e / r->n % r->m, bt = e / r->n / r->m;
+    double want = gk_expected(r, a, b, bias, bt, i, j), got = ref_load_f(r->dt, out, e);
+    ck_assert_msg(got == want, "row %d: [%lld,%lld,%lld] = %g, expected %g", row, (long long)bt, (long long)i,
+                  (long long)j, got, want);
+  }
+  free(out), free(a), free(b), free(bias);
+}
+
 START_TEST(gemm_codegen) {
   const gk_row *r = &gk_rows[_i];
   char *err = NULL;
@@ -106,23 +121,43 @@ START_TEST(gemm_codegen) {
   ir_str ir = {0};
   cpu_kernel_fn fn = cpu_jit_compile(jit, k, &ir, &err);
   ck_assert_msg(fn != NULL, "compile: %s", err ? err : "");
-  /* The micro-kernel is explicit zmm FMAs, not left to the auto-vectorizer
-   * (K = 0 has no products, so no FMAs). */
+  /* The micro-kernel, in the driver compiled with this first GEMM of the
+   * JIT, is explicit zmm FMAs, not left to the auto-vectorizer. */
   const char *fma = ir_compute_dtype(r->dt) == KILN_F64 ? "llvm.fma.v8f64" : "llvm.fma.v16f32";
-  ck_assert_msg(r->k == 0 || strstr(ir.s, fma), "row %d: no %s in the optimised IR", _i, fma);
-  int64_t nout = r->batch * r->m * r->n;
-  void *out = gk_buffer(r->dt, nout, 9), *a = gk_buffer(r->dt, r->batch * r->m * r->k, 1);
-  void *b = gk_buffer(r->dt, r->batch * r->k * r->n, 2), *bias = gk_buffer(r->dt, r->n, 3);
-  gk_run(fn, (void *[]){out, a, b, bias}, r);
-  for (int64_t e = 0; e < nout; e++) {
-    int64_t j = e % r->n, i = e / r->n % r->m, bt = e / r->n / r->m;
-    double want = gk_expected(r, a, b, bias, bt, i, j), got = ref_load_f(r->dt, out, e);
-    ck_assert_msg(got == want, "row %d: [%lld,%lld,%lld] = %g, expected %g", _i, (long long)bt, (long long)i,
-                  (long long)j, got, want);
-  }
-  free(out), free(a), free(b), free(bias);
+  ck_assert_msg(strstr(ir.s, fma), "row %d: no %s in the optimised IR", _i, fma);
+  gk_check(fn, r, _i);
   ir_str_free(&ir);
   k_free(k);
+  cpu_jit_free(jit);
+}
+END_TEST
+
+/* One driver per dtype serves every shape: f32 kernels of other shapes,
+ * strides, batches and epilogues in the same JIT only declare the driver
+ * the first one defined, and are right; f16 operands get their own. */
+START_TEST(gemm_driver_shared) {
+  static const int order[] = {0, 3, 4, 6, 2, 9};
+  char *err = NULL;
+  cpu_jit *jit = cpu_jit_new(&err);
+  ck_assert_msg(jit != NULL, "cpu_jit_new: %s", err ? err : "");
+  for (int i = 0; i < 6; i++) {
+    const gk_row *r = &gk_rows[order[i]];
+    kernel *k = gk_kernel(r);
+    ir_str ir = {0};
+    cpu_kernel_fn fn = cpu_jit_compile(jit, k, &ir, &err);
+    ck_assert_msg(fn != NULL, "compile: %s", err ? err : "");
+    const char *driver = r->dt == KILN_F16 ? "kiln.gemm.f32.f16.f16" : "kiln.gemm.f32.f32.f32";
+    char def[64], call[64];
+    snprintf(def, sizeof def, "define void @%s(", driver);
+    snprintf(call, sizeof call, "call void @%s(", driver);
+    bool defines = strstr(ir.s, def) != NULL;
+    ck_assert_msg(defines == (i == 0 || r->dt == KILN_F16), "row %d: %s %sdefined", order[i], driver,
+                  defines ? "" : "not ");
+    ck_assert_msg(strstr(ir.s, call), "row %d: %s not called", order[i], driver);
+    gk_check(fn, r, order[i]);
+    ir_str_free(&ir);
+    k_free(k);
+  }
   cpu_jit_free(jit);
 }
 END_TEST
@@ -365,6 +400,7 @@ END_TEST
 static Suite *matmul_suite(void) {
   Suite *s = suite_create("matmul");
   tcase_add_loop_test(tu_tcase(s, "codegen"), gemm_codegen, 0, (int)(sizeof gk_rows / sizeof *gk_rows));
+  tcase_add_test(tu_tcase(s, "driver"), gemm_driver_shared);
   tcase_add_loop_test(tu_tcase(s, "rows_f32"), matmul_rows_f32, 0, NMM);
   tcase_add_loop_test(tu_tcase(s, "rows_dtypes"), matmul_rows_dtypes, 0, NMM - 1);
   tcase_add_loop_test(tu_tcase(s, "mm_dot_linear"), mm_dot_linear, 0, 6);
