@@ -11,6 +11,34 @@
  *   a kiln_status plus kiln_last_error().
  * - Handles are reference counted. A handle made inside kiln_scope_begin/end
  *   is released by kiln_scope_end unless kiln_keep moved it out.
+ *
+ * Lifetimes
+ * - A handle is valid until its last reference is dropped (kiln_release, or
+ *   the kiln_scope_end of the scope that holds it). Using it afterwards is a
+ *   use after free; with KILN_CHECK_HANDLES=1 (the default in Debug builds)
+ *   kiln keeps the last 4096 freed handles in quarantine and reports their use
+ *   as an error ("exp: argument 1 is a handle that was already released",
+ *   with your file:line) instead of crashing. Older ones are really freed.
+ * - kiln_shutdown ends the scopes still open (releasing their handles) and
+ *   frees the runtime: caches, the JIT, the thread pool. Release every other
+ *   handle before it: one that outlives it keeps its memory until released,
+ *   and computing with it restarts the runtime. kiln may be used again after
+ *   kiln_shutdown; the state is created afresh on first use.
+ *
+ * Threads
+ * - Any number of threads may build and realize independent graphs at the
+ *   same time, and read realized tensors another thread made. Results are
+ *   correct, but kiln serializes the realizes themselves: one lock is held
+ *   for the whole of each realize (the compile and the run), so two threads
+ *   realizing do not run faster than one.
+ * - kiln_retain and kiln_release may be called on one handle from any
+ *   threads (the counts are atomic). Scopes and kiln_last_error are per
+ *   thread: a scope holds the handles its own thread made.
+ * - Two threads must not build on one pending (unrealized) tensor while one
+ *   of them realizes it: realize rewrites the nodes it computes.
+ * - Settings are process-wide: the KILN_* variables are read once, and
+ *   kiln_set_eager and kiln_manual_seed affect every thread (both are safe to
+ *   call at any time). kiln_stats counters are atomic and count every thread.
  */
 #ifndef KILN_H
 #define KILN_H
@@ -96,8 +124,10 @@ void kiln_empty_cache(void);
 void kiln_scope_begin(void);
 void kiln_scope_end(void);
 kiln_tensor *kiln_keep(kiln_tensor *t);  /* survives the current scope */
-void kiln_release(kiln_tensor *t);       /* drops one reference; NULL is fine */
-kiln_tensor *kiln_retain(kiln_tensor *t); /* adds one reference */
+void kiln_release_at(const char *f, int l, kiln_tensor *t);           /* drops one reference; NULL is fine */
+kiln_tensor *kiln_retain_at(const char *f, int l, kiln_tensor *t);    /* adds one reference; NULL gives NULL */
+#define kiln_release(t) kiln_release_at(__FILE__, __LINE__, t)
+#define kiln_retain(t) kiln_retain_at(__FILE__, __LINE__, t)
 
 /* ---- errors -------------------------------------------------------------- */
 const char *kiln_last_error(void);       /* message of the last failure, "" if none */

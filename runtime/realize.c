@@ -68,7 +68,7 @@ static kiln_status alloc_outputs(const pass_group *pg, rt_buffer **out) {
     while (o--) rt_buffer_release(out[o]);
     ir_node *n = pg->outs[0];
     ir_error_setf("%s:%d: %s: out of memory allocating %lld elements", n->file ? n->file : "?", n->line,
-                  ir_ops[n->op].name, (long long)numel);
+                  n->api ? n->api : ir_ops[n->op].name, (long long)numel);
     return KILN_ERR_MEMORY;
   }
   return KILN_OK;
@@ -133,10 +133,9 @@ static void bind_params(const kernel *k, rt_buffer **out, ir_node **inputs, void
 
 static void count_launch(const kernel *k, bool hit) {
   kiln_stats_t *s = rt_stats_mut();
-  s->kernels_launched++;
-  s->bytes_moved += kernel_bytes(k);
-  if (hit) s->cache_hits++;
-  else s->compiles++;
+  rt_count(&s->kernels_launched, 1);
+  rt_count(&s->bytes_moved, kernel_bytes(k));
+  rt_count(hit ? &s->cache_hits : &s->compiles, 1);
 }
 
 /* The group's outputs become buffers and drop their sources. */
@@ -240,8 +239,8 @@ static bool has_matmul(const pass_graph *g, int gi) {
 /* cuBLASLt calls count as launches that were never compiled. */
 static void count_library_calls(const kernel *k, int64_t calls) {
   kiln_stats_t *s = rt_stats_mut();
-  s->kernels_launched += (uint64_t)calls;
-  s->bytes_moved += kernel_bytes(k);
+  rt_count(&s->kernels_launched, (uint64_t)calls);
+  rt_count(&s->bytes_moved, kernel_bytes(k));
 }
 
 /* cuBLASLt's product into the output or the temp, then the rest of the
