@@ -2,7 +2,7 @@
 # Installs the Debian packages kiln's build, tests and benchmarks need, when missing.
 # Idempotent: a machine that has everything does nothing and needs no network.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config llvm-19-dev check libopenblas-dev graphviz gnuplot-nox)
+pkgs=(build-essential cmake pkg-config llvm-19-dev check libopenblas-dev graphviz gnuplot-nox clang-19 libclang-rt-19-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
