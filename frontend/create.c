@@ -20,11 +20,10 @@ ir_node *fe_check_shape(const char *f, int l, const char *op, int ndim, const in
   int bad = -1;
   for (int i = 0; i < ndim && bad < 0; i++)
     if (shape[i] < 0) bad = i;
-  if (bad < 0 && ir_numel(ndim, shape) >= 0) return NULL;
+  if (bad < 0) return fe_check_numel(f, l, op, ndim, shape);
   ir_str s = {0};   /* formatted only on failure: creating tensors is on a cached realize's hot path */
   ir_str_shape(&s, ndim, shape);
-  ir_node *e = bad >= 0 ? fe_error(KILN_ERR_ARG, f, l, "%s: negative size %lld in shape %s", op, (long long)shape[bad], s.s)
-                        : fe_error(KILN_ERR_SHAPE, f, l, "%s: shape %s has more elements than int64 can count", op, s.s);
+  ir_node *e = fe_error(KILN_ERR_ARG, f, l, "%s: negative size %lld in shape %s", op, (long long)shape[bad], s.s);
   ir_str_free(&s);
   return e;
 }
@@ -114,14 +113,20 @@ kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, 
 /* ---- constants and ranges ----------------------------------------------- */
 static const kiln_device cpu = {KILN_CPU, 0};
 
-static ir_node *const_node(const char *f, int l, const char *op, int ndim, const int64_t *shape, double v,
-                           kiln_dtype dt, kiln_device dev) {
+static ir_node *const_node_as(const char *f, int l, const char *op, int ndim, const int64_t *shape, double v,
+                              kiln_dtype dt, kiln_device dev) {
   ir_node *e = check_shape_dtype(f, l, op, ndim, shape, dt);
   if (e) return e;
   ir_node *n = ir_node_new(IR_CONST, dt, ndim, shape, 0, NULL, f, l);
   n->attr.value = value_in(v, dt);
   n->device = dev;
   return fe_finish(n);
+}
+
+/* A CONST node that says it came from op (zeros, full, ...). */
+static ir_node *const_node(const char *f, int l, const char *op, int ndim, const int64_t *shape, double v,
+                           kiln_dtype dt, kiln_device dev) {
+  FE_AS(op, const_node_as(f, l, op, ndim, shape, v, dt, dev));
 }
 
 kiln_tensor *kiln_scalar_at(const char *f, int l, double v, kiln_dtype dt) {
@@ -163,7 +168,7 @@ kiln_tensor *kiln_linspace_at(const char *f, int l, double start, double end, in
                                  (long long)steps);
   ir_node *n = ir_node_new(IR_LINSPACE, KILN_F32, 1, &steps, 0, NULL, f, l);
   n->attr.start = start;
-  n->attr.end = end;
+  n->attr.end = steps == 1 ? start : end;   /* one step is the start, as in PyTorch */
   n->attr.step = steps > 1 ? (end - start) / (double)(steps - 1) : 0;
   return fe_finish(n);
 }
@@ -211,6 +216,12 @@ kiln_tensor *kiln_randint_at(const char *f, int l, int64_t low, int64_t high, in
   if (low >= high)
     return fe_error(KILN_ERR_ARG, f, l, "randint: low must be less than high, got low=%lld >= high=%lld",
                     (long long)low, (long long)high);
+  /* PyTorch's check_from_to_in_range: every value drawn must fit dt */
+  if (!ir_is_float(dt) && !fe_int_fits((double)low, dt))
+    return fe_error(KILN_ERR_ARG, f, l, "randint: low=%lld is out of bounds for %s", (long long)low, ir_dtypes[dt].name);
+  if (!ir_is_float(dt) && !fe_int_fits((double)(high - 1), dt))
+    return fe_error(KILN_ERR_ARG, f, l, "randint: high - 1 = %lld is out of bounds for %s", (long long)(high - 1),
+                    ir_dtypes[dt].name);
   ir_node *n = random_node(f, l, IR_RANDINT, ndim, shape, dt);
   n->attr.low = low;
   n->attr.high = high;

@@ -58,14 +58,32 @@ ir_node *fe_finish(ir_node *n);
 /* A new, registered reference to t: what an op that changes nothing returns
  * (tensors are immutable). */
 ir_node *fe_same(ir_node *t);
+/* The body of a public op made of other ops: evaluates expr (an ir_node *)
+ * as the composite name (ir_api_push) and returns it. */
+#define FE_AS(name, expr)                     \
+  do {                                        \
+    const char *prev_ = ir_api_push(name);    \
+    ir_node *result_ = (expr);                \
+    ir_api_pop(prev_);                        \
+    return result_;                           \
+  } while (0)
 /* A registered error node; the message gets the caller's "file:line: ". */
 #define fe_error(st, f, l, ...) fe_register(ir_node_error(st, f, l, __VA_ARGS__))
 /* NULL when t can be used as argument argno (1-based) of op; otherwise the
  * registered error node to return: a copy of t's error (errors are sticky)
  * or "op: argument N is NULL". */
 ir_node *fe_check_arg(const char *f, int l, const char *op, ir_node *t, int argno);
+#define FE_FREED_MSG "is a handle that was already released (its last reference dropped)"
+/* NULL and freed handles given to a function that returns a status: sets
+ * the last error "file:line: op: ..." and returns true. */
+bool fe_bad_handle(const char *f, int l, const char *op, const ir_node *t);
 /* fe_check_arg on each of t[0..nt), then all on one device; NULL when fine. */
 ir_node *fe_check_args(const char *f, int l, const char *op, int nt, ir_node *const *t);
+/* NULL when a result of shape (ndim, shape) has an element count int64 can
+ * hold; else the registered KILN_ERR_SHAPE error naming op and the shape. */
+ir_node *fe_check_numel(const char *f, int l, const char *op, int ndim, const int64_t *shape);
+/* Whether the integer v is a value of integer dtype dt. */
+bool fe_int_fits(double v, kiln_dtype dt);
 /* "float32 (2,3)": how messages name an operand. */
 void fe_describe(ir_str *b, const ir_node *n);
 /* "cpu", "cuda:0" (PyTorch's spelling); buf needs 24 bytes. */

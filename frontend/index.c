@@ -42,8 +42,9 @@ static bool parse_int(ix_parser *p, int64_t *out) {
   if (!isdigit((unsigned char)p->s[i])) return false;
   uint64_t v = 0, limit = neg ? (uint64_t)INT64_MAX + 1 : INT64_MAX;
   for (; isdigit((unsigned char)p->s[i]); i++) {
-    v = v * 10 + (uint64_t)(p->s[i] - '0');
-    if (v > limit) return fail_at(p, start, "integer out of range");
+    uint64_t digit = (uint64_t)(p->s[i] - '0');
+    if (v > (limit - digit) / 10) return fail_at(p, start, "integer out of range");  /* checked before it can wrap */
+    v = v * 10 + digit;
   }
   *out = neg ? (int64_t)(0 - v) : (int64_t)v;
   p->at = i;
@@ -56,8 +57,9 @@ static bool slice_part(ix_parser *p, int64_t def, int64_t *out) {
   *out = def;
   char c = p->s[p->at];
   if (c == ':' || c == ',' || c == '\0') return true;
-  if (parse_int(p, out)) return true;
-  return p->err ? false : fail_at(p, p->at, "expected an integer slice bound");
+  if (!parse_int(p, out)) return p->err ? false : fail_at(p, p->at, "expected an integer slice bound");
+  skip_space(p);   /* "2 :" as well as "2:" */
+  return true;
 }
 
 /* start:stop[:step] after the first bound (already in it->v[0]). */
@@ -169,17 +171,49 @@ static ir_node *check_ints(const ix_ctx *c, const ix_item *items, int n, int fil
   return NULL;
 }
 
-/* One item applied at dim *d of cur: a registered handle. */
-static ir_node *apply_item(const ix_ctx *c, const ix_item *it, ir_node *cur, int *d, int fill) {
-  switch (it->kind) {
-  case IX_INT: return kiln_select_at(c->f, c->l, cur, *d, it->v[0]);
-  case IX_SLICE: return kiln_slice_at(c->f, c->l, cur, (*d)++, it->v[0], it->v[1], it->v[2]);
-  case IX_NONE: return kiln_unsqueeze_at(c->f, c->l, cur, (*d)++);
-  default: *d += fill; return NULL;
+/* Where each item acts: its input dim (INT, SLICE) and its output dim
+ * (SLICE, NONE), ellipsis filling `fill` dims of both. */
+static void place_items(ix_item *items, int n, int fill, int *in_dim, int *out_dim) {
+  for (int i = 0, od = 0, rd = 0; i < n; i++) {
+    in_dim[i] = od, out_dim[i] = rd;
+    switch (items[i].kind) {
+    case IX_ELLIPSIS: od += fill, rd += fill; break;
+    case IX_INT: od++; break;
+    case IX_SLICE: od++, rd++; break;
+    case IX_NONE: rd++; break;
+    }
   }
 }
 
-kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *index) {
+/* cur = next, releasing cur when it is a handle made here (*owned). */
+static ir_node *step_to(ir_node *cur, ir_node *next, bool *owned) {
+  if (*owned) kiln_release(cur);
+  *owned = true;
+  return next;
+}
+
+/* Integers first (last dim first, so the others keep their place), then
+ * slices, then the new dims in output order: the rank only falls before it
+ * rises, so no intermediate has more dims than input or result. */
+static ir_node *apply_items(const ix_ctx *c, ix_item *items, int n, int fill) {
+  int in_dim[MAX_ITEMS], out_dim[MAX_ITEMS];
+  place_items(items, n, fill, in_dim, out_dim);
+  ir_node *cur = c->t;
+  bool owned = false;
+  for (int i = n - 1; i >= 0; i--)
+    if (items[i].kind == IX_INT) cur = step_to(cur, kiln_select_at(c->f, c->l, cur, in_dim[i], items[i].v[0]), &owned);
+  for (int i = 0, ints = 0; i < n; i++) {
+    ints += items[i].kind == IX_INT;
+    if (items[i].kind != IX_SLICE) continue;
+    const int64_t *v = items[i].v;
+    cur = step_to(cur, kiln_slice_at(c->f, c->l, cur, in_dim[i] - ints, v[0], v[1], v[2]), &owned);
+  }
+  for (int i = 0; i < n; i++)
+    if (items[i].kind == IX_NONE) cur = step_to(cur, kiln_unsqueeze_at(c->f, c->l, cur, out_dim[i]), &owned);
+  return owned ? cur : fe_same(c->t);
+}
+
+static ir_node *index_views(const char *f, int l, ir_node *t, const char *index) {
   ir_node *e = fe_check_arg(f, l, "index", t, 1);
   if (e) return e;
   if (!index) return fe_error(KILN_ERR_ARG, f, l, "index: the index string is NULL");
@@ -190,14 +224,9 @@ kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *ind
     return fe_error(KILN_ERR_ARG, f, l, "index \"%s\": %s at position %d", index, p.err, p.err_at);
   ix_ctx c = {f, l, index, t};
   if ((e = check_counts(&c, items, n, &fill)) || (e = check_ints(&c, items, n, fill))) return e;
-  ir_node *cur = t;
-  bool owned = false;   /* cur is a handle made here, released once consumed */
-  for (int i = 0, d = 0; i < n; i++) {
-    ir_node *next = apply_item(&c, &items[i], cur, &d, fill);
-    if (!next) continue;
-    if (owned) kiln_release(cur);
-    cur = next;
-    owned = true;
-  }
-  return owned ? cur : fe_same(t);
+  return apply_items(&c, items, n, fill);
+}
+
+kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const char *index) {
+  FE_AS("index", index_views(f, l, t, index));
 }

@@ -101,12 +101,20 @@ static ir_node *expand_batch(const char *f, int l, ir_node *t, int nb, const int
   return kiln_expand_at(f, l, t, nb + 2, shape);
 }
 
-/* a' [...,M,K] x b' [...,K,N], both at least 2-D with matching K. */
-static ir_node *batched(const char *f, int l, ir_node *a, ir_node *b) {
-  if (b->ndim == 2 && a->ndim > 2 && rows_merge(a)) return folded(f, l, a, b);
+/* a' [...,M,K] x b' [...,K,N], both at least 2-D with matching K; the
+ * product's shape, batch + [M, N], and each expanded operand's must have
+ * an element count int64 can hold. */
+static ir_node *batched(const char *f, int l, const char *name, ir_node *a, ir_node *b) {
   int nb;
   int64_t batch[KILN_MAX_DIMS];
   batch_shape(a, b, &nb, batch);
+  ir_node *e;
+  for (int i = 0; i < 3; i++) {
+    batch[nb] = i == 1 ? b->shape[b->ndim - 2] : a->shape[a->ndim - 2];
+    batch[nb + 1] = i == 0 ? a->shape[a->ndim - 1] : b->shape[b->ndim - 1];
+    if ((e = fe_check_numel(f, l, name, nb + 2, batch))) return e;
+  }
+  if (b->ndim == 2 && a->ndim > 2 && rows_merge(a)) return folded(f, l, a, b);
   ir_node *ea = expand_batch(f, l, a, nb, batch), *eb = expand_batch(f, l, b, nb, batch);
   ir_node *r = matmul_node(f, l, ea, eb);
   kiln_release(ea);
@@ -129,7 +137,7 @@ static ir_node *product(const char *f, int l, const char *name, ir_node *a, ir_n
   int nb;
   int64_t batch[KILN_MAX_DIMS];
   ir_node *r = batch_shape(a2, b2, &nb, batch)
-                   ? batched(f, l, a2, b2)
+                   ? batched(f, l, name, a2, b2)
                    : shape_error(f, l, name, a, b, "cannot be multiplied (batch dims do not broadcast)");
   kiln_release(a2);
   kiln_release(b2);
@@ -140,19 +148,19 @@ static ir_node *product(const char *f, int l, const char *name, ir_node *a, ir_n
 }
 
 /* ---- the public functions ----------------------------------------------- */
-kiln_tensor *kiln_matmul_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b) {
+static ir_node *matmul(const char *f, int l, ir_node *a, ir_node *b) {
   ir_node *e = check_operands(f, l, "matmul", a, b);
   return e ? e : product(f, l, "matmul", a, b);
 }
 
-kiln_tensor *kiln_mm_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b) {
+static ir_node *mm(const char *f, int l, ir_node *a, ir_node *b) {
   ir_node *e = check_operands(f, l, "mm", a, b);
   if (e) return e;
   if (a->ndim != 2 || b->ndim != 2) return shape_error(f, l, "mm", a, b, "cannot be multiplied (mm needs 2-D tensors)");
   return product(f, l, "mm", a, b);
 }
 
-kiln_tensor *kiln_dot_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b) {
+static ir_node *dot(const char *f, int l, ir_node *a, ir_node *b) {
   ir_node *e = check_operands(f, l, "dot", a, b);
   if (e) return e;
   if (a->ndim != 1 || b->ndim != 1) return shape_error(f, l, "dot", a, b, "cannot be multiplied (dot needs 1-D tensors)");
@@ -175,7 +183,7 @@ static ir_node *check_bias(const char *f, int l, ir_node *x, ir_node *w, ir_node
 
 /* x @ W^T + b: the product is reported with the operands it multiplies,
  * x and W^T, as PyTorch does. */
-kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b) {
+static ir_node *linear(const char *f, int l, ir_node *x, ir_node *w, ir_node *b) {
   ir_node *e = check_operands(f, l, "linear", x, w);
   if (e || (b && (e = check_bias(f, l, x, w, b)))) return e;
   if (w->ndim != 1 && w->ndim != 2)
@@ -185,4 +193,12 @@ kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w
   kiln_release(wt);
   if (b && r->status == KILN_OK) r = replace(r, kiln_add_at(f, l, r, b));
   return r;
+}
+
+/* Each is made of views around one MATMUL: errors name the product asked for. */
+kiln_tensor *kiln_matmul_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b) { FE_AS("matmul", matmul(f, l, a, b)); }
+kiln_tensor *kiln_mm_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b) { FE_AS("mm", mm(f, l, a, b)); }
+kiln_tensor *kiln_dot_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b) { FE_AS("dot", dot(f, l, a, b)); }
+kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b) {
+  FE_AS("linear", linear(f, l, x, w, b));
 }

@@ -61,7 +61,7 @@ static ir_node *move_new(const char *f, int l, ir_op op, ir_node *src, int ndim,
  * pending chain growing past KILN_MAX_PENDING) realizes it. */
 static ir_node *finish(ir_node *n) {
   rt_options *o = rt_opts();
-  if (o->eager && n->pending <= o->max_pending) return fe_register(n);
+  if (kiln_get_eager() && n->pending <= o->max_pending) return fe_register(n);
   return fe_finish(n);
 }
 
@@ -463,6 +463,10 @@ kiln_tensor *kiln_cat_at(const char *f, int l, int n, kiln_tensor *const *ts, in
     if (__builtin_add_overflow(total, ts[i]->shape[d], &total))
       return fe_error(KILN_ERR_SHAPE, f, l, "cat: the result has more elements than int64 can count");
   }
+  int64_t s[KILN_MAX_DIMS];
+  memcpy(s, ref->shape, sizeof s);
+  s[d] = total;
+  if ((e = fe_check_numel(f, l, "cat", ref->ndim, s))) return e;
   return finish(cat_chain(f, l, n, ts, d));
 }
 
@@ -483,10 +487,13 @@ kiln_tensor *kiln_stack_at(const char *f, int l, int n, kiln_tensor *const *ts, 
     ir_str_free(&b);
     return e;
   }
-  ir_node **u = calloc((size_t)n, sizeof *u);
-  IR_ASSERT(u);
   int64_t s[KILN_MAX_DIMS];
   memcpy(s, ts[0]->shape, (size_t)d * sizeof *s);
+  s[d] = n;
+  memcpy(s + d + 1, ts[0]->shape + d, (size_t)(ts[0]->ndim - d) * sizeof *s);
+  if ((e = fe_check_numel(f, l, "stack", ts[0]->ndim + 1, s))) return e;
+  ir_node **u = calloc((size_t)n, sizeof *u);
+  IR_ASSERT(u);
   s[d] = 1;
   memcpy(s + d + 1, ts[0]->shape + d, (size_t)(ts[0]->ndim - d) * sizeof *s);
   for (int i = 0; i < n; i++) u[i] = reshape_node(f, l, ts[i], ts[0]->ndim + 1, s);

@@ -120,6 +120,19 @@ static ir_node *check_bool(const char *f, int l, ir_op op, int nt, ir_node *cons
   return e;
 }
 
+/* NumPy 2's rule: an integer scalar must be a value of the integer dtype it
+ * is computed in (int32 * 3e9 raises OverflowError there; a C conversion
+ * would wrap). clamp's bounds are exempt: a bound past the dtype's range
+ * clamps nothing. */
+static ir_node *check_numbers(const char *f, int l, ir_op op, int nw, const double *w, kiln_dtype compute) {
+  if (op == IR_CLAMP || ir_is_float(compute) || compute == KILN_BOOL) return NULL;
+  for (int i = 0; i < nw; i++)
+    if (!fe_int_fits(w[i], compute))
+      return fe_error(KILN_ERR_ARG, f, l, "%s: integer %.17g is out of bounds for %s", ir_ops[op].name, w[i],
+                      ir_dtypes[compute].name);
+  return NULL;
+}
+
 /* ---- building ----------------------------------------------------------- */
 /* A new reference to n seen with the given shape: n itself or an EXPAND of it. */
 static ir_node *expand_to(ir_node *n, int ndim, const int64_t *shape, const char *f, int l) {
@@ -169,7 +182,7 @@ static ir_node *elementwise(const char *f, int l, ir_op op, int nt, ir_node *con
   int ndim;
   int64_t shape[KILN_MAX_DIMS], clash[3];
   if (!broadcast(nt, t, &ndim, shape, clash)) return broadcast_error(f, l, name, nt, t, clash);
-  if ((e = check_bool(f, l, op, nt, t, compute))) return e;
+  if ((e = fe_check_numel(f, l, name, ndim, shape)) || (e = check_numbers(f, l, op, nw, w, compute)) || (e = check_bool(f, l, op, nt, t, compute))) return e;
   ir_node *src[3];
   for (int i = 0; i < nt; i++) src[i] = expand_to(t[i], ndim, shape, f, l);
   for (int i = 0; i < nw; i++) src[nt + i] = wrapped_const(w[i], compute, t[0]->device, ndim, shape, f, l);

@@ -13,10 +13,12 @@
  * error node to return. */
 static ir_node *dims_mask(const char *f, int l, const char *op, ir_node *t, int ndims, const int64_t *dims,
                           unsigned *mask) {
+  if (ndims < 0) return fe_error(KILN_ERR_ARG, f, l, "%s: the number of dims is negative (%d)", op, ndims);
+  if (ndims > 0 && !dims) return fe_error(KILN_ERR_ARG, f, l, "%s: the dims list is NULL with %d dims", op, ndims);
   *mask = ndims == 0 ? (1u << t->ndim) - 1 : 0;
   int n = t->ndim > 0 ? t->ndim : 1;
   for (int i = 0; i < ndims; i++) {
-    int64_t d = dims ? dims[i] : 0;
+    int64_t d = dims[i];
     if (d < -n || d >= n)
       return fe_error(KILN_ERR_ARG, f, l, "%s: Dimension out of range (expected to be in range of [%d, %d], but got %lld)",
                       op, -n, n - 1, (long long)d);
@@ -147,9 +149,9 @@ static ir_node *mean(const char *f, int l, ir_node *t, int ndims, const int64_t 
   return drop_reduced(f, l, mean_in(f, l, t, ndims, dims, mask, KILN_F64), t, mask, keepdim);
 }
 
-kiln_tensor *kiln_mean_at(const char *f, int l, kiln_tensor *t) { return mean(f, l, t, 0, NULL, false); }
+kiln_tensor *kiln_mean_at(const char *f, int l, kiln_tensor *t) { FE_AS("mean", mean(f, l, t, 0, NULL, false)); }
 kiln_tensor *kiln_mean_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int keepdim) {
-  return mean(f, l, t, ndims, dims, keepdim);
+  FE_AS("mean", mean(f, l, t, ndims, dims, keepdim));
 }
 
 /* The values var sums, in f64: f64(t) for narrower floats (sums of f32
@@ -195,21 +197,24 @@ static ir_node *var(const char *f, int l, const char *op, ir_node *t, int ndims,
   return drop_reduced(f, l, done(kiln_cast_at(f, l, tmp[8], t->dtype), 9, tmp), t, mask, keepdim);
 }
 
+static ir_node *std(const char *f, int l, ir_node *t, int ndims, const int64_t *dims, bool unbiased, bool keepdim) {
+  ir_node *v = var(f, l, "std", t, ndims, dims, unbiased, keepdim);
+  return done(kiln_sqrt_at(f, l, v), 1, &v);
+}
+
 kiln_tensor *kiln_var_at(const char *f, int l, kiln_tensor *t, int unbiased) {
-  return var(f, l, "var", t, 0, NULL, unbiased, false);
+  FE_AS("var", var(f, l, "var", t, 0, NULL, unbiased, false));
 }
 kiln_tensor *kiln_var_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased,
                               int keepdim) {
-  return var(f, l, "var", t, ndims, dims, unbiased, keepdim);
+  FE_AS("var", var(f, l, "var", t, ndims, dims, unbiased, keepdim));
 }
 kiln_tensor *kiln_std_at(const char *f, int l, kiln_tensor *t, int unbiased) {
-  ir_node *v = var(f, l, "std", t, 0, NULL, unbiased, false);
-  return done(kiln_sqrt_at(f, l, v), 1, &v);
+  FE_AS("std", std(f, l, t, 0, NULL, unbiased, false));
 }
 kiln_tensor *kiln_std_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased,
                               int keepdim) {
-  ir_node *v = var(f, l, "std", t, ndims, dims, unbiased, keepdim);
-  return done(kiln_sqrt_at(f, l, v), 1, &v);
+  FE_AS("std", std(f, l, t, ndims, dims, unbiased, keepdim));
 }
 
 /* x - max(x): the shifted input both softmaxes start from (no overflow). */
@@ -221,7 +226,7 @@ static ir_node *shifted(const char *f, int l, const char *op, ir_node *t, int64_
   return done(kiln_sub_at(f, l, t, m), 1, &m);
 }
 
-kiln_tensor *kiln_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim) {
+static ir_node *softmax(const char *f, int l, ir_node *t, int64_t dim) {
   ir_node *tmp[3];
   tmp[0] = shifted(f, l, "softmax", t, dim);
   tmp[1] = kiln_exp_at(f, l, tmp[0]);
@@ -229,7 +234,7 @@ kiln_tensor *kiln_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim) 
   return done(kiln_div_at(f, l, tmp[1], tmp[2]), 3, tmp);
 }
 
-kiln_tensor *kiln_log_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim) {
+static ir_node *log_softmax(const char *f, int l, ir_node *t, int64_t dim) {
   ir_node *tmp[4];
   tmp[0] = shifted(f, l, "log_softmax", t, dim);
   tmp[1] = kiln_exp_at(f, l, tmp[0]);
@@ -240,8 +245,8 @@ kiln_tensor *kiln_log_softmax_at(const char *f, int l, kiln_tensor *t, int64_t d
 
 /* (x - mean) / sqrt(var + eps) over the last nlast dims (biased var), then
  * * weight + bias when given. */
-kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast, kiln_tensor *weight,
-                                kiln_tensor *bias, double eps) {
+static ir_node *layer_norm(const char *f, int l, ir_node *x, int nlast, ir_node *weight, ir_node *bias,
+                           double eps) {
   ir_node *e = float_only(f, l, "layer_norm", x);
   if (e) return e;
   if (nlast < 1 || nlast > x->ndim)
@@ -264,4 +269,15 @@ kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast,
   if (weight) tmp[n++] = y, y = kiln_mul_at(f, l, y, weight);
   if (bias) tmp[n++] = y, y = kiln_add_at(f, l, y, bias);
   return done(y, n, tmp);
+}
+
+kiln_tensor *kiln_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim) {
+  FE_AS("softmax", softmax(f, l, t, dim));
+}
+kiln_tensor *kiln_log_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim) {
+  FE_AS("log_softmax", log_softmax(f, l, t, dim));
+}
+kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, int nlast, kiln_tensor *weight,
+                                kiln_tensor *bias, double eps) {
+  FE_AS("layer_norm", layer_norm(f, l, x, nlast, weight, bias, eps));
 }

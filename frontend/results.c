@@ -9,10 +9,7 @@
 
 /* The error of a NULL or error handle (and sets the last error), else KILN_OK. */
 static kiln_status surface(const char *f, int l, const char *op, kiln_tensor *t) {
-  if (!t) {
-    ir_error_setf("%s:%d: %s: argument is NULL", f, l, op);
-    return KILN_ERR_ARG;
-  }
+  if (fe_bad_handle(f, l, op, t)) return KILN_ERR_ARG;
   if (t->status != KILN_OK) ir_error_set(t->msg);
   if (t->status == KILN_OK && t->symbolic) {
     ir_error_setf("%s:%d: %s: the tensor reads a placeholder and has no value: compile it with kiln_compile "
@@ -34,8 +31,8 @@ kiln_status kiln_realize_n_at(const char *f, int l, int n, kiln_tensor *const *t
     return KILN_ERR_ARG;
   }
   for (int i = 0; i < n; i++) {
-    if (!ts[i]) {
-      ir_error_setf("%s:%d: realize_n: tensor %d is NULL", f, l, i);
+    if (!ts[i] || !ir_node_live(ts[i])) {
+      ir_error_setf("%s:%d: realize_n: tensor %d %s", f, l, i, ts[i] ? FE_FREED_MSG : "is NULL");
       return KILN_ERR_ARG;
     }
     if (ts[i]->status != KILN_OK) return surface(f, l, "realize_n", ts[i]);
@@ -44,10 +41,10 @@ kiln_status kiln_realize_n_at(const char *f, int l, int n, kiln_tensor *const *t
 }
 
 /* ---- host data ---------------------------------------------------------- */
-/* A realized CPU tensor, or its error. */
+/* A realized CPU tensor, or its error (a NULL t named by the reader op). */
 static kiln_status realize_on_host(const char *f, int l, const char *op, kiln_tensor *t) {
   kiln_status st = surface(f, l, op, t);
-  if (st == KILN_OK) st = kiln_realize_at(f, l, t);
+  if (st == KILN_OK && t->op != IR_BUFFER) st = rt_realize(1, &t);
   if (st != KILN_OK) return st;
   IR_ASSERT(t->op == IR_BUFFER);   /* what realize promises */
   if (t->device.type == KILN_CPU) return KILN_OK;
@@ -160,10 +157,12 @@ char *kiln_to_string_at(const char *f, int l, kiln_tensor *t) {
   return s;
 }
 
+/* What cannot be computed prints as its error, where the tensor would be. */
 kiln_status kiln_print_at(const char *f, int l, kiln_tensor *t) {
   char *s;
   kiln_status st = format_tensor(f, l, "print", t, &s);
   if (st == KILN_OK) puts(s);
+  else printf("error: %s\n", kiln_last_error());
   free(s);
   return st;
 }

@@ -4,6 +4,7 @@
 #include "frontend/frontend.h"
 #include "runtime/rt.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,13 +71,20 @@ kiln_tensor *kiln_keep(kiln_tensor *t) {
   return t;
 }
 
-/* A scope holding t forgets it, so scope_end does not release it twice. */
+/* Takes one of the references kiln_retain counted, if there is one: a
+ * compare-and-swap, since any thread may retain and release a handle. */
+static bool take_retained(ir_node *t) {
+  int r = __atomic_load_n(&t->retained, __ATOMIC_RELAXED);
+  while (r > 0 && !__atomic_compare_exchange_n(&t->retained, &r, r - 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  return r > 0;
+}
+
 /* Drops a reference kiln_retain took if there is one, else the one a scope
  * holds (so that scope will not release it again). */
-void kiln_release(kiln_tensor *t) {
-  if (!t) return;
-  if (t->retained > 0) t->retained--;
-  else
+void kiln_release_at(const char *f, int l, kiln_tensor *t) {
+  if (!t || fe_bad_handle(f, l, "release", t)) return;
+  if (!take_retained(t))
     for (int i = nscopes - 1; i >= 0; i--)
       if (scope_remove(&scopes[i], t)) break;
   ir_node_release(t);
@@ -88,25 +96,49 @@ ir_node *fe_same(ir_node *t) {
 }
 
 /* The new reference is the caller's own: scopes never release it. */
-kiln_tensor *kiln_retain(kiln_tensor *t) {
+kiln_tensor *kiln_retain_at(const char *f, int l, kiln_tensor *t) {
+  if (!t || fe_bad_handle(f, l, "retain", t)) return NULL;
   ir_node_retain(t);
-  t->retained++;
+  __atomic_add_fetch(&t->retained, 1, __ATOMIC_RELAXED);
   return t;
 }
 
 void kiln_shutdown(void) {
   while (nscopes) kiln_scope_end();
+  ir_quarantine_flush();
   rt_shutdown();
 }
 
 /* ---- errors ------------------------------------------------------------- */
+bool fe_bad_handle(const char *f, int l, const char *op, const ir_node *t) {
+  if (!t) ir_error_setf("%s:%d: %s: argument is NULL", f, l, op);
+  else if (!ir_node_live(t)) ir_error_setf("%s:%d: %s: argument " FE_FREED_MSG, f, l, op);
+  return !t || !ir_node_live(t);
+}
+
 ir_node *fe_check_arg(const char *f, int l, const char *op, ir_node *t, int argno) {
   if (!t) return fe_error(KILN_ERR_ARG, f, l, "%s: argument %d is NULL", op, argno);
+  if (!ir_node_live(t)) return fe_error(KILN_ERR_ARG, f, l, "%s: argument %d " FE_FREED_MSG, op, argno);
   if (t->status == KILN_OK) return NULL;
   ir_node *e = ir_node_error(t->status, NULL, 0, "%s", t->msg);
   e->file = f;
   e->line = l;
   return fe_register(e);
+}
+
+ir_node *fe_check_numel(const char *f, int l, const char *op, int ndim, const int64_t *shape) {
+  if (ir_numel(ndim, shape) >= 0) return NULL;
+  ir_str s = {0};
+  ir_str_shape(&s, ndim, shape);
+  ir_node *e = fe_error(KILN_ERR_SHAPE, f, l, "%s: shape %s has more elements than int64 can count", op, s.s);
+  ir_str_free(&s);
+  return e;
+}
+
+bool fe_int_fits(double v, kiln_dtype dt) {
+  int bits = 8 * (int)ir_dtypes[dt].size - (ir_dtypes[dt].is_signed ? 1 : 0);
+  double lo = ir_dtypes[dt].is_signed ? -ldexp(1, bits) : 0;
+  return v >= lo && v < ldexp(1, bits);
 }
 
 void fe_describe(ir_str *b, const ir_node *n) {
@@ -124,8 +156,8 @@ const char *kiln_last_error(void) { return ir_error_get(); }
 
 /* An error node's status surfaces here as well as at realize. */
 kiln_status kiln_status_of(kiln_tensor *t) {
-  if (!t) {
-    ir_error_set("status_of: argument is NULL");
+  if (!t || !ir_node_live(t)) {
+    ir_error_set(t ? "status_of: argument " FE_FREED_MSG : "status_of: argument is NULL");
     return KILN_ERR_ARG;
   }
   if (t->status != KILN_OK) ir_error_set(t->msg);
@@ -147,9 +179,9 @@ ir_node *fe_finish(ir_node *n) {
   rt_options *o = rt_opts();
   /* a graph over placeholders has no value to compute: kiln_compile plans it */
   if (n->op == IR_BUFFER || n->status != KILN_OK || n->symbolic) return fe_register(n);
-  if (o->eager) return fe_register(realize_or_error(n));
+  if (kiln_get_eager()) return fe_register(realize_or_error(n));
   if (n->pending <= o->max_pending) return fe_register(n);
-  rt_stats_mut()->auto_realizes++;
+  rt_count(&rt_stats_mut()->auto_realizes, 1);
   if (o->debug >= 1)
     fprintf(stderr, "kiln: realizing at %s:%d: the pending graph holds up to %lld nodes (KILN_MAX_PENDING=%lld)\n",
             n->file ? n->file : "?", n->line, (long long)n->pending, (long long)o->max_pending);
@@ -157,9 +189,10 @@ ir_node *fe_finish(ir_node *n) {
 }
 
 /* ---- info: never realizes ----------------------------------------------- */
-static bool info_null(const void *t, const char *fn) {
+static bool info_null(const ir_node *t, const char *fn) {
   if (!t) ir_error_setf("%s: argument is NULL", fn);
-  return !t;
+  else if (!ir_node_live(t)) ir_error_setf("%s: argument " FE_FREED_MSG, fn);
+  return !t || !ir_node_live(t);
 }
 
 int kiln_ndim(kiln_tensor *t) { return info_null(t, "ndim") ? 0 : t->ndim; }

@@ -28,6 +28,36 @@
  * and the caller's file:line, as `model.c:42: add: shapes (2,3) and (4,)
  * cannot broadcast`. kiln_status_of and kiln_realize return the status and
  * make the message kiln_last_error().
+ *
+ * @section lifetimes Lifetimes
+ * - A handle is valid until its last reference is dropped (kiln_release, or
+ *   the kiln_scope_end of the scope that holds it). Using it afterwards is a
+ *   use after free; with KILN_CHECK_HANDLES=1 (the default in Debug builds)
+ *   kiln keeps the last 4096 freed handles in quarantine and reports their use
+ *   as an error ("exp: argument 1 is a handle that was already released",
+ *   with your file:line) instead of crashing. Older ones are really freed.
+ * - kiln_shutdown ends the scopes still open (releasing their handles) and
+ *   frees the runtime: caches, the JIT, the thread pool. Release every other
+ *   handle before it: one that outlives it keeps its memory until released,
+ *   and computing with it restarts the runtime. kiln may be used again after
+ *   kiln_shutdown; the state is created afresh on first use.
+ *
+ * @section threads Threads
+ * - Any number of threads may build and realize independent graphs at the
+ *   same time, and read realized tensors another thread made. Results are
+ *   correct, but kiln serializes the realizes themselves: one lock is held
+ *   for the whole of each realize (the compile and the run), so two threads
+ *   realizing do not run faster than one.
+ * - kiln_retain and kiln_release may be called on one handle from any
+ *   threads (the counts are atomic). Scopes and kiln_last_error are per
+ *   thread: a scope holds the handles its own thread made.
+ * - Two threads must not build on one pending (unrealized) tensor while one
+ *   of them realizes it: realize rewrites the nodes it computes.
+ * - Settings are process-wide: the KILN_* variables are read once, and
+ *   kiln_set_eager and kiln_manual_seed affect every thread (both are safe to
+ *   call at any time). kiln_stats counters are atomic and count every thread.
+ * - A compiled function (kiln_fn_run) may be run from several threads at
+ *   once with different buffers; it takes no global lock.
  */
 #ifndef KILN_H
 #define KILN_H
@@ -203,13 +233,20 @@ KILN_API void kiln_scope_end(void);
  * @return t */
 KILN_API kiln_tensor *kiln_keep(kiln_tensor *t);  /* survives the current scope */
 /** Drops one reference: one kiln_retain took, else the one a scope holds
- * (which then no longer releases it).
+ * (which then no longer releases it). A handle already released is
+ * reported (with f:l) under KILN_CHECK_HANDLES=1 (see @ref lifetimes).
+ * @at
  * @param t a handle; NULL is fine */
-KILN_API void kiln_release(kiln_tensor *t);       /* drops one reference; NULL is fine */
+KILN_API void kiln_release_at(const char *f, int l, kiln_tensor *t);
 /** Adds a reference of the caller's own, which no scope releases.
- * @param t a handle
+ * @at
+ * @param t a handle; NULL gives NULL
  * @return t, to be released with kiln_release */
-KILN_API kiln_tensor *kiln_retain(kiln_tensor *t); /* adds one reference */
+KILN_API kiln_tensor *kiln_retain_at(const char *f, int l, kiln_tensor *t);
+/** @macros */
+#define kiln_release(t) kiln_release_at(__FILE__, __LINE__, t)
+/** @macros */
+#define kiln_retain(t) kiln_retain_at(__FILE__, __LINE__, t)
 
 /* ---- errors -------------------------------------------------------------- */
 /** @return the message of this thread's last failure, "" if none; valid

@@ -4,12 +4,23 @@
 #include "ir/graph.h"
 #include "runtime/rt.h"
 
+#include <ctype.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static _Atomic uint64_t next_id;
+static _Thread_local const char *api;   /* ir_api_push */
+
+const char *ir_api_push(const char *name) {
+  const char *prev = api;
+  if (!api) api = name;
+  return prev;
+}
+
+void ir_api_pop(const char *prev) { api = prev; }
 
 int64_t ir_numel(int ndim, const int64_t *shape) {
   for (int i = 0; i < ndim; i++)
@@ -20,12 +31,15 @@ int64_t ir_numel(int ndim, const int64_t *shape) {
   return n;
 }
 
-/* Like PyTorch, a size-0 dim counts as 1 so strides stay distinct. */
+/* Like PyTorch, a size-0 dim counts as 1 so strides stay distinct. Only an
+ * empty tensor (the frontend refuses any other shape whose element count
+ * overflows) can have strides past int64, as (0, 2^62, 8) has: they
+ * saturate, and nothing reads them. */
 void ir_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
   int64_t s = 1;
   for (int i = ndim - 1; i >= 0; i--) {
     strides[i] = s;
-    s *= shape[i] > 1 ? shape[i] : 1;
+    if (__builtin_mul_overflow(s, shape[i] > 1 ? shape[i] : 1, &s)) s = INT64_MAX;
   }
 }
 
@@ -49,6 +63,7 @@ ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
   IR_ASSERT(ndim >= 0 && ndim <= KILN_MAX_DIMS && nsrc >= 0 && nsrc <= 3);
   ir_node *n = calloc(1, sizeof *n);
   IR_ASSERT(n);
+  n->magic = IR_NODE_LIVE;
   n->refs = 1;
   n->op = op;
   n->dtype = dt;
@@ -67,20 +82,37 @@ ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
   if (nsrc) n->device = src[0]->device;
   n->file = file;
   n->line = line;
+  n->api = api;
   n->id = atomic_fetch_add(&next_id, 1);
   return n;
+}
+
+/* Appends msg ("max: Dimension out of range") under the composite's name:
+ * its leading op name replaced ("softmax: Dimension out of range"); a
+ * message that already starts with the composite's name ("mean(): ...",
+ * "index \"0\": ...") is kept. */
+static void append_under_api(ir_str *b, const char *msg) {
+  size_t n = strlen(api);
+  const char *colon = strstr(msg, ": ");
+  bool named = colon && !memchr(msg, ' ', (size_t)(colon - msg));
+  if (!strncmp(msg, api, n) && !isalnum((unsigned char)msg[n]) && msg[n] != '_') ir_str_printf(b, "%s", msg);
+  else ir_str_printf(b, "%s: %s", api, named ? colon + 2 : msg);
 }
 
 /* A NULL file gives no location prefix: the frontend uses it to copy an
  * already-located message onto a new (sticky) error node. */
 ir_node *ir_node_error(kiln_status st, const char *file, int line, const char *fmt, ...) {
   ir_node *n = ir_node_new(IR_CONST, KILN_F32, 0, NULL, 0, NULL, file, line);
-  ir_str b = {0};
-  if (file) ir_str_printf(&b, "%s:%d: ", file, line);
+  ir_str m = {0}, b = {0};
   va_list ap;
   va_start(ap, fmt);
-  ir_str_vprintf(&b, fmt, ap);
+  ir_str_vprintf(&m, fmt, ap);
   va_end(ap);
+  if (file) ir_str_printf(&b, "%s:%d: ", file, line);
+  /* a NULL file marks a copied, already-located message: it keeps its name */
+  if (file && api) append_under_api(&b, m.s);
+  else ir_str_printf(&b, "%s", m.s);
+  ir_str_free(&m);
   n->status = st;
   n->msg = b.s;
   n->pending = 0;   /* an error never runs */
@@ -104,6 +136,36 @@ static void stack_push(node_stack *s, ir_node *n) {
   s->v[s->n++] = n;
 }
 
+/* ---- freed nodes: the quarantine that makes use after free detectable ---- */
+#define QUARANTINE 4096   /* freed nodes held before the oldest is really freed */
+static struct {
+  pthread_mutex_t lock;
+  ir_node *v[QUARANTINE];
+  int next, n;
+} quarantine = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void node_free(ir_node *n) {
+  n->magic = 0;
+  if (!rt_opts()->check_handles) {
+    free(n);
+    return;
+  }
+  pthread_mutex_lock(&quarantine.lock);
+  ir_node *old = quarantine.n == QUARANTINE ? quarantine.v[quarantine.next] : NULL;
+  quarantine.v[quarantine.next] = n;
+  quarantine.next = (quarantine.next + 1) % QUARANTINE;
+  if (quarantine.n < QUARANTINE) quarantine.n++;
+  pthread_mutex_unlock(&quarantine.lock);
+  free(old);
+}
+
+void ir_quarantine_flush(void) {
+  pthread_mutex_lock(&quarantine.lock);
+  for (int i = 0; i < quarantine.n; i++) free(quarantine.v[i]);
+  quarantine.n = quarantine.next = 0;
+  pthread_mutex_unlock(&quarantine.lock);
+}
+
 /* Frees n and then each source it held the last reference to, with an
  * explicit stack so the depth of the graph never reaches the C stack. */
 void ir_node_release(ir_node *n) {
@@ -113,7 +175,7 @@ void ir_node_release(ir_node *n) {
       for (int i = 0; i < n->nsrc; i++) stack_push(&st, n->src[i]);
       if (n->buf) rt_buffer_release(n->buf);
       free(n->msg);
-      free(n);
+      node_free(n);
     }
     n = st.n ? st.v[--st.n] : NULL;
   }
@@ -208,6 +270,7 @@ void ir_graph_clone(int n, ir_node *const *topo, ir_node **clones) {
     c->status = o->status;
     if (o->msg) IR_ASSERT(c->msg = strdup(o->msg));
     c->id = o->id;
+    c->api = o->api;
     c->symbolic = o->symbolic;
     clones[i] = c;
   }

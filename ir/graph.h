@@ -31,8 +31,9 @@ typedef struct {
 } ir_attr;
 
 struct kiln_tensor {
-  int refs;             /* user handles + consumer nodes */
-  int retained;         /* of those, taken by kiln_retain (no scope owns them) */
+  uint32_t magic;       /* IR_NODE_LIVE until freed: a freed handle used again is reported (ir_node_live) */
+  int refs;             /* user handles + consumer nodes; atomic */
+  int retained;         /* of those, taken by kiln_retain (no scope owns them); atomic */
   ir_op op;
   kiln_dtype dtype;
   kiln_device device;
@@ -47,9 +48,11 @@ struct kiln_tensor {
   rt_buffer *buf;
   int64_t strides[KILN_MAX_DIMS];
   int64_t offset;
-  /* where the user built it */
+  /* where the user built it, and the public op it came from when that is
+   * not ir_ops' name (a composite such as softmax, or zeros): ir_api_push */
   const char *file;
   int line;
+  const char *api;
   /* error node: status != KILN_OK and msg says why (sticky) */
   kiln_status status;
   char *msg;
@@ -61,12 +64,29 @@ struct kiln_tensor {
 };
 typedef struct kiln_tensor ir_node;
 
+#define IR_NODE_LIVE 0x6b696c6eu   /* "kiln" */
+
 int64_t ir_numel(int ndim, const int64_t *shape);
+/* False for a node that was freed. Reliable while freed nodes are held in
+ * quarantine (KILN_CHECK_HANDLES=1, the default in Debug builds): their
+ * memory stays allocated with the magic word cleared. */
+static inline bool ir_node_live(const ir_node *n) { return n->magic == IR_NODE_LIVE; }
+/* Frees the quarantined nodes (kiln_shutdown). */
+void ir_quarantine_flush(void);
 /* Allocates a node with one reference owned by the caller; takes a new
  * reference on each source. (The frontend registers user handles in scopes.) */
 ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
                      int nsrc, ir_node *const *src, const char *file, int line);
-/* An error node; msg is formatted "file:line: " + fmt. */
+/* The public op being built on this thread when it is made of other ops
+ * (softmax, layer_norm, index, zeros, ...): nodes built meanwhile record it
+ * in api, and errors made meanwhile are reported under its name, so a
+ * message names what the user called. Nested calls keep the outermost.
+ * ir_api_push returns what ir_api_pop must restore. */
+const char *ir_api_push(const char *name);
+void ir_api_pop(const char *prev);
+
+/* An error node; msg is formatted "file:line: " + fmt, with fmt's leading
+ * op name ("max: ...") replaced by the composite being built, if any. */
 ir_node *ir_node_error(kiln_status st, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void ir_node_retain(ir_node *n);

@@ -146,17 +146,28 @@ static bool grid_reduce(const pass_graph *g, const ir_node *n) {
   return out < SMALL_REDUCE && ir_numel(n->src[0]->ndim, n->src[0]->shape) >= GRID_MIN * (out > 0 ? out : 1);
 }
 
-/* The grid reductions (distinct, at most MAX_REACHED) whose values reach n's
- * sources through small elementwise nodes and views. */
-static void grid_sources(const pass_graph *g, const ir_node *n, const ir_node **r, int *k) {
-  for (int s = 0; s < n->nsrc; s++) {
-    const ir_node *x = n->src[s];
-    if (grid_reduce(g, x)) {
-      bool dup = false;
-      for (int i = 0; i < *k; i++) dup = dup || r[i] == x;
-      if (!dup && *k < MAX_REACHED) r[(*k)++] = x;
-    } else if ((ir_op_has(x->op, IR_EW) || ir_op_has(x->op, IR_MOVE)) && ir_numel(x->ndim, x->shape) < SMALL_REDUCE) {
-      grid_sources(g, x, r, k);
+/* The grid reductions (distinct, at most MAX_REACHED) whose values reach a
+ * node's sources through small elementwise nodes and views. */
+typedef struct { const ir_node *r[MAX_REACHED]; int k; } reached;
+
+static void reach_add(reached *to, const ir_node *x) {
+  for (int i = 0; i < to->k; i++)
+    if (to->r[i] == x) return;
+  if (to->k < MAX_REACHED) to->r[to->k++] = x;
+}
+
+/* In topological order, so each source's set is known: one visit per edge,
+ * where walking down from every node was quadratic in a long chain. */
+static void grid_sources(const pass_graph *g, reached *reach) {
+  for (int i = 0; i < g->n; i++) {
+    const ir_node *n = g->topo[i];
+    reach[i].k = 0;
+    for (int s = 0; s < n->nsrc; s++) {
+      const ir_node *x = n->src[s];
+      const reached *rx = &reach[x->scratch];
+      if (grid_reduce(g, x)) reach_add(&reach[i], x);
+      else if ((ir_op_has(x->op, IR_EW) || ir_op_has(x->op, IR_MOVE)) && ir_numel(x->ndim, x->shape) < SMALL_REDUCE)
+        for (int j = 0; j < rx->k; j++) reach_add(&reach[i], rx->r[j]);
     }
   }
 }
@@ -166,14 +177,15 @@ static void grid_sources(const pass_graph *g, const ir_node *n, const ir_node **
  * reductions read by a small reduction, grid reductions (above) and with
  * merging off every computing node. */
 static void mark_forced(pass_graph *g, bool merge, bool *mat) {
+  reached *reach = malloc(sizeof *reach * (size_t)g->n);
+  IR_ASSERT(reach);
+  grid_sources(g, reach);
   for (int i = 0; i < g->n; i++) {
     ir_node *n = g->topo[i];
     if (n->op == IR_BUFFER) continue;
-    const ir_node *r[MAX_REACHED];
-    int k = 0;
-    grid_sources(g, n, r, &k);
-    if (k > 1 || (k == 1 && ir_numel(n->ndim, n->shape) >= SMALL_REDUCE))
-      for (int j = 0; j < k; j++) mat[r[j]->scratch] = true;
+    int nr = reach[i].k;
+    if (nr > 1 || (nr == 1 && ir_numel(n->ndim, n->shape) >= SMALL_REDUCE))
+      for (int j = 0; j < nr; j++) mat[reach[i].r[j]->scratch] = true;
     if (is_target(g, n)) mat[i] = true;
     if (!merge && (ir_op_has(n->op, IR_EW) || node_kind(n))) mat[i] = true;
     if (n->op == IR_EXPAND) {
@@ -195,6 +207,7 @@ static void mark_forced(pass_graph *g, bool merge, bool *mat) {
       if (m->op != IR_BUFFER) mat[m->scratch] = true;
     }
   }
+  free(reach);
 }
 
 /* Whether a node of kind `kind` and shape `n` may join group r. A GEMM's

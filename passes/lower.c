@@ -22,7 +22,6 @@
 #include <string.h>
 
 #define MEMO_CAP 64
-#define MAX_FRAMES 64
 
 /* A place statements can be inserted: before *tail, inside the loop of var
  * (-1: the kernel's top level). */
@@ -37,6 +36,8 @@ typedef struct {
   kexpr *value;
 } memo_entry;
 
+typedef struct task task;
+
 typedef struct {
   pass_graph *g;
   int gi;
@@ -48,11 +49,11 @@ typedef struct {
   kexpr **value_of;     /* by topo index: the launch argument holding a CONST's
                            value or a PAD's fill (one per node, whatever the index) */
   int memo_cap, memo_used;
-  frame frames[MAX_FRAMES];  /* enclosing loops, outermost first */
-  int nframes;
+  frame *frames;        /* enclosing loops, outermost first */
+  int nframes, frames_cap;
+  task *tasks;          /* the explicit stack of emit, innermost last */
+  int ntasks, tasks_cap;
 } lower_ctx;
-
-static kexpr *emit(lower_ctx *c, const ir_node *n, kexpr *const *idx);
 
 static kiln_dtype ct(kiln_dtype d) { return ir_compute_dtype(d); }
 
@@ -81,6 +82,14 @@ static memo_entry *memo_slot(lower_ctx *c, const ir_node *n, kexpr *const *idx) 
   for (; c->memo[j].node; j = (j + 1) & mask)
     if (c->memo[j].node == n && !memcmp(c->memo[j].idx, idx, sizeof(kexpr *) * (size_t)n->ndim)) break;
   return &c->memo[j];
+}
+
+static void memo_put(lower_ctx *c, const ir_node *n, kexpr *const *idx, kexpr *value) {
+  memo_entry *m = memo_slot(c, n, idx);
+  m->node = n;
+  memcpy(m->idx, idx, sizeof(kexpr *) * (size_t)n->ndim);
+  m->value = value;
+  c->memo_used++;
 }
 
 /* ---- index helpers ------------------------------------------------------ */
@@ -229,14 +238,42 @@ static kexpr *emit_source(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   }
 }
 
+/* ---- the explicit stack ----------------------------------------------------
+ * Lowering walks from each output down to its loads and sources, as deep as
+ * the graph is: it runs on an explicit stack of tasks, so a chain of a
+ * million ops costs memory, not C stack. A task lowers one node at one
+ * index. Its op's step function runs on entry (step 0) and again after each
+ * source it asked for has been lowered (step 1, 2, ...), with that source's
+ * value in got: it either asks for a source (fills need_idx, returns
+ * ask(t, slot)) or returns the node's value. */
+struct task {
+  const ir_node *n;
+  kexpr *idx[KILN_MAX_DIMS];       /* the index n is lowered at */
+  int step;                        /* sources delivered so far */
+  kexpr *got;                      /* the value of the source asked for last */
+  const ir_node *need;             /* the source asked for, at need_idx */
+  kexpr *need_idx[KILN_MAX_DIMS];
+  kexpr *keep[3];                  /* values an op keeps between its steps */
+  kstmt *outer;                    /* reductions: the loops over the reduced dims */
+  int home, base;                  /* reductions: their frame; the frames below their own */
+};
+
+static kexpr *ask(task *t, int slot) {
+  t->need = t->n->src[slot];
+  return NULL;
+}
+
+static void copy_index(kexpr **to, kexpr *const *from, int ndim) {
+  memcpy(to, from, sizeof(kexpr *) * (size_t)ndim);
+}
+
 /* ---- movement (rewrites the index, then reads the source), elementwise --- */
-static kexpr *emit_expand(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+static kexpr *i64(kernel *k, int64_t v) { return kx_int(k, KILN_I64, v); }
+
+static void expand_index(kernel *k, const ir_node *n, kexpr *const *idx, kexpr **sidx) {
   const ir_node *s = n->src[0];
-  kexpr *sidx[KILN_MAX_DIMS];
   int off = n->ndim - s->ndim;
-  for (int d = 0; d < s->ndim; d++)
-    sidx[d] = s->shape[d] == 1 ? kx_int(c->k, KILN_I64, 0) : idx[d + off];
-  return emit(c, s, sidx);
+  for (int d = 0; d < s->ndim; d++) sidx[d] = s->shape[d] == 1 ? i64(k, 0) : idx[d + off];
 }
 
 /* Converts v (a value of dtype `from`) to dtype `to`: an f16/bf16 target
@@ -246,38 +283,30 @@ static kexpr *convert(kernel *k, kexpr *v, kiln_dtype from, kiln_dtype to) {
   return kx_cast(k, kx_cast(k, kx_cast(k, v, KILN_F32), to), KILN_F32);
 }
 
-static kexpr *emit_cast(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
-  return convert(c->k, emit(c, n->src[0], idx), n->src[0]->dtype, n->attr.to);
+static kexpr *step_cast(lower_ctx *c, task *t) {
+  if (t->step) return convert(c->k, t->got, t->n->src[0]->dtype, t->n->attr.to);
+  copy_index(t->need_idx, t->idx, t->n->ndim);
+  return ask(t, 0);
 }
 
-static kexpr *i64(kernel *k, int64_t v) { return kx_int(k, KILN_I64, v); }
-
-static kexpr *emit_permute(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
-  kexpr *sidx[KILN_MAX_DIMS];
+static void permute_index(const ir_node *n, kexpr *const *idx, kexpr **sidx) {
   for (int d = 0; d < n->ndim; d++) sidx[n->attr.perm[d]] = idx[d];
-  return emit(c, n->src[0], sidx);
 }
 
 /* SLICE reads start + i*step along its dim; SELECT reads one constant index
  * there and has one dim fewer than its source. */
-static kexpr *emit_slice_select(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+static void slice_select_index(kernel *k, const ir_node *n, kexpr *const *idx, kexpr **sidx) {
   const ir_node *s = n->src[0];
-  kernel *k = c->k;
-  kexpr *sidx[KILN_MAX_DIMS];
   for (int d = 0, j = 0; d < s->ndim; d++) {
     if (d != n->attr.dim) sidx[d] = idx[j++];
     else if (n->op == IR_SELECT) sidx[d] = kx_dim(k, n->attr.index);
     else sidx[d] = kx_iadd(k, kx_dim(k, n->attr.index), kx_imul(k, idx[j++], kx_dim(k, n->attr.stride)));
   }
-  return emit(c, s, sidx);
 }
 
-static kexpr *emit_flip(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
-  kernel *k = c->k;
-  kexpr *sidx[KILN_MAX_DIMS];
+static void flip_index(kernel *k, const ir_node *n, kexpr *const *idx, kexpr **sidx) {
   for (int d = 0; d < n->ndim; d++)
     sidx[d] = n->attr.flip_mask >> d & 1 ? kx_iadd(k, kx_dim(k, n->shape[d] - 1), kx_imul(k, idx[d], i64(k, -1))) : idx[d];
-  return emit(c, n->src[0], sidx);
 }
 
 /* The dims of n whose size is not 1 (size-1 dims always have index 0). */
@@ -310,11 +339,10 @@ static void reshape_group(kernel *k, const ir_node *n, const int *od, int no, co
 
 /* Groups the non-1 dims of both shapes by equal products, so squeeze,
  * unsqueeze and reshapes that keep dims intact need no division. */
-static kexpr *emit_reshape(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+static void reshape_index(kernel *k, const ir_node *n, kexpr *const *idx, kexpr **sidx) {
   const ir_node *s = n->src[0];
-  kexpr *sidx[KILN_MAX_DIMS];
-  for (int d = 0; d < s->ndim; d++) sidx[d] = i64(c->k, 0);
-  if (ir_numel(n->ndim, n->shape) == 0) return emit(c, s, sidx);   /* never runs */
+  for (int d = 0; d < s->ndim; d++) sidx[d] = i64(k, 0);
+  if (ir_numel(n->ndim, n->shape) == 0) return;   /* never runs */
   int od[KILN_MAX_DIMS], sd[KILN_MAX_DIMS];
   int no = nonunit_dims(n, od);
   nonunit_dims(s, sd);
@@ -325,11 +353,26 @@ static kexpr *emit_reshape(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
       if (po < ps) po *= n->shape[od[i1++]];
       else ps *= s->shape[sd[j1++]];
     }
-    reshape_group(c->k, n, od + i, i1 - i, sd + j, j1 - j, idx, sidx);
+    reshape_group(k, n, od + i, i1 - i, sd + j, j1 - j, idx, sidx);
     i = i1;
     j = j1;
   }
-  return emit(c, s, sidx);
+}
+
+/* The views that only rewrite the index: the source at the new index. */
+static kexpr *step_view(lower_ctx *c, task *t) {
+  if (t->step) return t->got;
+  const ir_node *n = t->n;
+  switch (n->op) {
+  case IR_EXPAND: expand_index(c->k, n, t->idx, t->need_idx); break;
+  case IR_RESHAPE: reshape_index(c->k, n, t->idx, t->need_idx); break;
+  case IR_PERMUTE: permute_index(n, t->idx, t->need_idx); break;
+  case IR_SLICE:
+  case IR_SELECT: slice_select_index(c->k, n, t->idx, t->need_idx); break;
+  case IR_FLIP: flip_index(c->k, n, t->idx, t->need_idx); break;
+  default: IR_ASSERT(!"not an index-only view");
+  }
+  return ask(t, 0);
 }
 
 static kexpr *and_cond(kernel *k, kexpr *acc, kexpr *cond) {
@@ -337,16 +380,19 @@ static kexpr *and_cond(kernel *k, kexpr *acc, kexpr *cond) {
 }
 
 /* Pad reads the source at idx - before where that is in range and the fill
- * value elsewhere. The source index is clamped into range so the load stays
- * in bounds even when a vectorized select evaluates both sides. */
-static kexpr *emit_pad(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
-  const ir_node *s = n->src[0];
+ * value elsewhere (keep: fill, the in-range condition). The source index is
+ * clamped into range so the load stays in bounds even when a vectorized
+ * select evaluates both sides. */
+static kexpr *step_pad(lower_ctx *c, task *t) {
+  const ir_node *n = t->n, *s = n->src[0];
   kernel *k = c->k;
-  kexpr *fill = emit_const(c, n);
+  kexpr *fill = t->keep[0], *valid = t->keep[1];
+  if (t->step) return valid ? kx_op(k, IR_WHERE, ct(n->dtype), valid, t->got, fill) : t->got;
+  fill = t->keep[0] = emit_const(c, n);
   if (ir_numel(s->ndim, s->shape) == 0) return fill;
-  kexpr *sidx[KILN_MAX_DIMS], *valid = NULL;
+  kexpr **sidx = t->need_idx;
   for (int d = 0; d < n->ndim; d++) {
-    kexpr *i = kx_iadd(k, idx[d], kx_dim(k, -n->attr.pad[d][0]));
+    kexpr *i = kx_iadd(k, t->idx[d], kx_dim(k, -n->attr.pad[d][0]));
     sidx[d] = i;
     if (n->attr.pad[d][0] > 0) {
       valid = and_cond(k, valid, kx_op(k, IR_GE, KILN_BOOL, i, i64(k, 0), NULL));
@@ -357,45 +403,40 @@ static kexpr *emit_pad(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
       sidx[d] = kx_op(k, IR_MINIMUM, KILN_I64, sidx[d], kx_dim(k, s->shape[d] - 1), NULL);
     }
   }
-  kexpr *v = emit(c, s, sidx);
-  return valid ? kx_op(k, IR_WHERE, ct(n->dtype), valid, v, fill) : v;
+  t->keep[1] = valid;
+  return ask(t, 0);
 }
 
 /* Cat reads the first source below its size along dim, the second above;
- * both indices are clamped so neither load can leave its buffer. Each side
- * converts to the promoted dtype as a cast would. */
-static kexpr *emit_cat(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+ * when both have elements both indices are clamped so neither load can
+ * leave its buffer. An empty side is never read. Each side converts to the
+ * promoted dtype as a cast would (keep: the converted sides). */
+static kexpr *step_cat(lower_ctx *c, task *t) {
+  const ir_node *n = t->n;
   kernel *k = c->k;
-  const ir_node *a = n->src[0], *b = n->src[1];
   int dim = n->attr.dim;
-  int64_t na = a->shape[dim];
-  kexpr *ia[KILN_MAX_DIMS], *ib[KILN_MAX_DIMS];
-  memcpy(ia, idx, sizeof(kexpr *) * (size_t)n->ndim);
-  memcpy(ib, idx, sizeof(kexpr *) * (size_t)n->ndim);
-  ib[dim] = kx_iadd(k, idx[dim], kx_dim(k, -na));
-  if (na == 0) return convert(k, emit(c, b, ib), b->dtype, n->dtype);
-  if (b->shape[dim] == 0) return convert(k, emit(c, a, ia), a->dtype, n->dtype);
-  ia[dim] = kx_op(k, IR_MINIMUM, KILN_I64, idx[dim], kx_dim(k, na - 1), NULL);
-  ib[dim] = kx_op(k, IR_MAXIMUM, KILN_I64, ib[dim], i64(k, 0), NULL);
-  kexpr *first = kx_op(k, IR_LT, KILN_BOOL, idx[dim], kx_dim(k, na), NULL);
-  return kx_op(k, IR_WHERE, ct(n->dtype), first, convert(k, emit(c, a, ia), a->dtype, n->dtype),
-               convert(k, emit(c, b, ib), b->dtype, n->dtype));
-}
-
-static kexpr *emit_move(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
-  switch (n->op) {
-  case IR_EXPAND: return emit_expand(c, n, idx);
-  case IR_RESHAPE: return emit_reshape(c, n, idx);
-  case IR_PERMUTE: return emit_permute(c, n, idx);
-  case IR_SLICE:
-  case IR_SELECT: return emit_slice_select(c, n, idx);
-  case IR_FLIP: return emit_flip(c, n, idx);
-  case IR_PAD: return emit_pad(c, n, idx);
-  case IR_CAT: return emit_cat(c, n, idx);
-  default: IR_ASSERT(!"not a movement op");
+  int64_t na = n->src[0]->shape[dim];
+  bool both = na != 0 && n->src[1]->shape[dim] != 0;
+  int first_side = na == 0 ? 1 : 0;
+  if (t->step) {
+    int side = first_side + t->step - 1;
+    t->keep[t->step - 1] = convert(k, t->got, n->src[side]->dtype, n->dtype);
   }
+  if (t->step < (both ? 2 : 1)) {
+    int side = first_side + t->step;
+    kexpr **sidx = t->need_idx;
+    copy_index(sidx, t->idx, n->ndim);
+    if (side) sidx[dim] = kx_iadd(k, t->idx[dim], kx_dim(k, -na));
+    if (both && side) sidx[dim] = kx_op(k, IR_MAXIMUM, KILN_I64, sidx[dim], i64(k, 0), NULL);
+    if (both && !side) sidx[dim] = kx_op(k, IR_MINIMUM, KILN_I64, t->idx[dim], kx_dim(k, na - 1), NULL);
+    return ask(t, side);
+  }
+  if (!both) return t->keep[0];
+  kexpr *first = kx_op(k, IR_LT, KILN_BOOL, t->idx[dim], kx_dim(k, na), NULL);
+  return kx_op(k, IR_WHERE, ct(n->dtype), first, t->keep[0], t->keep[1]);
 }
 
+/* Each source at the same index, converted to the compute dtype (keep). */
 /* x ** e for an exponent the rule (passes/values.c) writes into the code:
  * square and multiply in f64 (pow computes f32 in f64 too), then 1/x^|e|
  * for a negative e; x ** 0 is 1 even for nan, as pow says. */
@@ -407,20 +448,22 @@ static kexpr *small_pow(kernel *k, kexpr *x, kiln_dtype t, double e) {
   return kx_cast(k, p, t);
 }
 
-static kexpr *emit_elementwise(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
-  kiln_dtype t = ct(n->attr.compute);
+static kexpr *step_elementwise(lower_ctx *c, task *t) {
+  const ir_node *n = t->n;
   double e;
-  if (pass_value_is_code(n, 1, &e))
-    return kx_cast(c->k, small_pow(c->k, convert(c->k, emit(c, n->src[0], idx), n->src[0]->dtype, n->attr.compute), t, e),
-                   ct(n->dtype));
-  kexpr *v[3] = {NULL, NULL, NULL};
-  for (int s = 0; s < n->nsrc; s++) {
-    bool cond = n->op == IR_WHERE && s == 0;
-    kiln_dtype to = cond ? KILN_BOOL : n->attr.compute;
-    v[s] = convert(c->k, emit(c, n->src[s], idx), n->src[s]->dtype, to);
+  bool code_pow = pass_value_is_code(n, 1, &e);   /* only the base is read */
+  if (t->step) {
+    int s = t->step - 1;
+    kiln_dtype to = n->op == IR_WHERE && s == 0 ? KILN_BOOL : n->attr.compute;
+    t->keep[s] = convert(c->k, t->got, n->src[s]->dtype, to);
   }
-  kiln_dtype rt = ir_ops[n->op].typing == TR_BOOL ? KILN_BOOL : t;
-  return kx_cast(c->k, kx_op(c->k, n->op, rt, v[0], v[1], v[2]), ct(n->dtype));
+  if (t->step < (code_pow ? 1 : n->nsrc)) {
+    copy_index(t->need_idx, t->idx, n->ndim);
+    return ask(t, t->step);
+  }
+  if (code_pow) return kx_cast(c->k, small_pow(c->k, t->keep[0], ct(n->attr.compute), e), ct(n->dtype));
+  kiln_dtype rt = ir_ops[n->op].typing == TR_BOOL ? KILN_BOOL : ct(n->attr.compute);
+  return kx_cast(c->k, kx_op(c->k, n->op, rt, t->keep[0], t->keep[1], t->keep[2]), ct(n->dtype));
 }
 
 /* ---- frames ------------------------------------------------------------- */
@@ -437,8 +480,16 @@ static void frame_set_inner(frame *f, kstmt *s) {
   *f->tail = s;
 }
 
+/* Room for one more element in a doubling array (*v, *cap of them). */
+static void grow(void **v, int n, int *cap, size_t elem) {
+  if (n < *cap) return;
+  *cap = *cap ? 2 * *cap : 16;
+  *v = realloc(*v, elem * (size_t)*cap);
+  IR_ASSERT(*v);
+}
+
 static void push_frame(lower_ctx *c, int var, kstmt **tail) {
-  IR_ASSERT(c->nframes < MAX_FRAMES);
+  grow((void **)&c->frames, c->nframes, &c->frames_cap, sizeof *c->frames);
   c->frames[c->nframes++] = (frame){var, tail};
 }
 
@@ -447,12 +498,13 @@ static bool uses_var(const kexpr *e, int var) {
   return (e->a && uses_var(e->a, var)) || (e->b && uses_var(e->b, var)) || (e->c && uses_var(e->c, var));
 }
 
-/* The innermost frame whose loop variable the index uses (0: top level). */
-static frame *frame_for(lower_ctx *c, kexpr *const *idx, int ndim) {
+/* The innermost frame whose loop variable the index uses (0: top level). An
+ * index, not a pointer: frames grow. */
+static int frame_for(lower_ctx *c, kexpr *const *idx, int ndim) {
   for (int f = c->nframes - 1; f > 0; f--)
     for (int d = 0; d < ndim; d++)
-      if (uses_var(idx[d], c->frames[f].var)) return &c->frames[f];
-  return &c->frames[0];
+      if (uses_var(idx[d], c->frames[f].var)) return f;
+  return 0;
 }
 
 /* ---- reductions --------------------------------------------------------- */
@@ -490,20 +542,24 @@ static kexpr *reduce_init(kernel *k, ir_op op, kiln_dtype t) {
   return extreme(k, t, rule_of(op).lowest_init);
 }
 
+static kiln_dtype acc_dtype(const ir_node *n) {
+  return n->op == IR_ANY || n->op == IR_ALL ? KILN_BOOL : ct(n->attr.compute);
+}
+
 /* acc = init; for r...: acc = update(acc, src[idx with reduced dims = r]),
- * placed in the frame the output index needs; returns the accumulator. */
-static kexpr *emit_reduce(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+ * placed in the frame the output index needs; the value is the accumulator.
+ * Step 0 opens the loops over the reduced dims (their frames stay open while
+ * the source is lowered inside them); step 1 closes them. */
+static kexpr *reduce_open(lower_ctx *c, task *t) {
   kernel *k = c->k;
-  const ir_node *s = n->src[0];
-  reduce_rule r = rule_of(n->op);
-  kiln_dtype at = n->op == IR_ANY || n->op == IR_ALL ? KILN_BOOL : ct(n->attr.compute);
-  frame *home = frame_for(c, idx, n->ndim);
-  int base = c->nframes;
-  kstmt *outer = NULL, **link = &outer;
-  kexpr *sidx[KILN_MAX_DIMS], *flat = kx_int(k, KILN_I64, 0);
+  const ir_node *n = t->n, *s = n->src[0];
+  t->home = frame_for(c, t->idx, n->ndim);
+  t->base = c->nframes;
+  kstmt **link = &t->outer;
+  kexpr *flat = kx_int(k, KILN_I64, 0);
   for (int d = 0; d < s->ndim; d++) {
     if (!(n->attr.axes >> d & 1)) {
-      sidx[d] = idx[d];
+      t->need_idx[d] = t->idx[d];
       continue;
     }
     int v = k_var(k);
@@ -511,43 +567,81 @@ static kexpr *emit_reduce(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
     *link = loop;
     link = &loop->body;
     push_frame(c, v, link);
-    sidx[d] = kx_var(k, v);
-    flat = kx_iadd(k, kx_imul(k, flat, kx_dim(k, s->shape[d])), sidx[d]);
+    t->need_idx[d] = kx_var(k, v);
+    flat = kx_iadd(k, kx_imul(k, flat, kx_dim(k, s->shape[d])), t->need_idx[d]);
   }
-  kexpr *v = kx_cast(k, emit(c, s, sidx), at);
+  t->keep[0] = flat;
+  return ask(t, 0);
+}
+
+static kexpr *reduce_close(lower_ctx *c, task *t) {
+  kernel *k = c->k;
+  const ir_node *n = t->n;
+  reduce_rule r = rule_of(n->op);
+  kiln_dtype at = acc_dtype(n);
+  kexpr *v = kx_cast(k, t->got, at);
   int acc = k_acc(k), acc2 = r.arg ? k_acc(k) : -1;
-  kstmt *upd = r.arg ? ks_argupdate(k, acc, acc2, r.update, v, flat) : ks_update(k, acc, r.update, v);
-  if (c->nframes > base) frame_insert(&c->frames[c->nframes - 1], upd);
-  else outer = upd;  /* nothing reduced: one update */
-  c->nframes = base;
+  kstmt *upd = r.arg ? ks_argupdate(k, acc, acc2, r.update, v, t->keep[0]) : ks_update(k, acc, r.update, v);
+  if (c->nframes > t->base) frame_insert(&c->frames[c->nframes - 1], upd);
+  else t->outer = upd;  /* nothing reduced: one update */
+  c->nframes = t->base;
+  frame *home = &c->frames[t->home];
   frame_insert(home, ks_acc(k, acc, at, reduce_init(k, n->op, at)));
   if (r.arg) frame_insert(home, ks_acc(k, acc2, KILN_I64, kx_int(k, KILN_I64, 0)));
-  frame_insert(home, outer);
+  frame_insert(home, t->outer);
   kexpr *res = r.arg ? kx_acc(k, acc2, KILN_I64) : kx_acc(k, acc, at);
   return kx_cast(k, res, ct(n->dtype));
 }
 
-static kexpr *emit_node(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+/* One step of t: a node stored elsewhere is loaded, a source computed;
+ * the other ops ask for their sources first. */
+static kexpr *step(lower_ctx *c, task *t) {
+  const ir_node *n = t->n;
   int i = n->scratch;
   bool loaded = n->op == IR_BUFFER || (c->g->materialized[i] && c->g->group_of[i] != c->gi);
-  if (loaded) return emit_load(c, (ir_node *)n, idx);
-  if (ir_op_has(n->op, IR_SRC)) return emit_source(c, n, idx);
-  if (ir_op_has(n->op, IR_MOVE)) return emit_move(c, n, idx);
-  if (n->op == IR_CAST) return emit_cast(c, n, idx);
-  if (ir_op_has(n->op, IR_REDUCE)) return emit_reduce(c, n, idx);
+  if (loaded) return emit_load(c, (ir_node *)n, t->idx);
+  if (ir_op_has(n->op, IR_SRC)) return emit_source(c, n, t->idx);
+  if (n->op == IR_PAD) return step_pad(c, t);
+  if (n->op == IR_CAT) return step_cat(c, t);
+  if (ir_op_has(n->op, IR_MOVE)) return step_view(c, t);
+  if (n->op == IR_CAST) return step_cast(c, t);
+  if (ir_op_has(n->op, IR_REDUCE)) return t->step ? reduce_close(c, t) : reduce_open(c, t);
   IR_ASSERT(ir_op_has(n->op, IR_EW));
-  return emit_elementwise(c, n, idx);
+  return step_elementwise(c, t);
 }
 
+static void push_task(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
+  grow((void **)&c->tasks, c->ntasks, &c->tasks_cap, sizeof *c->tasks);
+  task *t = &c->tasks[c->ntasks++];
+  *t = (task){.n = n};
+  copy_index(t->idx, idx, n->ndim);
+}
+
+/* n's value at idx: each (node, index) is lowered once (the memo table), on
+ * the explicit stack above what is already there. */
 static kexpr *emit(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
-  memo_entry *m = memo_slot(c, n, idx);
-  if (m->node) return m->value;
-  kexpr *v = emit_node(c, n, idx);
-  m = memo_slot(c, n, idx);  /* the table may have grown */
-  m->node = n;
-  memcpy(m->idx, idx, sizeof(kexpr *) * (size_t)n->ndim);
-  m->value = v;
-  c->memo_used++;
+  int bottom = c->ntasks;
+  kexpr *v = NULL;
+  push_task(c, n, idx);
+  while (c->ntasks > bottom) {
+    task *t = &c->tasks[c->ntasks - 1];
+    memo_entry *m = t->step ? NULL : memo_slot(c, t->n, t->idx);
+    if (m && m->node) {
+      v = m->value;
+    } else {
+      t->got = v;
+      if (!(v = step(c, t))) {
+        kexpr *sidx[KILN_MAX_DIMS];   /* copied out: pushing may move t */
+        const ir_node *s = t->need;
+        copy_index(sidx, t->need_idx, s->ndim);
+        t->step++;
+        push_task(c, s, sidx);
+        continue;
+      }
+      memo_put(c, t->n, t->idx, v);
+    }
+    c->ntasks--;
+  }
   return v;
 }
 
@@ -612,10 +706,7 @@ static void gemm_nest(lower_ctx *c, const pass_group *pg, ir_node *mm, kexpr **i
   idx[nd - 1] = kx_var(k, gs->gemm.var_j);
   gemm_operand(c, mm->src[0], idx, &gs->gemm.a_buf, &gs->gemm.a_off, &gs->gemm.a_si, &gs->gemm.a_sk);
   gemm_operand(c, mm->src[1], idx, &gs->gemm.b_buf, &gs->gemm.b_off, &gs->gemm.b_sk, &gs->gemm.b_sn);
-  memo_entry *m = memo_slot(c, mm, idx);
-  *m = (memo_entry){.node = mm, .value = kx_acc(k, acc, at)};
-  memcpy(m->idx, idx, sizeof(kexpr *) * (size_t)nd);
-  c->memo_used++;
+  memo_put(c, mm, idx, kx_acc(k, acc, at));
   push_frame(c, gs->gemm.var_j, &gs->body);
 }
 
@@ -678,7 +769,7 @@ static void column_nest(lower_ctx *c, const pass_group *pg, int p, int q) {
     push_frame(c, vb, &blocks->body);
     t = kx_imul(k, kx_var(k, vb), kx_int(k, KILN_I64, bs));
   }
-  frame *home = &c->frames[c->nframes - 1];
+  int home = c->nframes - 1;   /* an index: emit below may grow the frames */
   int64_t ost[KILN_MAX_DIMS];
   ir_contiguous_strides(nd, n->shape, ost);
   kexpr *o = linear(k, p, ost, 0, idx);  /* the output row: outer dims lead, reduced dims are 1 */
@@ -688,7 +779,7 @@ static void column_nest(lower_ctx *c, const pass_group *pg, int p, int q) {
     const ir_node *r = pg->outs[i];
     *last = ks_store(k, i, kx_iadd(k, o, kx_iadd(k, t, kx_var(k, vi))), reduce_init(k, r->op, r->dtype));
   }
-  frame_insert(home, init);
+  frame_insert(&c->frames[home], init);
   /* The innermost reduced dim runs `jam` source rows per step: each
    * accumulator is loaded and stored once per step, not once per row (the
    * stores bound the kernel otherwise); the fold order is unchanged. */
@@ -724,13 +815,29 @@ static void column_nest(lower_ctx *c, const pass_group *pg, int p, int q) {
     }
     *last = ks_store(k, i, out, acc);
   }
-  frame_insert(home, outer);
+  frame_insert(&c->frames[home], outer);
 }
 
 static ir_node *group_matmul(const pass_graph *g, int gi) {
   for (int i = 0; i < g->n; i++)
     if (g->topo[i]->op == IR_MATMUL && g->group_of[i] == gi) return g->topo[i];
   return NULL;
+}
+
+/* The group's kernel: every output stored at the group's index. */
+static void store_outputs(lower_ctx *c, const pass_group *pg) {
+  kernel *k = c->k;
+  kexpr *idx[KILN_MAX_DIMS];
+  ir_node *mm = group_matmul(c->g, c->gi);
+  if (mm) gemm_nest(c, pg, mm, idx);
+  else loop_nest(c, pg, pg->ndim, idx);
+  int64_t st[KILN_MAX_DIMS];
+  ir_contiguous_strides(pg->ndim, pg->shape, st);
+  kexpr *at = linear(k, pg->ndim, st, 0, idx);
+  for (int o = 0; o < pg->nout; o++) {
+    kexpr *v = emit(c, pg->outs[o], idx);
+    frame_insert(&c->frames[c->nframes - 1], ks_store(k, o, at, v));
+  }
 }
 
 kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool generic) {
@@ -742,32 +849,16 @@ kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool g
   IR_ASSERT(c.input_param && c.value_of);
   int64_t numel = ir_numel(pg->ndim, pg->shape);
   for (int o = 0; o < pg->nout; o++) k_param(k, pg->outs[o]->dtype, true, numel);
-  kexpr *idx[KILN_MAX_DIMS];
-  ir_node *mm = group_matmul(g, gi);
   int p = -1, q = -1;
   bool column = column_reduction(&c, pg, &p, &q);
   /* a GEMM's and a column reduction's blocking follow their shape: specialised */
-  k->generic = generic && !mm && !column;
-  if (column) {
-    column_nest(&c, pg, p, q);
-    k->work = numel;
-    free(c.memo);
-    free(c.input_param);
-    free(c.value_of);
-    *ninputs = c.ninputs;
-    return k;
-  }
-  if (mm) gemm_nest(&c, pg, mm, idx);
-  else loop_nest(&c, pg, pg->ndim, idx);
-  int64_t st[KILN_MAX_DIMS];
-  ir_contiguous_strides(pg->ndim, pg->shape, st);
-  kexpr *at = linear(k, pg->ndim, st, 0, idx);
-  for (int o = 0; o < pg->nout; o++) {
-    kexpr *v = emit(&c, pg->outs[o], idx);
-    frame_insert(&c.frames[c.nframes - 1], ks_store(k, o, at, v));
-  }
+  k->generic = generic && !group_matmul(g, gi) && !column;
+  if (column) column_nest(&c, pg, p, q);
+  else store_outputs(&c, pg);
   k->work = numel;
   free(c.memo);
+  free(c.frames);
+  free(c.tasks);
   free(c.input_param);
   free(c.value_of);
   *ninputs = c.ninputs;

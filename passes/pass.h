@@ -101,5 +101,9 @@ kiln_status pass_run_graph(pass_graph *g, const pass_config *cfg);
 /* Lowers group gi and runs the kernel passes on it. */
 kernel *pass_run_kernel(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg);
 bool pass_enabled(const pass_config *cfg, const char *name);
+/* Whether every item of a KILN_PASSES list is "-name" of a pass that can be
+ * switched off; if not, the first bad item goes to bad (n bytes). names gets
+ * the names of those passes, comma-separated. */
+bool pass_list_valid(const char *list, char *bad, size_t n, ir_str *names);
 
 #endif

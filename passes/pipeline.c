@@ -83,6 +83,28 @@ bool pass_enabled(const pass_config *cfg, const char *name) {
   return true;
 }
 
+static const char *const kernel_passes[] = {"stash"};
+
+bool pass_list_valid(const char *list, char *bad, size_t n, ir_str *names) {
+  const char *known[sizeof graph_passes / sizeof *graph_passes + 1];
+  int nk = 0;
+  for (size_t i = 0; i < sizeof graph_passes / sizeof *graph_passes; i++)
+    if (graph_passes[i].switchable) known[nk++] = graph_passes[i].name;
+  known[nk++] = kernel_passes[0];
+  for (int i = 0; i < nk; i++) ir_str_printf(names, i ? ",%s" : "%s", known[i]);
+  for (const char *p = list; *p;) {
+    size_t len = strcspn(p, ",");
+    bool ok = false;
+    for (int i = 0; i < nk && !ok; i++) ok = p[0] == '-' && len == strlen(known[i]) + 1 && !strncmp(p + 1, known[i], len - 1);
+    if (!ok) {
+      snprintf(bad, n, "%.*s", (int)len, p);
+      return false;
+    }
+    p += len + (p[len] == ',');
+  }
+  return true;
+}
+
 static void dump_graph(const pass_graph *g, const char *after) {
   ir_str b = {0};
   ir_graph_print(&b, g->n, g->topo);
@@ -121,7 +143,7 @@ kernel *pass_run_kernel(pass_graph *g, int gi, ir_node **inputs, int *ninputs, c
   kernel *k = pass_lower(g, gi, inputs, ninputs, cfg->generic);
   if (cfg->debug >= 4) dump_kernel(k, "lower");
   bool cpu = pass_target(g, g->groups[gi].outs[0]) == KILN_CPU;
-  bool stash = cpu && pass_enabled(cfg, "stash");
+  bool stash = cpu && pass_enabled(cfg, kernel_passes[0]);
   if (stash) pass_stash(k);
   if (cfg->debug >= 4) dump_kernel(k, stash ? "stash" : "(skipped)");
   return k;

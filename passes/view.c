@@ -47,7 +47,9 @@ bool pass_view_strides(const ir_node *n, const int64_t *s, int64_t *st, int64_t 
       st[d] = n->attr.flip_mask >> d & 1 ? -s[d] : s[d];
       if (n->attr.flip_mask >> d & 1) *off += (n->shape[d] - 1) * s[d];
       break;
-    case IR_SLICE: st[d] = d == n->attr.dim ? s[d] * n->attr.stride : s[d]; break;
+    case IR_SLICE:  /* a step past the end never scales anything (and may overflow) */
+      st[d] = d == n->attr.dim && n->shape[d] > 1 ? s[d] * n->attr.stride : s[d];
+      break;
     case IR_SELECT: st[d] = s[d < n->attr.dim ? d : d + 1]; break;
     default:  /* unit RESHAPE: size-1 dims take stride 0 */
       while (j < src->ndim && src->shape[j] == 1) j++;

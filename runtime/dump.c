@@ -107,6 +107,10 @@ static kiln_status check_args(const char *f, int l, kiln_tensor *t, FILE *out, k
     ir_error_setf("%s:%d: dump_graph: unknown format %d (KILN_FMT_TEXT or KILN_FMT_DOT)", f, l, (int)fmt);
     return KILN_ERR_ARG;
   }
+  if (!ir_node_live(t)) {
+    ir_error_setf("%s:%d: dump_graph: the tensor is a handle that was already released", f, l);
+    return KILN_ERR_ARG;
+  }
   if (t->status != KILN_OK) {
     ir_error_setf("%s:%d: dump_graph: the tensor is an error: %s", f, l, t->msg);
     return t->status;

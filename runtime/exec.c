@@ -35,7 +35,7 @@ typedef struct {
   int free_lo, free_hi;     /* plan->frees[free_lo..free_hi): slots dead after it */
   char file[96];            /* where the user built the group's first output, for messages */
   int line;
-  ir_op op;
+  const char *api;          /* the op the user called (a composite's name, or ir_ops') */
 } plan_step;
 
 struct rt_exec {
@@ -100,7 +100,7 @@ static rt_buffer *alloc_on(kiln_device dev, size_t bytes) {
 static kiln_status locate_error(const plan_step *s, kiln_status st) {
   char *msg = strdup(ir_error_get());
   IR_ASSERT(msg);
-  ir_error_setf("%s:%d: %s: %s", s->file, s->line, ir_ops[s->op].name, msg);
+  ir_error_setf("%s:%d: %s: %s", s->file, s->line, s->api, msg);
   free(msg);
   return st;
 }
@@ -179,7 +179,7 @@ static plan_step *new_step(builder *b, step_kind kind, const ir_node *first, int
   rt_exec *p = b->p;
   plan_step *s = &p->steps[p->nsteps++];
   *s = (plan_step){.kind = kind, .dev = first->device, .nout = nout, .nin = nin,
-                   .line = first->line, .op = first->op};
+                   .line = first->line, .api = first->api ? first->api : ir_ops[first->op].name};
   snprintf(s->file, sizeof s->file, "%s", first->file ? first->file : "?");
   s->slots = malloc(sizeof *s->slots * (size_t)(nout + nin + 1));
   s->bytes = malloc(sizeof *s->bytes * (size_t)(nout + 1));
@@ -264,7 +264,7 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
   }
   s->compiled = !hit;
   s->compile_ms = now_ms() - t0;
-  if (st == KILN_OK && s->compiled) rt_stats_mut()->compiles++;
+  if (st == KILN_OK && s->compiled) rt_count(&rt_stats_mut()->compiles, 1);
   stub_outputs(b, s, pg->outs);
   return st;
 }
@@ -445,13 +445,13 @@ static void count_launch(const plan_step *s, bool hit) {
   kiln_stats_t *st = rt_stats_mut();
   const kernel *k = s->kind == STEP_GEMM ? s->gm.rest : s->k;
   if (s->kind == STEP_GEMM && s->gm.call) {   /* cuBLASLt calls: launches never compiled */
-    st->kernels_launched += (uint64_t)cuda_gemm_calls(&s->gm);
-    st->bytes_moved += kernel_bytes(s->k);
+    rt_count(&st->kernels_launched, (uint64_t)cuda_gemm_calls(&s->gm));
+    rt_count(&st->bytes_moved, kernel_bytes(s->k));
   }
   if (!k) return;
-  st->kernels_launched++;
-  st->bytes_moved += kernel_bytes(k);
-  if (hit) st->cache_hits++;
+  rt_count(&st->kernels_launched, 1);
+  rt_count(&st->bytes_moved, kernel_bytes(k));
+  if (hit) rt_count(&st->cache_hits, 1);
 }
 
 /* A kernel's arguments: outputs, k->args, the inputs' buffers, in param order. */
@@ -542,7 +542,7 @@ static void print_text(ir_str *b, const rt_exec *p, const char *where) {
     print_slots(b, s, 0, s->nout);
     ir_str_printf(b, " = f(");
     print_slots(b, s, s->nout, s->nin);
-    ir_str_printf(b, ")  %s:%d %s", s->file, s->line, ir_ops[s->op].name);
+    ir_str_printf(b, ")  %s:%d %s", s->file, s->line, s->api);
     for (int f = s->free_lo; f < s->free_hi; f++) ir_str_printf(b, f == s->free_lo ? "  frees %%%d" : ", %%%d", p->frees[f]);
     ir_str_printf(b, "\n");
   }

@@ -249,6 +249,7 @@ static ir_node **variant_graph(const kiln_fn *fn, int64_t size) {
     c->device = o->device;
     c->attr = o->attr;
     c->id = o->id;
+    c->api = o->api;
   }
   return g;
 }

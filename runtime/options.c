@@ -4,20 +4,63 @@
  * stays mutable so kiln_set_eager can flip the mode at run time. */
 #include "runtime/rt.h"
 
+#include "passes/pass.h"
+
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static rt_options opts;
 static pthread_once_t opts_once = PTHREAD_ONCE_INIT;
 
-/* An integer variable, or dflt when unset or not a number. */
-static int64_t env_int(const char *name, int64_t dflt) {
+/* A value kiln does not understand is not silently ignored: one warning
+ * per variable (options are read once) naming what it accepts. */
+static void warn(const char *name, const char *value, const char *accepted) {
+  fprintf(stderr, "kiln: warning: ignoring %s=%s (accepted: %s)\n", name, value, accepted);
+}
+
+/* An integer variable in [lo, hi], or dflt when unset or anything else. */
+static int64_t env_int(const char *name, int64_t dflt, int64_t lo, int64_t hi, const char *accepted) {
   const char *s = getenv(name);
   if (!s || !*s) return dflt;
   char *end;
+  errno = 0;
   long long v = strtoll(s, &end, 10);
-  return *end ? dflt : (int64_t)v;
+  if (!*end && !errno && v >= lo && v <= hi) return (int64_t)v;
+  warn(name, s, accepted);
+  return dflt;
+}
+
+static bool env_flag(const char *name) { return env_int(name, 0, 0, 1, "0 or 1") != 0; }
+
+/* KILN_PASSES, NULL when unset or when it names a pass that does not exist. */
+static const char *env_passes(void) {
+  const char *p = getenv("KILN_PASSES");
+  if (!p || !*p) return NULL;
+  char bad[64];
+  ir_str names = {0};
+  bool ok = pass_list_valid(p, bad, sizeof bad, &names);
+  if (!ok) {
+    ir_str accepted = {0};
+    ir_str_printf(&accepted, "a comma-separated list of -name; \"%s\" is not one; the passes: %s", bad, names.s);
+    warn("KILN_PASSES", p, accepted.s);
+    ir_str_free(&accepted);
+  }
+  ir_str_free(&names);
+  return ok ? p : NULL;
+}
+
+/* KILN_DYNAMIC: 0 shape-specialised kernels only, 1 shape-generic only,
+ * auto (the default): generic once a structure comes back with a new shape. */
+static int env_dynamic(void) {
+  const char *s = getenv("KILN_DYNAMIC");
+  if (!s || !*s || !strcmp(s, "auto")) return KILN_DYNAMIC_AUTO;
+  if (!strcmp(s, "0") || !strcmp(s, "1")) return *s == '0' ? KILN_DYNAMIC_OFF : KILN_DYNAMIC_ON;
+  warn("KILN_DYNAMIC", s, "0, 1 or auto");
+  return KILN_DYNAMIC_AUTO;
 }
 
 static int online_cpus(void) {
@@ -26,22 +69,21 @@ static int online_cpus(void) {
 }
 
 static void opts_init(void) {
-  opts.debug = (int)env_int("KILN_DEBUG", 0);
-  opts.eager = env_int("KILN_EAGER", 0) != 0;
-  int64_t nt = env_int("KILN_NUM_THREADS", online_cpus());
+  opts.debug = (int)env_int("KILN_DEBUG", 0, 0, 4, "0 to 4");
+  opts.eager = env_flag("KILN_EAGER");
   /* at most 1024: the pool's job word counts chunks in 16 bits, and more
    * threads than that would only add dispatch cost */
-  opts.num_threads = nt < 1 ? 1 : nt > 1024 ? 1024 : (int)nt;
-  const char *p = getenv("KILN_PASSES");
-  opts.passes = p && *p ? p : NULL;
-  int64_t mp = env_int("KILN_MAX_PENDING", 100000);
-  opts.max_pending = mp < 1 ? 1 : mp;
-  opts.allow_tf32 = env_int("KILN_ALLOW_TF32", 0) != 0;
-  opts.validate = env_int("KILN_VALIDATE", 0) != 0;
-  /* 0: shape-specialised kernels only; 1: shape-generic only; anything
-   * else ("auto"): generic once a structure comes back with a new shape */
-  int64_t dy = env_int("KILN_DYNAMIC", KILN_DYNAMIC_AUTO);
-  opts.dynamic = dy == 0 ? KILN_DYNAMIC_OFF : dy == 1 ? KILN_DYNAMIC_ON : KILN_DYNAMIC_AUTO;
+  opts.num_threads = (int)env_int("KILN_NUM_THREADS", online_cpus() < 1024 ? online_cpus() : 1024, 1, 1024, "1 to 1024");
+  opts.passes = env_passes();
+  opts.max_pending = env_int("KILN_MAX_PENDING", 100000, 1, INT64_MAX, "a positive integer");
+  opts.allow_tf32 = env_flag("KILN_ALLOW_TF32");
+  opts.validate = env_flag("KILN_VALIDATE");
+#ifdef NDEBUG
+  opts.check_handles = env_flag("KILN_CHECK_HANDLES");
+#else
+  opts.check_handles = env_int("KILN_CHECK_HANDLES", 1, 0, 1, "0 or 1") != 0;
+#endif
+  opts.dynamic = env_dynamic();
   const char *lt = getenv("KILN_CUBLASLT");
   opts.cublaslt = lt && *lt ? lt : NULL;
   opts.print = (kiln_printoptions){.precision = 4, .threshold = 1000, .edgeitems = 3, .linewidth = 80,
@@ -53,8 +95,9 @@ rt_options *rt_opts(void) {
   return &opts;
 }
 
-void kiln_set_eager(int on) { rt_opts()->eager = on != 0; }
-int kiln_get_eager(void) { return rt_opts()->eager; }
+/* Any thread may flip the mode while others build ops: an atomic word. */
+void kiln_set_eager(int on) { __atomic_store_n(&rt_opts()->eager, on != 0, __ATOMIC_RELAXED); }
+int kiln_get_eager(void) { return __atomic_load_n(&rt_opts()->eager, __ATOMIC_RELAXED); }
 
 void kiln_set_dynamic(int mode) {
   rt_opts()->dynamic = mode == KILN_DYNAMIC_OFF || mode == KILN_DYNAMIC_ON ? mode : KILN_DYNAMIC_AUTO;

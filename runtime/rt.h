@@ -9,7 +9,7 @@
 /* ---- options, read once from the environment ---------------------------- */
 typedef struct {
   int debug;            /* KILN_DEBUG: 0 quiet, 1 kernels, 3 + kernel/LLVM IR, 4 + IR after each pass */
-  int eager;            /* KILN_EAGER=1 or kiln_set_eager */
+  int eager;            /* KILN_EAGER=1 or kiln_set_eager; read it with kiln_get_eager (atomic) */
   int num_threads;      /* KILN_NUM_THREADS, default: all cores */
   const char *passes;   /* KILN_PASSES: "-fuse,-simplify" switches passes off */
   int64_t max_pending;  /* nodes a pending graph may hold before it is realized (KILN_MAX_PENDING) */
@@ -18,6 +18,7 @@ typedef struct {
   bool validate;        /* KILN_VALIDATE=1: every device kernel is checked against the CPU back end */
   kiln_printoptions print;  /* kiln_set_printoptions; PyTorch's defaults */
   int dynamic;          /* KILN_DYNAMIC / kiln_set_dynamic: KILN_DYNAMIC_OFF, _ON or _AUTO (default) */
+  bool check_handles;   /* KILN_CHECK_HANDLES=1 (default in Debug builds): freed nodes are quarantined */
 } rt_options;
 rt_options *rt_opts(void);
 
@@ -70,7 +71,9 @@ void rt_parallel_for(int64_t n, int64_t min_chunk, rt_task_fn fn, void *ctx);
 void rt_pool_shutdown(void);
 
 /* ---- statistics and random state ---------------------------------------- */
+/* The counters; every thread adds to them with rt_count (atomic). */
 kiln_stats_t *rt_stats_mut(void);
+static inline void rt_count(uint64_t *counter, uint64_t n) { __atomic_add_fetch(counter, n, __ATOMIC_RELAXED); }
 /* Reserves n counters of the global Philox stream: returns the seed and the
  * offset of the first. */
 void rt_rng_take(uint64_t n, uint64_t *seed, uint64_t *offset);

@@ -20,8 +20,21 @@ static struct {
 } rng = {PTHREAD_MUTEX_INITIALIZER, RT_DEFAULT_SEED, 0};
 
 kiln_stats_t *rt_stats_mut(void) { return &stats; }
-kiln_stats_t kiln_stats(void) { return stats; }
-void kiln_reset_stats(void) { stats = (kiln_stats_t){0}; }
+/* Field by field, atomically: other threads may be counting. */
+#define NUM_COUNTERS (sizeof(kiln_stats_t) / sizeof(uint64_t))
+_Static_assert(sizeof(kiln_stats_t) == NUM_COUNTERS * sizeof(uint64_t), "kiln_stats_t holds only uint64_t counters");
+
+kiln_stats_t kiln_stats(void) {
+  kiln_stats_t r;
+  uint64_t *from = (uint64_t *)&stats, *to = (uint64_t *)&r;
+  for (size_t i = 0; i < NUM_COUNTERS; i++) to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+  return r;
+}
+
+void kiln_reset_stats(void) {
+  uint64_t *c = (uint64_t *)&stats;
+  for (size_t i = 0; i < NUM_COUNTERS; i++) __atomic_store_n(&c[i], 0, __ATOMIC_RELAXED);
+}
 
 void rt_rng_take(uint64_t n, uint64_t *seed, uint64_t *offset) {
   pthread_mutex_lock(&rng.lock);

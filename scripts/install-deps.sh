@@ -3,9 +3,10 @@
 # Idempotent: a machine that has everything does nothing and needs no network.
 set -euo pipefail
 # python3-numpy: the NumPy interop tests (.npy, DLPack); libdlpack-dev: dlpack/dlpack.h;
-# doxygen: `make docs` and the test that keeps the API reference warning-free
+# doxygen: `make docs` and the test that keeps the API reference warning-free;
+# clang-19, libclang-rt-19-dev: the libFuzzer targets (scripts/fuzz.sh)
 pkgs=(build-essential cmake pkg-config llvm-19-dev check libopenblas-dev graphviz gnuplot-nox
-      python3-numpy libdlpack-dev doxygen)
+      python3-numpy libdlpack-dev doxygen clang-19 libclang-rt-19-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

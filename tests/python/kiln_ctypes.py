@@ -1,5 +1,5 @@
 """kiln_ctypes.py: the part of kiln's C API the NumPy interop scripts use,
-loaded with ctypes from the shared object the tests build (kiln_py), plus
+loaded with ctypes from libkiln.so, plus
 conversions between kiln tensors and NumPy arrays through copies."""
 import ctypes
 import inspect
@@ -31,7 +31,7 @@ SIGNATURES = {
     "kiln_cast_at": (P, [S, I, P, I]),
     "kiln_status_of": (I, [P]),
     "kiln_last_error": (S, []),
-    "kiln_release": (None, [P]),
+    "kiln_release_at": (None, [S, I, P]),
     "kiln_ndim": (I, [P]),
     "kiln_shape": (I64P, [P]),
     "kiln_dtype_of": (I, [P]),
@@ -46,6 +46,7 @@ def load(path):
     for name, (res, args) in SIGNATURES.items():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
+    lib.kiln_release = lambda t: lib.kiln_release_at(*where(), t)   # the C macro's form
     return lib
 
 
