@@ -68,10 +68,13 @@ size_t kiln_dtype_size(kiln_dtype d);
 
 typedef struct {
   uint64_t kernels_launched;
-  uint64_t compiles;
-  uint64_t cache_hits;
+  uint64_t compiles;         /* launches whose kernel was compiled for them */
+  uint64_t cache_hits;       /* launches whose code was already in memory */
   uint64_t bytes_moved;      /* bytes read + written by launched kernels */
   uint64_t auto_realizes;    /* pending graphs realized for growing too big */
+  uint64_t disk_hits;        /* launches whose code came from the disk cache (not compiled) */
+  uint64_t evictions;        /* compiled CPU kernels dropped from memory for KILN_KERNEL_CACHE_MB */
+  uint64_t code_bytes;       /* bytes of compiled CPU code held now (object file sizes); not reset */
 } kiln_stats_t;
 kiln_stats_t kiln_stats(void);
 void kiln_reset_stats(void);

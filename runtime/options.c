@@ -1,12 +1,20 @@
 /* options.c: kiln's settings, read once from the environment (KILN_DEBUG,
  * KILN_EAGER, KILN_NUM_THREADS, KILN_PASSES, KILN_MAX_PENDING,
- * KILN_ALLOW_TF32, KILN_CUBLASLT, KILN_VALIDATE). The struct
+ * KILN_ALLOW_TF32, KILN_CUBLASLT, KILN_VALIDATE, KILN_KERNEL_CACHE_MB,
+ * KILN_CACHE, KILN_CACHE_MAX_MB). The struct
  * stays mutable so kiln_set_eager can flip the mode at run time. */
 #include "runtime/rt.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+/* Default budgets, in MiB. The in-memory one bounds the process's memory
+ * maps (each loaded kernel takes about two, the system's limit is 65530);
+ * see RT_KERNEL_CACHE_MB's note in README. The disk cache's is ccache's
+ * order of magnitude, a tenth of it: kernels are small. */
+#define RT_KERNEL_CACHE_MB 64
+#define RT_DISK_CACHE_MB 512
 
 static rt_options opts;
 static pthread_once_t opts_once = PTHREAD_ONCE_INIT;
@@ -18,6 +26,12 @@ static int64_t env_int(const char *name, int64_t dflt) {
   char *end;
   long long v = strtoll(s, &end, 10);
   return *end ? dflt : (int64_t)v;
+}
+
+/* A size in MiB as bytes: negative values are 0, huge ones 2^50. */
+static int64_t env_mb(const char *name, int64_t dflt) {
+  int64_t mb = env_int(name, dflt);
+  return mb < 0 ? 0 : mb > ((int64_t)1 << 30) ? (int64_t)1 << 50 : mb << 20;
 }
 
 static int online_cpus(void) {
@@ -38,6 +52,9 @@ static void opts_init(void) {
   opts.max_pending = mp < 1 ? 1 : mp;
   opts.allow_tf32 = env_int("KILN_ALLOW_TF32", 0) != 0;
   opts.validate = env_int("KILN_VALIDATE", 0) != 0;
+  opts.kernel_cache_bytes = env_mb("KILN_KERNEL_CACHE_MB", RT_KERNEL_CACHE_MB);
+  opts.disk_cache = env_int("KILN_CACHE", 1) != 0;
+  opts.disk_cache_bytes = env_mb("KILN_CACHE_MAX_MB", RT_DISK_CACHE_MB);
   const char *lt = getenv("KILN_CUBLASLT");
   opts.cublaslt = lt && *lt ? lt : NULL;
 }

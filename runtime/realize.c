@@ -74,10 +74,12 @@ static kiln_status alloc_outputs(const pass_group *pg, rt_buffer **out) {
   return KILN_OK;
 }
 
-static void debug_line(const kernel *k, double ms, bool hit) {
+static const char *origin_name(rt_origin o) { return o == RT_MEMORY ? "cached" : o == RT_DISK ? "disk" : "compiled"; }
+
+static void debug_line(const kernel *k, double ms, rt_origin origin) {
   double gb = (double)kernel_bytes(k) / 1e9;
   fprintf(stderr, "kiln: %s %lld elems %.3f ms %.1f GB/s (%s)\n", k->name, (long long)k->work, ms,
-          ms > 0 ? gb / (ms / 1e3) : 0.0, hit ? "cached" : "compiled");
+          ms > 0 ? gb / (ms / 1e3) : 0.0, origin_name(origin));
 }
 
 /* Buffer liveness during one realize: a materialized intermediate whose last
@@ -131,11 +133,12 @@ static void bind_params(const kernel *k, rt_buffer **out, ir_node **inputs, void
     bufs[p] = k->params[p].output ? out[o++]->data : k->params[p].args ? (void *)k->args : inputs[i++]->buf->data;
 }
 
-static void count_launch(const kernel *k, bool hit) {
+static void count_launch(const kernel *k, rt_origin origin) {
   kiln_stats_t *s = rt_stats_mut();
   s->kernels_launched++;
   s->bytes_moved += kernel_bytes(k);
-  if (hit) s->cache_hits++;
+  if (origin == RT_MEMORY) s->cache_hits++;
+  else if (origin == RT_DISK) s->disk_hits++;
   else s->compiles++;
 }
 
@@ -153,14 +156,15 @@ static kiln_status run_group(pass_graph *g, int gi, const pass_config *cfg, ir_n
   kernel *k = pass_run_kernel(g, gi, inputs, &ninputs, cfg);
   ir_str key = {0};
   k_key(k, &key);
-  bool hit = false;
-  cpu_kernel_fn fn = rt_kernel_get(k, &key, cfg->debug, &hit);
+  rt_origin origin = RT_COMPILED;
+  rt_kernel *code = rt_kernel_get(k, &key, cfg->debug, &origin);
   ir_str_free(&key);
   rt_buffer **out = malloc(sizeof *out * (size_t)pg->nout);
   void **bufs = malloc(sizeof *bufs * (size_t)k->nparams);
   IR_ASSERT(out && bufs);
-  kiln_status st = fn ? alloc_outputs(pg, out) : KILN_ERR_COMPILE;
+  kiln_status st = code ? alloc_outputs(pg, out) : KILN_ERR_COMPILE;
   if (st != KILN_OK) {
+    rt_kernel_release(code);
     free(out);
     free(bufs);
     k_free(k);
@@ -168,9 +172,10 @@ static kiln_status run_group(pass_graph *g, int gi, const pass_config *cfg, ir_n
   }
   bind_params(k, out, inputs, bufs);
   double t0 = now_ms();
-  if (k->work > 0) rt_execute(k, fn, bufs);
-  count_launch(k, hit);
-  if (cfg->debug >= 1) debug_line(k, now_ms() - t0, hit);
+  if (k->work > 0) rt_execute(k, rt_kernel_fn(code), bufs);
+  rt_kernel_release(code);
+  count_launch(k, origin);
+  if (cfg->debug >= 1) debug_line(k, now_ms() - t0, origin);
   set_outputs(pg, out, lv);
   free(out);
   free(bufs);
@@ -275,12 +280,12 @@ static kiln_status queue_matmul(const rt_device *d, kiln_device dev, const pass_
   cuda_gemm gm;
   char *err = NULL;
   rt_device_kernel *dk = NULL;
-  bool hit = false;
+  rt_origin origin = RT_COMPILED;
   kiln_status st = KILN_OK;
   if (!cuda_gemm_split(k, &gm, &err)) {
     ir_error_setf("not supported on %s:%d: %s", d->name, dev.index, err ? err : "matrix product");
     st = locate_error(pg->outs[0], KILN_ERR_DEVICE);
-  } else if (gm.rest && (st = d->compile(dev.index, gm.rest, cfg->debug, &dk, &hit)) != KILN_OK) {
+  } else if (gm.rest && (st = d->compile(dev.index, gm.rest, cfg->debug, &dk, &origin)) != KILN_OK) {
     locate_error(pg->outs[0], st);
   } else if ((st = alloc_outputs(pg, out)) == KILN_OK) {
     bind_params(k, out, inputs, bufs);
@@ -291,7 +296,7 @@ static kiln_status queue_matmul(const rt_device *d, kiln_device dev, const pass_
   }
   if (st == KILN_OK) {
     if (k->work > 0 && gm.call) count_library_calls(k, cuda_gemm_calls(&gm));
-    if (k->work > 0 && gm.rest) count_launch(gm.rest, hit);
+    if (k->work > 0 && gm.rest) count_launch(gm.rest, origin);
     if (cfg->debug >= 1)
       fprintf(stderr, "kiln: %s %lld elems queued on %s:%d (cuBLASLt%s%s)\n", k->name, (long long)k->work, d->name,
               dev.index, gm.rest ? " + " : "", gm.rest ? gm.rest->name : "");
@@ -306,8 +311,8 @@ static kiln_status queue_matmul(const rt_device *d, kiln_device dev, const pass_
 static kiln_status queue_kernel(const rt_device *d, kiln_device dev, const pass_group *pg, kernel *k, ir_node **inputs,
                                 rt_buffer **out, void **bufs, const pass_config *cfg) {
   rt_device_kernel *dk = NULL;
-  bool hit = false;
-  kiln_status st = d->compile(dev.index, k, cfg->debug, &dk, &hit);
+  rt_origin origin = RT_COMPILED;
+  kiln_status st = d->compile(dev.index, k, cfg->debug, &dk, &origin);
   if (st != KILN_OK) {
     locate_error(pg->outs[0], st);
   } else if ((st = alloc_outputs(pg, out)) == KILN_OK) {
@@ -320,10 +325,10 @@ static kiln_status queue_kernel(const rt_device *d, kiln_device dev, const pass_
     }
   }
   if (st == KILN_OK) {
-    count_launch(k, hit);
+    count_launch(k, origin);
     if (cfg->debug >= 1)
       fprintf(stderr, "kiln: %s %lld elems queued on %s:%d (%s)\n", k->name, (long long)k->work, d->name,
-              dev.index, hit ? "cached" : "compiled");
+              dev.index, origin_name(origin));
   }
   return st;
 }

@@ -16,6 +16,9 @@ typedef struct {
   bool allow_tf32;      /* KILN_ALLOW_TF32=1: f32 matmuls on a GPU may round their inputs to TF32 */
   const char *cublaslt; /* KILN_CUBLASLT: the cuBLASLt library to dlopen, NULL for the default */
   bool validate;        /* KILN_VALIDATE=1: every device kernel is checked against the CPU back end */
+  int64_t kernel_cache_bytes;  /* KILN_KERNEL_CACHE_MB: compiled CPU code kept in memory */
+  bool disk_cache;      /* KILN_CACHE (default 1): compiled kernels kept in the disk cache */
+  int64_t disk_cache_bytes;    /* KILN_CACHE_MAX_MB: the disk cache's size budget */
 } rt_options;
 rt_options *rt_opts(void);
 
@@ -75,6 +78,8 @@ void *rt_cuda_sym(const char *name);
 void rt_cuda_shutdown(void);   /* dlcloses the driver (kiln_shutdown) */
 
 /* ---- realize ------------------------------------------------------------ */
+/* Where a launch's code came from (statistics, KILN_DEBUG=1). */
+typedef enum { RT_COMPILED, RT_MEMORY, RT_DISK } rt_origin;
 /* Computes every node in nodes (they become BUFFERs). On failure returns the
  * status and sets the thread's last error (ir_error_set). */
 kiln_status rt_realize(int n, ir_node *const *nodes);

@@ -104,8 +104,9 @@ START_TEST(gemm_codegen) {
   ck_assert_msg(jit != NULL, "cpu_jit_new: %s", err ? err : "");
   kernel *k = gk_kernel(r);
   ir_str ir = {0};
-  cpu_kernel_fn fn = cpu_jit_compile(jit, k, &ir, &err);
-  ck_assert_msg(fn != NULL, "compile: %s", err ? err : "");
+  cpu_code *code = cpu_jit_compile(jit, k, NULL, &ir, &err);
+  ck_assert_msg(code != NULL, "compile: %s", err ? err : "");
+  cpu_kernel_fn fn = cpu_code_fn(code);
   /* The micro-kernel is explicit zmm FMAs, not left to the auto-vectorizer
    * (K = 0 has no products, so no FMAs). */
   const char *fma = ir_compute_dtype(r->dt) == KILN_F64 ? "llvm.fma.v8f64" : "llvm.fma.v16f32";
