@@ -1,5 +1,5 @@
 /* jit.c: the CPU JIT. One ORC LLJIT per process (host target, libm and the
- * process's symbols resolvable) and one target machine; per kernel: emit a
+ * process's symbols resolvable) and its target machines; per kernel: emit a
  * module (emit.c), verify, optimise, emit an object file, and load it under
  * its own resource tracker, so that freeing the kernel frees its code. */
 #include "codegen_cpu/cpu.h"
@@ -28,10 +28,12 @@ struct cpu_code {
 
 struct cpu_jit {
   LLVMOrcLLJITRef jit;
-  /* Optimises and emits every kernel: host CPU and features, PIC and the
-   * small code model, as the LLJIT's own machine for JITLink (so objects
-   * from the disk cache load like fresh ones). */
-  LLVMTargetMachineRef tm;
+  LLVMTargetMachineRef tm;   /* the O3 pipeline's cost models */
+  /* Emits the object files: what the LLJIT itself would generate code with
+   * (host CPU and features, the default codegen level, PIC and the small
+   * code model that JITLink links), so that loading an object is loading
+   * what adding the IR would have compiled. */
+  LLVMTargetMachineRef emit_tm;
   char *cpu, *features;      /* LLVM-allocated host CPU name and feature string */
   char *target;              /* "triple cpu features", part of cache keys */
   ir_str session_err;        /* what ORC reported since the last compile (materialisation failures) */
@@ -117,8 +119,10 @@ static char *make_target_machine(cpu_jit *j) {
   }
   j->cpu = LLVMGetHostCPUName();
   j->features = LLVMGetHostCPUFeatures();
-  j->tm = LLVMCreateTargetMachine(t, triple, j->cpu, j->features, LLVMCodeGenLevelAggressive, LLVMRelocPIC,
-                                  LLVMCodeModelSmall);
+  j->tm = LLVMCreateTargetMachine(t, triple, j->cpu, j->features, LLVMCodeGenLevelAggressive,
+                                  LLVMRelocDefault, LLVMCodeModelJITDefault);
+  j->emit_tm = LLVMCreateTargetMachine(t, triple, j->cpu, j->features, LLVMCodeGenLevelDefault, LLVMRelocPIC,
+                                       LLVMCodeModelSmall);
   ir_str b = {0};
   ir_str_printf(&b, "%s %s %s", triple, j->cpu, j->features);
   j->target = b.s;
@@ -156,6 +160,7 @@ void cpu_jit_free(cpu_jit *j) {
     if (e) LLVMConsumeError(e);
   }
   if (j->tm) LLVMDisposeTargetMachine(j->tm);
+  if (j->emit_tm) LLVMDisposeTargetMachine(j->emit_tm);
   LLVMDisposeMessage(j->cpu);
   LLVMDisposeMessage(j->features);
   free(j->target);
@@ -241,7 +246,7 @@ static cpu_code *load_object(cpu_jit *j, const char *name, LLVMMemoryBufferRef o
 static LLVMMemoryBufferRef emit_object(cpu_jit *j, LLVMModuleRef m, char **err) {
   LLVMMemoryBufferRef buf = NULL;
   char *msg = NULL;
-  if (!LLVMTargetMachineEmitToMemoryBuffer(j->tm, m, LLVMObjectFile, &msg, &buf)) return buf;
+  if (!LLVMTargetMachineEmitToMemoryBuffer(j->emit_tm, m, LLVMObjectFile, &msg, &buf)) return buf;
   ir_str b = {0};
   ir_str_printf(&b, "emitting an object file: %s", msg ? msg : "unknown error");
   LLVMDisposeMessage(msg);

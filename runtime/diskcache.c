@@ -5,7 +5,7 @@
  * readers never see half an entry, and verified on load (magic, key, length,
  * checksum). Every cache problem is a warning: the kernel is compiled
  * instead. The oldest entries (by last use) go when the directory outgrows
- * KILN_CACHE_MAX_MB. */
+ * KILN_CACHE_MAX_MB, and with them temporary files of writers that died. */
 #include "runtime/rt.h"
 #include "runtime/rt_internal.h"
 
@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DISK_MAGIC "KILNDC1"
@@ -139,6 +140,11 @@ static int older_first(const void *a, const void *b) {
                                 : (x->tv_nsec < y->tv_nsec ? -1 : x->tv_nsec > y->tv_nsec);
 }
 
+/* A temporary file an hour old was left by a process that died writing it. */
+static void remove_stale(int fd, const char *name, const struct stat *st) {
+  if (strstr(name, ".bin.tmp.") && st->st_mtim.tv_sec < time(NULL) - 3600) unlinkat(fd, name, 0);
+}
+
 /* The entries (*.bin regular files) of dir; *n of them, malloc'd. */
 static disk_file *list_entries(const char *dir, int *n) {
   DIR *d = opendir(dir);
@@ -148,8 +154,9 @@ static disk_file *list_entries(const char *dir, int *n) {
   for (struct dirent *e; d && (e = readdir(d));) {
     size_t len = strlen(e->d_name);
     struct stat st;
-    if (len < 5 || len >= sizeof f->name || strcmp(e->d_name + len - 4, ".bin")) continue;
     if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode)) continue;
+    remove_stale(dirfd(d), e->d_name, &st);
+    if (len < 5 || len >= sizeof f->name || strcmp(e->d_name + len - 4, ".bin")) continue;
     if (*n == cap) {
       cap = cap ? 2 * cap : 64;
       f = realloc(f, sizeof *f * (size_t)cap);

@@ -12,6 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
 
 static cpu_jit *jit;
 
@@ -683,6 +688,52 @@ START_TEST(test_object_files) {
 }
 END_TEST
 
+/* An x86 interrupt handler with three arguments: instruction selection
+ * refuses it with a fatal error (LLVM has no way to return it). */
+static void emit_fatal_module(void) {
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef m = LLVMModuleCreateWithNameInContext("fatal", ctx);
+  LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx), args[3] = {i64, i64, i64};
+  LLVMValueRef f = LLVMAddFunction(m, "k_fatal", LLVMFunctionType(LLVMVoidTypeInContext(ctx), args, 3, 0));
+  LLVMSetFunctionCallConv(f, LLVMX86INTRCallConv);
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+  LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, f, "entry"));
+  LLVMBuildRetVoid(b);
+  char *triple = LLVMGetDefaultTargetTriple(), *msg = NULL;
+  LLVMTargetRef t;
+  ck_assert(!LLVMGetTargetFromTriple(triple, &t, &msg));
+  LLVMTargetMachineRef tm = LLVMCreateTargetMachine(t, triple, "", "", LLVMCodeGenLevelDefault, LLVMRelocPIC,
+                                                    LLVMCodeModelSmall);
+  LLVMMemoryBufferRef buf;
+  LLVMTargetMachineEmitToMemoryBuffer(tm, m, LLVMObjectFile, &msg, &buf);
+}
+
+/* LLVM ends the process after a fatal error, but the message kiln's
+ * handler (installed by cpu_jit_new) prints first says it was kiln. */
+START_TEST(test_fatal_error_names_kiln) {
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    emit_fatal_module();
+    _exit(0);
+  }
+  close(fds[1]);
+  char text[1024] = "";
+  size_t got = 0;
+  for (ssize_t r; got < sizeof text - 1 && (r = read(fds[0], text + got, sizeof text - 1 - got)) > 0;) got += (size_t)r;
+  text[got] = '\0';
+  close(fds[0]);
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(!WIFEXITED(status) || WEXITSTATUS(status) != 0, "LLVM returned from a fatal error");
+  ck_assert_msg(strstr(text, "kiln: LLVM fatal error while compiling kernel") && strstr(text, "x86 interrupt"), "%s",
+                text);
+}
+END_TEST
+
 static Suite *cpu_codegen_suite(void) {
   Suite *s = suite_create("cpu_codegen");
   TCase *tc = tcase_create("ops");
@@ -701,6 +752,7 @@ static Suite *cpu_codegen_suite(void) {
   tcase_add_test(tc, test_philox_exact);
   tcase_add_test(tc, test_compile_time);
   tcase_add_test(tc, test_object_files);
+  tcase_add_test(tc, test_fatal_error_names_kiln);
   suite_add_tcase(s, tc);
   tc = tcase_create("accuracy");
   tcase_add_checked_fixture(tc, setup, teardown);
