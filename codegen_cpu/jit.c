@@ -254,7 +254,7 @@ static LLVMMemoryBufferRef emit_object(cpu_jit *j, LLVMModuleRef m, char **err) 
   return NULL;
 }
 
-/* Emits, optimises and emits the object of k; the object's bytes go to obj
+/* Builds k's module, optimises it and emits its object file; the bytes go to obj
  * when it is not NULL. */
 static LLVMMemoryBufferRef build(cpu_jit *j, kernel *k, ir_str *obj, ir_str *llvm_ir, char **err) {
   LLVMContextRef ctx = LLVMContextCreate();
