@@ -28,7 +28,7 @@ rt_kernel *rt_kernel_get(kernel *k, const ir_str *key, int debug, rt_origin *ori
 cpu_kernel_fn rt_kernel_fn(const rt_kernel *e);
 void rt_kernel_retain(rt_kernel *e);
 void rt_kernel_release(rt_kernel *e);   /* NULL is fine */
-/* Code bytes held now, and kernels evicted since kiln_reset_stats (kiln_stats). */
+/* Object bytes of the kernels held in memory now (kiln_stats().code_bytes). */
 uint64_t rt_kernel_cache_bytes(void);
 /* Runs compiled kernel k over its whole range on the thread pool (realize.c). */
 void rt_execute(const kernel *k, cpu_kernel_fn fn, void *const *bufs);

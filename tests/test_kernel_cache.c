@@ -324,7 +324,10 @@ START_TEST(test_cache_off) {
 }
 END_TEST
 
-/* A valid entry whose object file is garbage: the JIT's refusal is a warning. */
+/* A valid entry whose object file is garbage: the JIT's refusal is a
+ * warning. An entry is a 32-byte header (magic, key length, payload length,
+ * checksum: diskcache.c), the key, then the payload: the kernel's name, a
+ * NUL and the object file (cache.c). */
 static void garbage_object(const char *path) {
   FILE *f = fopen(path, "rb");
   ck_assert_ptr_nonnull(f);
