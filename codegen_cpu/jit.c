@@ -1,34 +1,59 @@
 /* jit.c: the CPU JIT. One ORC LLJIT per process (host target, libm and the
- * process's symbols resolvable), one target machine for the O3 pipeline, and
- * per kernel: emit a module (emit.c), verify, optimise, add, look up. */
+ * process's symbols resolvable) and its target machines; per kernel: emit a
+ * module (emit.c), verify, optimise, emit an object file, and load it under
+ * its own resource tracker, so that freeing the kernel frees its code. */
 #include "codegen_cpu/cpu.h"
 #include "codegen_cpu/cpu_impl.h"
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Error.h>
+#include <llvm-c/ErrorHandling.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-  char name[32];
+struct cpu_code {
+  cpu_code *prev, *next;     /* the JIT's loaded code (cpu_jit_free frees what is left) */
+  cpu_jit *jit;
+  LLVMOrcResourceTrackerRef rt;
   cpu_kernel_fn fn;
-} jit_kernel;
+  size_t bytes;              /* size of the object file it was loaded from */
+};
 
 struct cpu_jit {
   LLVMOrcLLJITRef jit;
-  LLVMTargetMachineRef tm;   /* the O3 pipeline's cost models (the LLJIT has its own for codegen) */
+  LLVMTargetMachineRef tm;   /* the O3 pipeline's cost models */
+  /* Emits the object files: what the LLJIT itself would generate code with
+   * (host CPU and features, the default codegen level, PIC and the small
+   * code model that JITLink links), so that loading an object is loading
+   * what adding the IR would have compiled. */
+  LLVMTargetMachineRef emit_tm;
   char *cpu, *features;      /* LLVM-allocated host CPU name and feature string */
   char *target;              /* "triple cpu features", part of cache keys */
-  jit_kernel *kernels;       /* names already added (kernels and GEMM drivers): equal names are equal code */
-  int nkernels, cap;
+  ir_str session_err;        /* what ORC reported since the last compile (materialisation failures) */
+  cpu_code live;             /* sentinel of the list of loaded code */
+  struct { char name[32]; cpu_code *code; } *drivers;   /* GEMM drivers (gemm.c): kept for the JIT's life */
+  int ndrivers;
 };
+
+/* The kernel this thread is compiling, for LLVM's fatal-error handler. */
+static _Thread_local const char *compiling;
+
+/* LLVM exits the process after a fatal error; the handler cannot return to
+ * kiln, but it can say that it was kiln's JIT and which kernel. */
+static void fatal_handler(const char *reason) {
+  fprintf(stderr, "kiln: LLVM fatal error while compiling kernel %s: %s\n", compiling ? compiling : "(none)",
+          reason);
+}
+
+static void install_fatal_handler(void) { LLVMInstallFatalErrorHandler(fatal_handler); }
 
 static char *dup_str(const char *s) {
   char *d = malloc(strlen(s) + 1);
@@ -43,6 +68,15 @@ static char *error_text(const char *what, LLVMErrorRef e) {
   ir_str_printf(&b, "%s: %s", what, msg);
   LLVMDisposeErrorMessage(msg);
   return b.s;
+}
+
+/* ORC's session errors (a failed link, "Cannot allocate memory") would go to
+ * stderr; kept instead for the failing compile's message. */
+static void report_session_error(void *ctx, LLVMErrorRef e) {
+  cpu_jit *j = ctx;
+  char *msg = LLVMGetErrorMessage(e);
+  ir_str_printf(&j->session_err, "%s%s", j->session_err.len ? "; " : "", msg);
+  LLVMDisposeErrorMessage(msg);
 }
 
 static cpu_jit *jit_fail(cpu_jit *j, char **err, char *msg) {
@@ -90,6 +124,8 @@ static char *make_target_machine(cpu_jit *j) {
   j->features = LLVMGetHostCPUFeatures();
   j->tm = LLVMCreateTargetMachine(t, triple, j->cpu, j->features, LLVMCodeGenLevelAggressive,
                                   LLVMRelocDefault, LLVMCodeModelJITDefault);
+  j->emit_tm = LLVMCreateTargetMachine(t, triple, j->cpu, j->features, LLVMCodeGenLevelDefault, LLVMRelocPIC,
+                                       LLVMCodeModelSmall);
   ir_str b = {0};
   ir_str_printf(&b, "%s %s %s", triple, j->cpu, j->features);
   j->target = b.s;
@@ -97,10 +133,13 @@ static char *make_target_machine(cpu_jit *j) {
 }
 
 cpu_jit *cpu_jit_new(char **err) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, install_fatal_handler);
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
   cpu_jit *j = calloc(1, sizeof *j);
   IR_ASSERT(j);
+  j->live.prev = j->live.next = &j->live;
   LLVMOrcJITTargetMachineBuilderRef jtmb;
   LLVMErrorRef e = LLVMOrcJITTargetMachineBuilderDetectHost(&jtmb);
   if (e) return jit_fail(j, err, error_text("detecting the host", e));
@@ -108,6 +147,7 @@ cpu_jit *cpu_jit_new(char **err) {
   LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(lb, jtmb);
   e = LLVMOrcCreateLLJIT(&j->jit, lb);
   if (e) return jit_fail(j, err, error_text("creating the LLJIT", e));
+  LLVMOrcExecutionSessionSetErrorReporter(LLVMOrcLLJITGetExecutionSession(j->jit), report_session_error, j);
   e = add_symbols(j);
   if (e) return jit_fail(j, err, error_text("adding symbols", e));
   char *msg = make_target_machine(j);
@@ -115,38 +155,45 @@ cpu_jit *cpu_jit_new(char **err) {
   return j;
 }
 
+/* Removes the code from the JIT: its memory is unmapped. */
+static void unload(cpu_code *c) {
+  LLVMErrorRef e = LLVMOrcResourceTrackerRemove(c->rt);
+  if (e) LLVMConsumeError(e);  /* nothing to report: the code is gone either way */
+  LLVMOrcReleaseResourceTracker(c->rt);
+  c->prev->next = c->next;
+  c->next->prev = c->prev;
+  free(c);
+}
+
+/* ORC keeps the names of removed symbols in its string pool until asked to
+ * drop them (a long run of new kernels measured 68 bytes of RSS growth per
+ * kernel without this, 22 with it). */
+void cpu_code_free(cpu_code *c) {
+  LLVMOrcExecutionSessionRef es = LLVMOrcLLJITGetExecutionSession(c->jit->jit);
+  unload(c);
+  LLVMOrcSymbolStringPoolClearDeadEntries(LLVMOrcExecutionSessionGetSymbolStringPool(es));
+}
+
 void cpu_jit_free(cpu_jit *j) {
   if (!j) return;
+  while (j->live.next != &j->live) unload(j->live.next);
   if (j->jit) {
     LLVMErrorRef e = LLVMOrcDisposeLLJIT(j->jit);
     if (e) LLVMConsumeError(e);
   }
   if (j->tm) LLVMDisposeTargetMachine(j->tm);
+  if (j->emit_tm) LLVMDisposeTargetMachine(j->emit_tm);
   LLVMDisposeMessage(j->cpu);
   LLVMDisposeMessage(j->features);
   free(j->target);
-  free(j->kernels);
+  ir_str_free(&j->session_err);
+  free(j->drivers);
   free(j);
 }
 
 const char *cpu_jit_target(cpu_jit *j) { return j->target; }
-
-static cpu_kernel_fn find_kernel(cpu_jit *j, const char *name) {
-  for (int i = 0; i < j->nkernels; i++)
-    if (!strcmp(j->kernels[i].name, name)) return j->kernels[i].fn;
-  return NULL;
-}
-
-static void remember_kernel(cpu_jit *j, const char *name, cpu_kernel_fn fn) {
-  if (j->nkernels == j->cap) {
-    j->cap = j->cap ? 2 * j->cap : 16;
-    j->kernels = realloc(j->kernels, (size_t)j->cap * sizeof *j->kernels);
-    IR_ASSERT(j->kernels);
-  }
-  jit_kernel *r = &j->kernels[j->nkernels++];
-  snprintf(r->name, sizeof r->name, "%s", name);
-  r->fn = fn;
-}
+cpu_kernel_fn cpu_code_fn(const cpu_code *c) { return c->fn; }
+size_t cpu_code_bytes(const cpu_code *c) { return c->bytes; }
 
 /* Verify, then the O3 pipeline with both vectorizers. NULL or a malloc'd message. */
 static char *optimise(cpu_jit *j, LLVMModuleRef m) {
@@ -174,40 +221,67 @@ static void append_ir(ir_str *b, LLVMModuleRef m) {
   LLVMDisposeMessage(s);
 }
 
-static cpu_kernel_fn add_and_lookup(cpu_jit *j, LLVMOrcThreadSafeModuleRef tsm, const char *name,
-                                    char **err) {
-  LLVMErrorRef e = LLVMOrcLLJITAddLLVMIRModule(j->jit, LLVMOrcLLJITGetMainJITDylib(j->jit), tsm);
-  if (e) {
-    *err = error_text("adding a kernel to the JIT", e);
-    return NULL;
-  }
-  LLVMOrcExecutorAddress addr = 0;
-  e = LLVMOrcLLJITLookup(j->jit, &addr, name);
-  if (e) {
-    *err = error_text("compiling a kernel", e);
-    return NULL;
-  }
-  cpu_kernel_fn fn = (cpu_kernel_fn)(uintptr_t)addr;
-  remember_kernel(j, name, fn);
-  return fn;
+/* "what: LLVM's error" plus what ORC's session reported meanwhile; consumes e. */
+static char *jit_error(cpu_jit *j, const char *what, LLVMErrorRef e) {
+  char *msg = error_text(what, e);
+  if (!j->session_err.len) return msg;
+  ir_str b = {0};
+  ir_str_printf(&b, "%s (%s)", msg, j->session_err.s);
+  free(msg);
+  return b.s;
 }
 
-/* Optimises m (tsc's), appends its IR to llvm_ir (when not NULL) and adds
- * it, returning the address of `name`; when the JIT already has it (known),
- * only the IR text was wanted and known is returned. */
-static cpu_kernel_fn add_module(cpu_jit *j, LLVMOrcThreadSafeContextRef tsc, LLVMModuleRef m, const char *name,
-                                ir_str *llvm_ir, cpu_kernel_fn known, char **err) {
-  char *msg = optimise(j, m);
-  if (!msg && llvm_ir) append_ir(llvm_ir, m);
-  if (msg || known) {
-    LLVMDisposeModule(m);
-    LLVMOrcDisposeThreadSafeContext(tsc);
-    if (msg) *err = msg;
-    return msg ? NULL : known;
+/* Adds the object file (owned from here on) under a new resource tracker and
+ * links it by looking up name. A failure removes whatever was added, so the
+ * name can be defined again. */
+static cpu_code *load_object(cpu_jit *j, const char *name, LLVMMemoryBufferRef obj, char **err) {
+  size_t bytes = LLVMGetBufferSize(obj);
+  j->session_err.len = 0;
+  LLVMOrcResourceTrackerRef rt = LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(j->jit));
+  LLVMErrorRef e = LLVMOrcLLJITAddObjectFileWithRT(j->jit, rt, obj);
+  LLVMOrcExecutorAddress addr = 0;
+  if (e) *err = jit_error(j, "adding a kernel to the JIT", e);
+  else if ((e = LLVMOrcLLJITLookup(j->jit, &addr, name))) *err = jit_error(j, "linking a kernel", e);
+  if (e) {
+    LLVMErrorRef r = LLVMOrcResourceTrackerRemove(rt);
+    if (r) LLVMConsumeError(r);
+    LLVMOrcReleaseResourceTracker(rt);
+    return NULL;
   }
-  LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m, tsc);
-  LLVMOrcDisposeThreadSafeContext(tsc);  /* the module keeps its context alive */
-  return add_and_lookup(j, tsm, name, err);
+  cpu_code *c = malloc(sizeof *c);
+  IR_ASSERT(c);
+  *c = (cpu_code){j->live.prev, &j->live, j, rt, (cpu_kernel_fn)(uintptr_t)addr, bytes};
+  c->prev->next = c->next->prev = c;
+  return c;
+}
+
+/* The optimised module as an object file; NULL with *err set. */
+static LLVMMemoryBufferRef emit_object(cpu_jit *j, LLVMModuleRef m, char **err) {
+  LLVMMemoryBufferRef buf = NULL;
+  char *msg = NULL;
+  if (!LLVMTargetMachineEmitToMemoryBuffer(j->emit_tm, m, LLVMObjectFile, &msg, &buf)) return buf;
+  ir_str b = {0};
+  ir_str_printf(&b, "emitting an object file: %s", msg ? msg : "unknown error");
+  LLVMDisposeMessage(msg);
+  *err = b.s;
+  return NULL;
+}
+
+/* Optimises m (ctx's) and emits its object file, appending its IR to llvm_ir
+ * and the object's bytes to obj when they are not NULL; frees m and ctx. */
+static LLVMMemoryBufferRef build(cpu_jit *j, LLVMContextRef ctx, LLVMModuleRef m, ir_str *obj, ir_str *llvm_ir,
+                                 char **err) {
+  LLVMMemoryBufferRef buf = NULL;
+  char *msg = optimise(j, m);
+  if (msg) *err = msg;
+  else {
+    if (llvm_ir) append_ir(llvm_ir, m);
+    buf = emit_object(j, m, err);
+  }
+  if (buf && obj) ir_str_append(obj, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
+  LLVMDisposeModule(m);
+  LLVMContextDispose(ctx);
+  return buf;
 }
 
 typedef struct {
@@ -216,36 +290,62 @@ typedef struct {
 } driver_job;
 
 /* A GEMM driver (gemm.c) the JIT does not hold yet: compiled once and kept
- * for the JIT's life, so every later GEMM of its dtypes, whatever its
- * shape, only links against it. (Its address is never called as a kernel.) */
+ * for the JIT's life (never evicted), so every later GEMM of its dtypes,
+ * whatever its shape and whether compiled or loaded from the disk cache,
+ * only links against it. */
 static char *add_driver(void *job, const cpu_gemm_driver *d) {
   driver_job *b = job;
   cpu_jit *j = b->j;
-  if (find_kernel(j, d->name)) return NULL;
-  LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
-  LLVMModuleRef m = cpu_gemm_driver_module(LLVMOrcThreadSafeContextGetContext(tsc), d,
-                                           LLVMOrcLLJITGetTripleString(j->jit),
-                                           LLVMOrcLLJITGetDataLayoutStr(j->jit), j->cpu, j->features);
+  for (int i = 0; i < j->ndrivers; i++)
+    if (!strcmp(j->drivers[i].name, d->name)) return NULL;
   char *err = NULL;
-  return add_module(j, tsc, m, d->name, b->llvm_ir, NULL, &err) ? NULL : err;
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef m = cpu_gemm_driver_module(ctx, d, LLVMOrcLLJITGetTripleString(j->jit),
+                                           LLVMOrcLLJITGetDataLayoutStr(j->jit), j->cpu, j->features);
+  LLVMMemoryBufferRef buf = build(j, ctx, m, NULL, b->llvm_ir, &err);
+  cpu_code *c = buf ? load_object(j, d->name, buf, &err) : NULL;
+  if (!c) return err;
+  void *grown = realloc(j->drivers, sizeof *j->drivers * (size_t)(j->ndrivers + 1));
+  IR_ASSERT(grown);
+  j->drivers = grown;
+  snprintf(j->drivers[j->ndrivers].name, sizeof j->drivers[0].name, "%s", d->name);
+  j->drivers[j->ndrivers++].code = c;
+  return NULL;
 }
 
-cpu_kernel_fn cpu_jit_compile(cpu_jit *j, kernel *k, ir_str *llvm_ir, char **err) {
+/* The drivers k's GEMMs call, loaded before k (compiled or from disk). */
+static bool add_drivers(cpu_jit *j, const kernel *k, ir_str *llvm_ir, char **err) {
+  char *msg = cpu_gemm_each_driver(k, add_driver, &(driver_job){j, llvm_ir});
+  if (msg) *err = msg;
+  return !msg;
+}
+
+cpu_code *cpu_jit_compile(cpu_jit *j, kernel *k, ir_str *obj, ir_str *llvm_ir, char **err) {
   if (!k->name[0]) {  /* k_print names the kernel */
     ir_str text = {0};
     k_print(&text, k);
     ir_str_free(&text);
   }
-  cpu_kernel_fn fn = find_kernel(j, k->name);
-  if (fn && !llvm_ir) return fn;
-  char *msg = fn ? NULL : cpu_gemm_each_driver(k, add_driver, &(driver_job){j, llvm_ir});
-  if (msg) {
-    *err = msg;
-    return NULL;
+  compiling = k->name;
+  cpu_code *c = NULL;
+  if (add_drivers(j, k, llvm_ir, err)) {
+    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMModuleRef m = cpu_emit_module(ctx, k, LLVMOrcLLJITGetTripleString(j->jit), LLVMOrcLLJITGetDataLayoutStr(j->jit),
+                                      j->cpu, j->features);
+    LLVMMemoryBufferRef buf = build(j, ctx, m, obj, llvm_ir, err);
+    c = buf ? load_object(j, k->name, buf, err) : NULL;
   }
-  LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
-  LLVMModuleRef m = cpu_emit_module(LLVMOrcThreadSafeContextGetContext(tsc), k,
-                                    LLVMOrcLLJITGetTripleString(j->jit),
-                                    LLVMOrcLLJITGetDataLayoutStr(j->jit), j->cpu, j->features);
-  return add_module(j, tsc, m, k->name, llvm_ir, fn, err);
+  compiling = NULL;
+  return c;
+}
+
+cpu_code *cpu_jit_load(cpu_jit *j, const kernel *k, const char *name, const void *obj, size_t len, char **err) {
+  compiling = name;
+  cpu_code *c = NULL;
+  if (add_drivers(j, k, NULL, err)) {
+    LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, len, name);
+    c = load_object(j, name, buf, err);
+  }
+  compiling = NULL;
+  return c;
 }

@@ -1,5 +1,6 @@
 /* cuda.h: the CUDA back end: kernel IR -> CUDA C source (emit.c) -> NVRTC
- * -> CUBIN or PTX (nvrtc.c), with a disk cache of the binaries (cache.c).
+ * -> CUBIN or PTX (nvrtc.c); the runtime keeps the binaries in its disk
+ * cache (runtime/diskcache.c).
  *
  * ABI of a generated kernel (extern "C" __global__, named k->name):
  *   void name(T0 *p0, const T1 *p1, ..., name_args pA, long long lo, long long hi,
@@ -61,21 +62,6 @@ const char *cuda_nvrtc_version(void);
  * libnvrtc.so.13 not found" without NVRTC); *log (if not NULL)
  * receives the log either way (malloc'd, possibly empty). */
 bool cuda_compile(const char *src, const char *arch, ir_str *out, char **log, char **err);
-
-/* ---- cache.c ---- */
-typedef struct {
-  bool hit;             /* loaded from the disk cache */
-  bool dropped;         /* an entry was found but corrupt or truncated: recompiled */
-  int warnings;         /* cache problems reported on stderr (never failures) */
-} cuda_cache_info;
-/* $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln. */
-void cuda_cache_dir(char *buf, size_t n);
-/* cuda_compile through the disk cache, keyed by the source's hash, arch and
- * NVRTC's version. Entries are written atomically and verified on load.
- * *log (if not NULL) receives NVRTC's log as cuda_compile gives it, NULL on
- * a cache hit (NVRTC did not run). */
-bool cuda_compile_cached(const char *src, const char *arch, ir_str *out, cuda_cache_info *info,
-                         char **log, char **err);
 
 /* ---- gemm.c: a matrix product as a cuBLASLt call ---------------------------
  * A kernel whose body is batch loops around one KS_GEMM (passes/lower.c) is

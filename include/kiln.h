@@ -192,10 +192,13 @@ KILN_API size_t kiln_dtype_size(kiln_dtype d);
 /** Counters since the start or the last kiln_reset_stats. */
 typedef struct {
   uint64_t kernels_launched; /**< kernels run, on any device */
-  uint64_t compiles;         /**< kernels compiled (cache misses) */
-  uint64_t cache_hits;       /**< launches that found their kernel compiled */
+  uint64_t compiles;         /**< kernels compiled (not found in memory or on disk) */
+  uint64_t cache_hits;       /**< launches whose code was already in memory */
   uint64_t bytes_moved;      /**< bytes read + written by launched kernels */
   uint64_t auto_realizes;    /**< pending graphs realized for growing too big */
+  uint64_t disk_hits;        /**< kernels whose code came from the disk cache (not compiled) */
+  uint64_t evictions;        /**< compiled CPU kernels dropped from memory for KILN_KERNEL_CACHE_MB */
+  uint64_t code_bytes;       /**< bytes of compiled CPU code held now (object file sizes); not reset */
 } kiln_stats_t;
 /** @return the counters (a copy). */
 KILN_API kiln_stats_t kiln_stats(void);

@@ -1,22 +1,30 @@
-/* cache.c: the in-memory kernel cache. A kernel's key is the hash of its
- * normalized kernel IR (k_key) and the JIT's target (the key is compared in
- * full on a hash match); building the same expression again compiles nothing. Owns the
+/* cache.c: the in-memory kernel cache. A kernel's key is its normalized
+ * kernel IR (k_key; the JIT's target is constant per process), compared in
+ * full on a hash match, so building the same expression again compiles
+ * nothing. A miss looks in the disk cache (diskcache.c) before compiling.
+ * The compiled code is kept within a budget of code bytes, least recently
+ * used first out, and never evicted while held (rt_internal.h). Owns the
  * process's one CPU JIT. */
 #include "rt.h"
 #include "rt_internal.h"
 
+#include <llvm-c/Core.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct cache_entry {
-  struct cache_entry *next;
+#include "kiln_build_id.h"
+
+struct rt_kernel {
+  rt_kernel *next;      /* hash chain */
+  rt_kernel *older, *newer;  /* the use list: cache.lru.newer is the least recently used */
   uint64_t hash;
   char *key;            /* the kernel's k_key: equal hashes are compared in full */
   size_t len;
-  cpu_kernel_fn fn;
-} cache_entry;
+  cpu_code *code;
+  int holds;            /* launches and holders using the code: evicted only at 0 */
+};
 
 #define CACHE_BUCKETS 4096
 
@@ -24,20 +32,33 @@ static struct {
   pthread_mutex_t mu;
   cpu_jit *jit;
   uint64_t target_hash; /* the JIT's target string, hashed once */
-  cache_entry *bucket[CACHE_BUCKETS];
-} cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  ir_str disk_prefix;   /* what, besides k_key, a disk entry's key holds: versions and target */
+  rt_kernel *bucket[CACHE_BUCKETS];
+  rt_kernel lru;        /* sentinel of the use list */
+  uint64_t code_bytes;  /* object bytes of every cached kernel */
+} cache = {.mu = PTHREAD_MUTEX_INITIALIZER, .lru = {.older = &cache.lru, .newer = &cache.lru}};
+
+/* kiln's version and build (a hash of the code generator's sources, so a
+ * changed back end never loads old objects), LLVM's version, the target. */
+static void disk_prefix(const char *target) {
+  unsigned maj, min, patch;
+  LLVMGetVersion(&maj, &min, &patch);
+  ir_str_printf(&cache.disk_prefix, "kiln %s %s\nllvm %u.%u.%u\n%s\n", KILN_VERSION, KILN_BUILD_ID, maj, min, patch,
+                target);
+}
 
 static cpu_jit *jit_get(char **err) {
   if (!cache.jit) {
     cache.jit = cpu_jit_new(err);
     const char *t = cache.jit ? cpu_jit_target(cache.jit) : "";
     cache.target_hash = ir_hash_bytes(t, strlen(t), 0);
+    if (cache.jit) disk_prefix(t);
   }
   return cache.jit;
 }
 
-static cache_entry *lookup(uint64_t h, const ir_str *key) {
-  for (cache_entry *e = cache.bucket[h % CACHE_BUCKETS]; e; e = e->next)
+static rt_kernel *lookup(uint64_t h, const ir_str *key) {
+  for (rt_kernel *e = cache.bucket[h % CACHE_BUCKETS]; e; e = e->next)
     if (e->hash == h && e->len == key->len && !memcmp(e->key, key->s, key->len)) return e;
   return NULL;
 }
@@ -51,51 +72,152 @@ static void debug_ir(kernel *k, int debug, ir_str *llvm) {
   if (llvm->s) fprintf(stderr, "kiln: optimised LLVM IR of %s\n%s", k->name, llvm->s);
 }
 
-static cache_entry *insert(uint64_t h, const ir_str *key, cpu_kernel_fn fn) {
-  cache_entry *e = calloc(1, sizeof *e);
+static void unlink_use(rt_kernel *e) {
+  e->older->newer = e->newer;
+  e->newer->older = e->older;
+}
+
+static void mark_used(rt_kernel *e) {
+  e->older = cache.lru.older;
+  e->newer = &cache.lru;
+  e->older->newer = e->newer->older = e;
+}
+
+static void drop(rt_kernel *e) {
+  rt_kernel **p = &cache.bucket[e->hash % CACHE_BUCKETS];
+  while (*p != e) p = &(*p)->next;
+  *p = e->next;
+  unlink_use(e);
+  cache.code_bytes -= cpu_code_bytes(e->code);
+  cpu_code_free(e->code);
+  free(e->key);
+  free(e);
+}
+
+/* Least recently used first, skipping held kernels, until within budget. */
+static void evict(void) {
+  uint64_t budget = (uint64_t)rt_opts()->kernel_cache_bytes;
+  for (rt_kernel *e = cache.lru.newer, *n; e != &cache.lru && cache.code_bytes > budget; e = n) {
+    n = e->newer;
+    if (e->holds) continue;
+    drop(e);
+    rt_stats_mut()->evictions++;
+  }
+}
+
+static rt_kernel *insert(uint64_t h, const ir_str *key, cpu_code *code) {
+  rt_kernel *e = calloc(1, sizeof *e);
   IR_ASSERT(e);
-  *e = (cache_entry){cache.bucket[h % CACHE_BUCKETS], h, malloc(key->len + 1), key->len, fn};
+  *e = (rt_kernel){cache.bucket[h % CACHE_BUCKETS], NULL, NULL, h, malloc(key->len + 1), key->len, code, 1};
   IR_ASSERT(e->key);
   memcpy(e->key, key->s, key->len);
   cache.bucket[h % CACHE_BUCKETS] = e;
+  mark_used(e);
+  cache.code_bytes += cpu_code_bytes(code);
+  evict();
   return e;
 }
 
-cpu_kernel_fn rt_kernel_get(kernel *k, const ir_str *key, int debug, bool *hit) {
+/* A CPU disk entry: the kernel's name (its symbol), a NUL, the object file. */
+static cpu_code *load_from_disk(kernel *k, const ir_str *dkey, rt_disk_info *info) {
+  ir_str entry = {0};
+  cpu_code *code = NULL;
+  size_t name_len = 0;
+  if (rt_disk_load("cpu", dkey->s, dkey->len, &entry, info)) {
+    name_len = strnlen(entry.s, entry.len);
+    char *err = NULL;
+    if (name_len < entry.len)
+      code = cpu_jit_load(cache.jit, k, entry.s, entry.s + name_len + 1, entry.len - name_len - 1, &err);
+    if (!code) {
+      info->hit = false;
+      info->dropped = true;
+      rt_disk_warn(info, k->name, err ? err : "entry without a kernel name");
+    }
+    free(err);
+  }
+  ir_str_free(&entry);
+  return code;
+}
+
+static void store_on_disk(kernel *k, const ir_str *dkey, const ir_str *obj, rt_disk_info *info) {
+  ir_str entry = {0};
+  ir_str_append(&entry, k->name, strlen(k->name) + 1);
+  ir_str_append(&entry, obj->s, obj->len);
+  rt_disk_store("cpu", dkey->s, dkey->len, entry.s, entry.len, info);
+  ir_str_free(&entry);
+}
+
+/* From the disk cache, else compiled (and stored there). NULL with *err. */
+static cpu_code *load_or_compile(kernel *k, const ir_str *key, int debug, rt_origin *origin, char **err) {
+  ir_str dkey = {0}, obj = {0}, llvm = {0};
+  ir_str_append(&dkey, cache.disk_prefix.s, cache.disk_prefix.len);
+  ir_str_append(&dkey, key->s, key->len);
+  rt_disk_info info = {0};
+  cpu_code *code = load_from_disk(k, &dkey, &info);
+  *origin = code ? RT_DISK : RT_COMPILED;
+  if (!code) {
+    code = cpu_jit_compile(cache.jit, k, rt_opts()->disk_cache ? &obj : NULL, debug >= 3 ? &llvm : NULL, err);
+    debug_ir(k, debug, &llvm);
+    if (code && obj.len) store_on_disk(k, &dkey, &obj, &info);
+  }
+  ir_str_free(&dkey);
+  ir_str_free(&obj);
+  ir_str_free(&llvm);
+  return code;
+}
+
+rt_kernel *rt_kernel_get(kernel *k, const ir_str *key, int debug, rt_origin *origin) {
   pthread_mutex_lock(&cache.mu);
   char *err = NULL;
-  cpu_jit *jit = jit_get(&err);
-  cpu_kernel_fn fn = NULL;
-  if (jit) {
+  rt_kernel *e = NULL;
+  if (jit_get(&err)) {
     uint64_t h = ir_hash_bytes(key->s, key->len, cache.target_hash);
-    cache_entry *e = lookup(h, key);
-    *hit = e != NULL;
-    if (e) fn = e->fn;
-    else {
-      ir_str llvm = {0};
-      fn = cpu_jit_compile(jit, k, debug >= 3 ? &llvm : NULL, &err);
-      debug_ir(k, debug, &llvm);
-      ir_str_free(&llvm);
-      if (fn) insert(h, key, fn);
+    e = lookup(h, key);
+    *origin = RT_MEMORY;
+    if (e) {
+      e->holds++;
+      unlink_use(e);
+      mark_used(e);
+    } else {
+      cpu_code *code = load_or_compile(k, key, debug, origin, &err);
+      if (code) e = insert(h, key, code);
     }
   }
-  if (!fn) ir_error_setf("%s: compile failed: %s", k->name, err ? err : "unknown error");
+  if (!e) ir_error_setf("%s: compile failed: %s", k->name, err ? err : "unknown error");
   free(err);
   pthread_mutex_unlock(&cache.mu);
-  return fn;
+  return e;
+}
+
+cpu_kernel_fn rt_kernel_fn(const rt_kernel *e) { return cpu_code_fn(e->code); }
+
+size_t rt_kernel_bytes(const rt_kernel *e) { return cpu_code_bytes(e->code); }
+
+void rt_kernel_retain(rt_kernel *e) {
+  pthread_mutex_lock(&cache.mu);
+  e->holds++;
+  pthread_mutex_unlock(&cache.mu);
+}
+
+void rt_kernel_release(rt_kernel *e) {
+  if (!e) return;
+  pthread_mutex_lock(&cache.mu);
+  if (--e->holds == 0) evict();
+  pthread_mutex_unlock(&cache.mu);
+}
+
+uint64_t rt_kernel_cache_bytes(void) {
+  pthread_mutex_lock(&cache.mu);
+  uint64_t b = cache.code_bytes;
+  pthread_mutex_unlock(&cache.mu);
+  return b;
 }
 
 void rt_cache_shutdown(void) {
   pthread_mutex_lock(&cache.mu);
-  for (int b = 0; b < CACHE_BUCKETS; b++) {
-    for (cache_entry *e = cache.bucket[b], *n; e; e = n) {
-      n = e->next;
-      free(e->key);
-      free(e);
-    }
-    cache.bucket[b] = NULL;
-  }
+  while (cache.lru.newer != &cache.lru) drop(cache.lru.newer);
   cpu_jit_free(cache.jit);
   cache.jit = NULL;
+  ir_str_free(&cache.disk_prefix);
   pthread_mutex_unlock(&cache.mu);
 }

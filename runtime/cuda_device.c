@@ -343,10 +343,27 @@ static rt_device_kernel *module_lookup(cuda_dev *d, uint64_t h, const ir_str *ke
   return NULL;
 }
 
+/* NVRTC through the disk cache (diskcache.c): the key is the translation
+ * unit's text, the arch and NVRTC's version. */
+bool rt_cuda_compile_cached(const char *src, const char *arch, ir_str *out, rt_disk_info *info, char **log,
+                            char **err) {
+  *info = (rt_disk_info){0};
+  if (log) *log = NULL;
+  ir_str key = {0}, kind = {0};
+  ir_str_printf(&key, "nvrtc %s %s\n%s", cuda_nvrtc_version(), arch, src);
+  ir_str_printf(&kind, "cuda-%s-%s", arch, cuda_nvrtc_version());
+  size_t start = out->len;
+  bool ok = rt_disk_load(kind.s, key.s, key.len, out, info) || cuda_compile(src, arch, out, log, err);
+  if (ok && !info->hit) rt_disk_store(kind.s, key.s, key.len, out->s + start, out->len - start, info);
+  ir_str_free(&key);
+  ir_str_free(&kind);
+  return ok;
+}
+
 /* The translation unit of k (the prelude, then k) compiled for the device's
  * arch through the disk cache, into *bin. KILN_DEBUG=3 shows the source and
  * NVRTC's log. */
-static kiln_status build(cuda_dev *d, kernel *k, int debug, ir_str *bin, cuda_launch *launch) {
+static kiln_status build(cuda_dev *d, kernel *k, int debug, ir_str *bin, cuda_launch *launch, rt_disk_info *info) {
   ir_str src = {0};
   char *err = NULL, *log = NULL, arch[32];
   ir_str_printf(&src, "%s", cuda_prelude());
@@ -355,16 +372,15 @@ static kiln_status build(cuda_dev *d, kernel *k, int debug, ir_str *bin, cuda_la
     ir_error_setf("%s: not supported on CUDA yet: %s", k->name, err ? err : "emit failed");
     st = KILN_ERR_COMPILE;
   } else {
-    cuda_cache_info info;
     cuda_arch(d->cc, arch);
     if (debug >= 3)
       fprintf(stderr, "kiln: CUDA C of %s for %s (grid=%d block=%d range=%lld)\n%s", k->name, arch, launch->grid,
               launch->block, (long long)launch->range, src.s);
-    if (!cuda_compile_cached(src.s, arch, bin, &info, &log, &err)) {
+    if (!rt_cuda_compile_cached(src.s, arch, bin, info, &log, &err)) {
       ir_error_setf("%s: NVRTC failed for %s: %s", k->name, arch, err ? err : "unknown error");
       st = KILN_ERR_COMPILE;
     } else if (debug >= 3) {
-      if (info.hit) fprintf(stderr, "kiln: NVRTC log of %s: none (binary from the disk cache)\n", k->name);
+      if (info->hit) fprintf(stderr, "kiln: NVRTC log of %s: none (binary from the disk cache)\n", k->name);
       else fprintf(stderr, "kiln: NVRTC log of %s:\n%s\n", k->name, log && *log ? log : "(empty)");
     }
   }
@@ -380,7 +396,7 @@ static void unload(rt_device_kernel *m) {
   cu.cuModuleUnload(m->module);
 }
 
-static kiln_status dev_compile(int index, kernel *k, int debug, rt_device_kernel **out, bool *hit) {
+static kiln_status dev_compile(int index, kernel *k, int debug, rt_device_kernel **out, rt_origin *origin) {
   cuda_dev *d = device(index);
   if (!d) return KILN_ERR_DEVICE;
   ir_str key = {0};
@@ -388,12 +404,14 @@ static kiln_status dev_compile(int index, kernel *k, int debug, rt_device_kernel
   pthread_mutex_lock(&cd.lock);
   *out = module_lookup(d, h, &key);
   pthread_mutex_unlock(&cd.lock);
-  *hit = *out != NULL;
+  *origin = RT_MEMORY;
   kiln_status st = KILN_OK;
   if (!*out) {
     rt_device_kernel m = {.hash = h, .len = key.len};
     ir_str bin = {0};
-    st = build(d, k, debug, &bin, &m.launch);
+    rt_disk_info info;
+    st = build(d, k, debug, &bin, &m.launch, &info);
+    *origin = info.hit ? RT_DISK : RT_COMPILED;
     if (st == KILN_OK) st = cu_check(cu.cuModuleLoadData(&m.module, bin.s), "cuModuleLoadData");
     if (st == KILN_OK) {
       st = cu_check(cu.cuModuleGetFunction(&m.fn, m.module, k->name), "cuModuleGetFunction");

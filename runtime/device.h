@@ -15,6 +15,7 @@
 #include "codegen_cuda/cuda.h"
 #include "ir/kernel.h"
 #include "runtime/rt.h"
+#include "runtime/rt_internal.h"
 
 typedef struct rt_device_kernel rt_device_kernel;  /* a kernel loaded on a device */
 
@@ -28,10 +29,11 @@ typedef struct {
   /* Device -> host, bytes from byte offset off of src: returns when they are
    * in dst (after the work queued before it). */
   kiln_status (*copy_out)(void *dst, const rt_buffer *src, size_t off, size_t bytes);
-  /* The device's code for k, loaded and cached by k's key; *hit says whether
-   * it was loaded before. KILN_ERR_COMPILE (the compiler's log in the last
-   * error) when k cannot be compiled for the device. */
-  kiln_status (*compile)(int index, kernel *k, int debug, rt_device_kernel **out, bool *hit);
+  /* The device's code for k, loaded and cached by k's key; *origin says
+   * whether it was loaded before, came from the disk cache or was compiled.
+   * KILN_ERR_COMPILE (the compiler's log in the last error) when k cannot be
+   * compiled for the device. */
+  kiln_status (*compile)(int index, kernel *k, int debug, rt_device_kernel **out, rt_origin *origin);
   /* Queues k over its whole parallel range; bufs as for a CPU kernel (device
    * addresses; the args param is k->args). */
   kiln_status (*launch)(int index, rt_device_kernel *dk, kernel *k, void *const *bufs, int debug);
@@ -60,6 +62,12 @@ void rt_cuda_device_shutdown(void);
  * this thread, for libraries that queue work of their own (cuBLASLt); NULL
  * with the last error set when the device cannot be used. */
 void *rt_cuda_stream(int index);
+/* cuda_compile through the disk cache (diskcache.c), keyed by the source's
+ * text, arch and NVRTC's version. *log (if not NULL) receives NVRTC's log as
+ * cuda_compile gives it, NULL on a disk hit (NVRTC did not run). Built only
+ * with the CUDA toolkit. */
+bool rt_cuda_compile_cached(const char *src, const char *arch, ir_str *out, rt_disk_info *info, char **log,
+                            char **err);
 
 /* ---- matrix products on a CUDA device: cuBLASLt (cublas.c) ----------------- */
 /* Loads cuBLASLt (dlopen of $KILN_CUBLASLT, default libcublasLt.so.13, then

@@ -22,10 +22,11 @@ typedef enum { STEP_KERNEL, STEP_DEVICE, STEP_GEMM, STEP_COPY } step_kind;
 typedef struct {
   step_kind kind;
   kernel *k;                /* KERNEL, DEVICE, GEMM */
-  cpu_kernel_fn fn;         /* KERNEL */
+  rt_kernel *code;          /* KERNEL: held for the plan's life (no eviction under it) */
+  cpu_kernel_fn fn;         /* KERNEL: its entry point */
   rt_device_kernel *dk;     /* DEVICE; GEMM: the rest of the epilogue */
   cuda_gemm gm;             /* GEMM */
-  bool compiled;            /* compiled while planning, not found in a cache */
+  rt_origin origin;         /* where planning found the code: compiled, memory, disk */
   double compile_ms;        /* what getting its code took while planning (KILN_DEBUG=1) */
   kiln_device dev;          /* where the outputs live */
   int nout, nin;
@@ -242,29 +243,30 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
   for (int o = 0; o < pg->nout; o++) s->bytes[o] = (size_t)numel * ir_dtypes[pg->outs[o]->dtype].size;
   for (int i = 0; i < ninputs; i++) s->slots[pg->nout + i] = slot_of(b, b->inputs[i]);
   kiln_status st = KILN_OK;
-  bool hit = true;
+  s->origin = RT_MEMORY;
   double t0 = now_ms();
   if (s->kind == STEP_KERNEL) {
     ir_str key = {0};
     k_key(k, &key);
-    s->fn = rt_kernel_get(k, &key, b->cfg->debug, &hit);
+    s->code = rt_kernel_get(k, &key, b->cfg->debug, &s->origin);
     ir_str_free(&key);
-    if (!s->fn) st = KILN_ERR_COMPILE;
+    if (s->code) s->fn = rt_kernel_fn(s->code);
+    else st = KILN_ERR_COMPILE;
   } else if (s->kind == STEP_DEVICE) {
-    if ((st = d->compile(s->dev.index, k, b->cfg->debug, &s->dk, &hit)) != KILN_OK) locate_error(s, st);
+    if ((st = d->compile(s->dev.index, k, b->cfg->debug, &s->dk, &s->origin)) != KILN_OK) locate_error(s, st);
   } else {
     char *err = NULL;
     if (!cuda_gemm_split(k, &s->gm, &err)) {
       ir_error_setf("not supported on %s:%d: %s", d->name, s->dev.index, err ? err : "matrix product");
       st = locate_error(s, KILN_ERR_DEVICE);
-    } else if (s->gm.rest && (st = d->compile(s->dev.index, s->gm.rest, b->cfg->debug, &s->dk, &hit)) != KILN_OK) {
+    } else if (s->gm.rest && (st = d->compile(s->dev.index, s->gm.rest, b->cfg->debug, &s->dk, &s->origin)) != KILN_OK) {
       locate_error(s, st);
     }
     free(err);
   }
-  s->compiled = !hit;
   s->compile_ms = now_ms() - t0;
-  if (st == KILN_OK && s->compiled) rt_count(&rt_stats_mut()->compiles, 1);
+  if (st == KILN_OK && s->origin != RT_MEMORY)
+    rt_count(s->origin == RT_DISK ? &rt_stats_mut()->disk_hits : &rt_stats_mut()->compiles, 1);
   stub_outputs(b, s, pg->outs);
   return st;
 }
@@ -408,6 +410,7 @@ void rt_exec_free(rt_exec *p) {
   for (int i = 0; p->steps && i < p->nsteps; i++) {
     plan_step *s = &p->steps[i];
     if (s->kind == STEP_GEMM) cuda_gemm_free(&s->gm);
+    rt_kernel_release(s->code);
     k_free(s->k);
     free(s->slots);
     free(s->bytes);
@@ -431,6 +434,7 @@ static void debug_line(const plan_step *s, double ms, bool hit) {
   size_t n = strlen(from);
   if (s->kind == STEP_GEMM) snprintf(from + n, sizeof from - n, "cuBLASLt");
   else if (hit) snprintf(from + n, sizeof from - n, "memory");
+  else if (s->origin == RT_DISK) snprintf(from + n, sizeof from - n, "disk, %.1f ms", s->compile_ms);
   else snprintf(from + n, sizeof from - n, "compiled in %.1f ms", s->compile_ms);
   if (s->kind != STEP_KERNEL) {
     fprintf(stderr, "kiln: %s %lld elems queued on cuda:%d (%s)\n", k->name, (long long)k->work, s->dev.index, from);
@@ -504,7 +508,7 @@ kiln_status rt_exec_run(const rt_exec *p, rt_buffer **slots, const bool *hold, b
   kiln_status st = KILN_OK;
   for (int i = 0; st == KILN_OK && i < p->nsteps; i++) {
     const plan_step *s = &p->steps[i];
-    st = run_step(s, slots, !(fresh && s->compiled), debug);
+    st = run_step(s, slots, !(fresh && s->origin != RT_MEMORY), debug);
     for (int f = s->free_lo; st == KILN_OK && f < s->free_hi; f++) {
       if (hold && hold[p->frees[f]]) continue;
       rt_buffer_release(slots[p->frees[f]]);
@@ -520,6 +524,12 @@ kiln_status rt_exec_run(const rt_exec *p, rt_buffer **slots, const bool *hold, b
 }
 
 int rt_exec_nslots(const rt_exec *p) { return p->nslots; }
+
+size_t rt_exec_code_bytes(const rt_exec *p) {
+  size_t b = 0;
+  for (int i = 0; i < p->nsteps; i++) b += p->steps[i].code ? rt_kernel_bytes(p->steps[i].code) : 0;
+  return b;
+}
 int rt_exec_nleaves(const rt_exec *p) { return p->nleaves; }
 const rt_exec_view *rt_exec_node(const rt_exec *p, int i) { return &p->views[i]; }
 

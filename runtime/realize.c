@@ -16,32 +16,48 @@
 /* Graph nodes are not thread safe; one realize runs at a time. */
 static pthread_mutex_t realize_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* ---- the plan cache: structure -> plan -------------------------------------- */
+/* ---- the plan cache: structure -> plan --------------------------------------
+ * A plan holds its kernels' code (the kernel cache never evicts held code),
+ * so the plans kept are bounded by the same budget, KILN_KERNEL_CACHE_MB:
+ * past it the least recently used plans go, and their kernels become
+ * evictable. */
 #define PLAN_BUCKETS 1024
-#define PLAN_LIMIT 4096   /* plans kept; the oldest goes first */
 
 typedef struct plan_entry {
   struct plan_entry *next, *older, *newer;
   uint64_t hash;
   ir_str key;
   rt_exec *plan;
+  size_t bytes;         /* the code it holds */
 } plan_entry;
 
 static struct {
   plan_entry *bucket[PLAN_BUCKETS];
   plan_entry *oldest, *newest;
-  int n;
+  size_t bytes;
 } plans;
+
+static void use_list_unlink(plan_entry *e) {
+  if (e->older) e->older->newer = e->newer;
+  else plans.oldest = e->newer;
+  if (e->newer) e->newer->older = e->older;
+  else plans.newest = e->older;
+}
+
+static void use_list_push(plan_entry *e) {
+  e->older = plans.newest;
+  e->newer = NULL;
+  if (plans.newest) plans.newest->newer = e;
+  else plans.oldest = e;
+  plans.newest = e;
+}
 
 static void plan_unlink(plan_entry *e) {
   plan_entry **p = &plans.bucket[e->hash % PLAN_BUCKETS];
   while (*p != e) p = &(*p)->next;
   *p = e->next;
-  if (e->older) e->older->newer = e->newer;
-  else plans.oldest = e->newer;
-  if (e->newer) e->newer->older = e->older;
-  else plans.newest = e->older;
-  plans.n--;
+  use_list_unlink(e);
+  plans.bytes -= e->bytes;
   ir_str_free(&e->key);
   rt_exec_free(e->plan);
   free(e);
@@ -49,21 +65,24 @@ static void plan_unlink(plan_entry *e) {
 
 static rt_exec *plan_find(uint64_t h, const ir_str *key) {
   for (plan_entry *e = plans.bucket[h % PLAN_BUCKETS]; e; e = e->next)
-    if (e->hash == h && e->key.len == key->len && !memcmp(e->key.s, key->s, key->len)) return e->plan;
+    if (e->hash == h && e->key.len == key->len && !memcmp(e->key.s, key->s, key->len)) {
+      use_list_unlink(e);
+      use_list_push(e);
+      return e->plan;
+    }
   return NULL;
 }
 
+/* Inserts plan (the newest); evicts the oldest others past the budget. */
 static void plan_insert(uint64_t h, const ir_str *key, rt_exec *plan) {
-  if (plans.n == PLAN_LIMIT) plan_unlink(plans.oldest);
   plan_entry *e = calloc(1, sizeof *e);
   IR_ASSERT(e);
-  *e = (plan_entry){plans.bucket[h % PLAN_BUCKETS], plans.newest, NULL, h, {0}, plan};
+  *e = (plan_entry){.next = plans.bucket[h % PLAN_BUCKETS], .hash = h, .plan = plan, .bytes = rt_exec_code_bytes(plan)};
   ir_str_append(&e->key, key->s, key->len);
   plans.bucket[h % PLAN_BUCKETS] = e;
-  if (plans.newest) plans.newest->newer = e;
-  else plans.oldest = e;
-  plans.newest = e;
-  plans.n++;
+  use_list_push(e);
+  plans.bytes += e->bytes;
+  while (plans.bytes > (size_t)rt_opts()->kernel_cache_bytes && plans.oldest != e) plan_unlink(plans.oldest);
 }
 
 static ir_str key_buf;   /* the key of the graph being realized (under realize_mu) */

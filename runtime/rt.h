@@ -19,6 +19,9 @@ typedef struct {
   kiln_printoptions print;  /* kiln_set_printoptions; PyTorch's defaults */
   int dynamic;          /* KILN_DYNAMIC / kiln_set_dynamic: KILN_DYNAMIC_OFF, _ON or _AUTO (default) */
   bool check_handles;   /* KILN_CHECK_HANDLES=1 (default in Debug builds): freed nodes are quarantined */
+  int64_t kernel_cache_bytes;  /* KILN_KERNEL_CACHE_MB: compiled CPU code kept in memory */
+  bool disk_cache;      /* KILN_CACHE (default 1): compiled kernels kept in the disk cache */
+  int64_t disk_cache_bytes;    /* KILN_CACHE_MAX_MB: the disk cache's size budget */
 } rt_options;
 rt_options *rt_opts(void);
 
@@ -87,6 +90,8 @@ void *rt_cuda_sym(const char *name);
 void rt_cuda_shutdown(void);   /* dlcloses the driver (kiln_shutdown) */
 
 /* ---- realize ------------------------------------------------------------ */
+/* Where a launch's code came from (statistics, KILN_DEBUG=1). */
+typedef enum { RT_COMPILED, RT_MEMORY, RT_DISK } rt_origin;
 /* Computes every node in nodes (they become BUFFERs). On failure returns the
  * status and sets the thread's last error (ir_error_set). */
 kiln_status rt_realize(int n, ir_node *const *nodes);

@@ -7,9 +7,31 @@
 #include "passes/pass.h"
 #include "runtime/rt.h"
 
-/* The compiled kernel for k (whose k_key is `key`), from the cache or freshly
- * compiled; NULL with the last error set when compiling fails. */
-cpu_kernel_fn rt_kernel_get(kernel *k, const ir_str *key, int debug, bool *hit);
+/* ---- the in-memory kernel cache (cache.c) ----
+ * Compiled CPU kernels are kept by key (k_key's bytes; the JIT's target is
+ * constant per process) within a budget of code bytes (KILN_KERNEL_CACHE_MB,
+ * measured as the kernels' object file sizes); past it the least recently
+ * used kernels are evicted, which unmaps their code. A kernel is only
+ * evicted while nobody holds it: rt_kernel_get returns it held once, and
+ * whoever keeps the code beyond one launch (a compiled function that replays
+ * its kernels, say) takes a hold of its own with rt_kernel_retain and gives
+ * it back with rt_kernel_release. The entry point of a held kernel stays
+ * valid until its last release; a release may evict it (and others) when
+ * the cache is over budget. kiln_shutdown frees every kernel, held or not:
+ * holders must let go before it. All of these lock the cache briefly (a
+ * compile holds it for the compile). */
+typedef struct rt_kernel rt_kernel;
+/* The compiled kernel for k (whose k_key is `key`), held once: found in
+ * memory, loaded from the disk cache or compiled (*origin says which). NULL
+ * with the last error set (KILN_ERR_COMPILE: the kernel's name and LLVM's
+ * message) when compiling fails; the cache stays usable. */
+rt_kernel *rt_kernel_get(kernel *k, const ir_str *key, int debug, rt_origin *origin);
+cpu_kernel_fn rt_kernel_fn(const rt_kernel *e);
+size_t rt_kernel_bytes(const rt_kernel *e);   /* its object code's size */
+void rt_kernel_retain(rt_kernel *e);
+void rt_kernel_release(rt_kernel *e);   /* NULL is fine */
+/* Object bytes of the kernels held in memory now (kiln_stats().code_bytes). */
+uint64_t rt_kernel_cache_bytes(void);
 /* Runs compiled kernel k over its whole range on the thread pool (realize.c). */
 void rt_execute(const kernel *k, cpu_kernel_fn fn, void *const *bufs);
 
@@ -58,6 +80,8 @@ kiln_status rt_exec_run(const rt_exec *p, rt_buffer **slots, const bool *hold, b
 const rt_exec_view *rt_exec_node(const rt_exec *p, int i);
 /* The steps and slots of p, as text or a Graphviz digraph (kiln_fn_dump). */
 void rt_exec_print(ir_str *b, const rt_exec *p, bool dot, const char *where);
+/* Bytes of compiled CPU code p holds (its kernels stay in memory while it lives). */
+size_t rt_exec_code_bytes(const rt_exec *p);
 int rt_exec_nslots(const rt_exec *p);
 int rt_exec_nleaves(const rt_exec *p);
 
@@ -68,5 +92,29 @@ int rt_exec_nleaves(const rt_exec *p);
  * structure is seen with runs specialised; from the second on, generic. */
 bool rt_dynamic_generic(uint64_t structure, uint64_t shape);
 void rt_dynamic_shutdown(void);
+
+/* ---- the disk cache (diskcache.c), shared by the back ends ----
+ * Entries are keyed by an opaque byte string the back end builds (for the
+ * CPU: kiln's and LLVM's versions, the target, k_key; for CUDA: NVRTC's
+ * version, the arch, the source), stored whole in the entry and compared on
+ * load. kind names the back end's entries ("cpu", "cuda-sm_90-13.0"): the
+ * file is <dir>/<kind>-<hash of key>.bin. KILN_CACHE=0 turns loads and
+ * stores off. */
+typedef struct {
+  bool hit;             /* loaded from the disk cache */
+  bool dropped;         /* an entry was found but failed verification: recompiled */
+  int warnings;         /* cache problems (printed on stderr at KILN_DEBUG>=1; never failures) */
+} rt_disk_info;
+/* $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln ("" when none is set). */
+void rt_disk_dir(char *buf, size_t n);
+/* Appends the payload of (kind, key) to out and sets info->hit: true on a
+ * hit. An entry that is not a regular file, larger than any entry, or fails
+ * verification is reported (info->dropped, a warning) and not used. */
+bool rt_disk_load(const char *kind, const void *key, size_t keylen, ir_str *out, rt_disk_info *info);
+/* Stores the payload atomically; problems (no directory, unwritable) are warnings. */
+void rt_disk_store(const char *kind, const void *key, size_t keylen, const void *data, size_t len,
+                   rt_disk_info *info);
+/* Reports a cache problem about path (counted; printed at KILN_DEBUG>=1). */
+void rt_disk_warn(rt_disk_info *info, const char *path, const char *what);
 
 #endif

@@ -6,6 +6,7 @@
  * it calls kiln_manual_seed. */
 #include "runtime/rt.h"
 #include "runtime/device.h"
+#include "runtime/rt_internal.h"
 
 #include <pthread.h>
 
@@ -24,10 +25,12 @@ kiln_stats_t *rt_stats_mut(void) { return &stats; }
 #define NUM_COUNTERS (sizeof(kiln_stats_t) / sizeof(uint64_t))
 _Static_assert(sizeof(kiln_stats_t) == NUM_COUNTERS * sizeof(uint64_t), "kiln_stats_t holds only uint64_t counters");
 
+/* code_bytes is a level, not a counter: read from the kernel cache. */
 kiln_stats_t kiln_stats(void) {
   kiln_stats_t r;
   uint64_t *from = (uint64_t *)&stats, *to = (uint64_t *)&r;
   for (size_t i = 0; i < NUM_COUNTERS; i++) to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+  r.code_bytes = rt_kernel_cache_bytes();
   return r;
 }
 

@@ -91,11 +91,12 @@ kiln_status rt_validate(kernel *k, rt_buffer **out, rt_buffer **inputs, int debu
   }
   ir_str key = {0};
   k_key(k, &key);
-  bool hit;
-  cpu_kernel_fn fn = st == KILN_OK ? rt_kernel_get(k, &key, debug, &hit) : NULL;
+  rt_origin origin;
+  rt_kernel *code = st == KILN_OK ? rt_kernel_get(k, &key, debug, &origin) : NULL;
   ir_str_free(&key);
-  if (st == KILN_OK && !fn) st = KILN_ERR_COMPILE;
-  if (st == KILN_OK) rt_execute(k, fn, bufs);
+  if (st == KILN_OK && !code) st = KILN_ERR_COMPILE;
+  if (st == KILN_OK) rt_execute(k, rt_kernel_fn(code), bufs);
+  rt_kernel_release(code);
   for (int p = 0, o = 0; p < k->nparams && st == KILN_OK; p++)
     if (k->params[p].output) st = compare(k, o++, p, host[p], cpu[p]);
   for (int p = 0; p < k->nparams; p++) {

@@ -12,6 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
 
 static cpu_jit *jit;
 
@@ -25,9 +30,9 @@ static void teardown(void) { cpu_jit_free(jit); }
 
 static cpu_kernel_fn compile(kernel *k, ir_str *ir) {
   char *err = NULL;
-  cpu_kernel_fn fn = cpu_jit_compile(jit, k, ir, &err);
-  ck_assert_msg(fn != NULL, "cpu_jit_compile: %s", err ? err : "");
-  return fn;
+  cpu_code *code = cpu_jit_compile(jit, k, NULL, ir, &err);
+  ck_assert_msg(code != NULL, "cpu_jit_compile: %s", err ? err : "");
+  return cpu_code_fn(code);
 }
 
 /* ---- scalar access to buffers of any storage dtype (not f16/bf16) -------- */
@@ -639,11 +644,93 @@ START_TEST(test_compile_time) {
   double t1 = now_ms();
   compile(k2, NULL);
   double t2 = now_ms();
-  ck_assert_ptr_eq(compile(k1, NULL), compile(k1, NULL));  /* known names are not recompiled */
+  /* A name already loaded is refused with LLVM's message (the runtime's
+   * cache loads each key once), and the JIT stays usable. */
+  ck_assert_ptr_null(cpu_jit_compile(jit, k1, NULL, NULL, &err));
+  ck_assert_msg(strstr(err, "Duplicate definition") && strstr(err, k1->name), "%s", err);
+  free(err);
+  kernel *k3 = ew_kernel(IR_MUL, KILN_F32, KILN_F32, KILN_F32, 16);
+  float a[16], b[16], c[16];
+  for (int i = 0; i < 16; i++) a[i] = (float)i, b[i] = 2;
+  compile(k3, NULL)((void *[]){c, a, b}, 0, 1);
+  ck_assert_float_eq(c[15], 30);
+  k_free(k3);
   printf("compile: cold (LLJIT + W1 kernel) %.1f ms, second kernel %.1f ms; target %.60s...\n", t1 - t0, t2 - t1,
          cpu_jit_target(jit));
   k_free(k1);
   k_free(k2);
+}
+END_TEST
+
+/* An object file the JIT refuses is an error with LLVM's message and the
+ * kernel's name, never an abort; the object cpu_jit_compile gives loads
+ * back (what the disk cache does with it) and runs. */
+START_TEST(test_object_files) {
+  char *err = NULL;
+  kernel *k = ew_kernel(IR_SUB, KILN_F32, KILN_F32, KILN_F32, 16);
+  ck_assert_ptr_null(cpu_jit_load(jit, k, "k_garbage", "not an object file", 18, &err));
+  ck_assert_msg(strstr(err, "k_garbage") || strstr(err, "object"), "%s", err);
+  free(err);
+  ir_str obj = {0};
+  cpu_code *c = cpu_jit_compile(jit, k, &obj, NULL, &err);
+  ck_assert_msg(c != NULL, "%s", err);
+  ck_assert_uint_eq(cpu_code_bytes(c), obj.len);
+  ck_assert_int_eq(memcmp(obj.s, "\x7f" "ELF", 4), 0);
+  cpu_code_free(c);   /* the name is free again */
+  c = cpu_jit_load(jit, k, k->name, obj.s, obj.len, &err);
+  ck_assert_msg(c != NULL, "%s", err);
+  float a[16], b[16], r[16];
+  for (int i = 0; i < 16; i++) a[i] = (float)i, b[i] = 0.5f;
+  cpu_code_fn(c)((void *[]){r, a, b}, 0, 1);
+  ck_assert_float_eq(r[3], 2.5f);
+  ir_str_free(&obj);
+  k_free(k);
+}
+END_TEST
+
+/* An x86 interrupt handler with three arguments: instruction selection
+ * refuses it with a fatal error (LLVM has no way to return it). */
+static void emit_fatal_module(void) {
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef m = LLVMModuleCreateWithNameInContext("fatal", ctx);
+  LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx), args[3] = {i64, i64, i64};
+  LLVMValueRef f = LLVMAddFunction(m, "k_fatal", LLVMFunctionType(LLVMVoidTypeInContext(ctx), args, 3, 0));
+  LLVMSetFunctionCallConv(f, LLVMX86INTRCallConv);
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+  LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, f, "entry"));
+  LLVMBuildRetVoid(b);
+  char *triple = LLVMGetDefaultTargetTriple(), *msg = NULL;
+  LLVMTargetRef t;
+  ck_assert(!LLVMGetTargetFromTriple(triple, &t, &msg));
+  LLVMTargetMachineRef tm = LLVMCreateTargetMachine(t, triple, "", "", LLVMCodeGenLevelDefault, LLVMRelocPIC,
+                                                    LLVMCodeModelSmall);
+  LLVMMemoryBufferRef buf;
+  LLVMTargetMachineEmitToMemoryBuffer(tm, m, LLVMObjectFile, &msg, &buf);
+}
+
+/* LLVM ends the process after a fatal error, but the message kiln's
+ * handler (installed by cpu_jit_new) prints first says it was kiln. */
+START_TEST(test_fatal_error_names_kiln) {
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    emit_fatal_module();
+    _exit(0);
+  }
+  close(fds[1]);
+  char text[1024] = "";
+  size_t got = 0;
+  for (ssize_t r; got < sizeof text - 1 && (r = read(fds[0], text + got, sizeof text - 1 - got)) > 0;) got += (size_t)r;
+  text[got] = '\0';
+  close(fds[0]);
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(!WIFEXITED(status) || WEXITSTATUS(status) != 0, "LLVM returned from a fatal error");
+  ck_assert_msg(strstr(text, "kiln: LLVM fatal error while compiling kernel") && strstr(text, "x86 interrupt"), "%s",
+                text);
 }
 END_TEST
 
@@ -664,6 +751,8 @@ static Suite *cpu_codegen_suite(void) {
   tcase_add_test(tc, test_half_storage);
   tcase_add_test(tc, test_philox_exact);
   tcase_add_test(tc, test_compile_time);
+  tcase_add_test(tc, test_object_files);
+  tcase_add_test(tc, test_fatal_error_names_kiln);
   suite_add_tcase(s, tc);
   tc = tcase_create("accuracy");
   tcase_add_checked_fixture(tc, setup, teardown);

@@ -9,6 +9,7 @@
 #include "check_main.h"
 #include "codegen_cuda/cuda.h"
 #include "cuda_emu/cases.h"
+#include "runtime/device.h"
 #include "runtime/inspect.h"
 #include "util/testutil.h"
 
@@ -109,6 +110,7 @@ static void cache_setup(void) {
   snprintf(cache_dir, sizeof cache_dir, "/tmp/kiln-cuda-cache-XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(cache_dir));
   setenv("KILN_CACHE_DIR", cache_dir, 1);
+  setenv("KILN_CACHE", "1", 1);  /* ctest turns the disk cache off for the other suites */
 }
 
 static void cache_teardown(void) {
@@ -117,11 +119,11 @@ static void cache_teardown(void) {
   ck_assert_int_eq(system(cmd), 0);
 }
 
-static cuda_cache_info cached(const char *src, ir_str *bin) {
-  cuda_cache_info info;
+static rt_disk_info cached(const char *src, ir_str *bin) {
+  rt_disk_info info;
   char *err = NULL;
   bin->len = 0;
-  ck_assert_msg(cuda_compile_cached(src, "sm_90", bin, &info, NULL, &err), "%s", err);
+  ck_assert_msg(rt_cuda_compile_cached(src, "sm_90", bin, &info, NULL, &err), "%s", err);
   ck_assert_uint_gt(bin->len, 100);
   return info;
 }
@@ -140,7 +142,7 @@ static void entry_path(char *path, size_t n) {
 START_TEST(test_cache_hit) {
   ir_str src = {0}, a = {0}, b = {0};
   one_kernel_source(&src, 5);
-  cuda_cache_info i1 = cached(src.s, &a), i2 = cached(src.s, &b);
+  rt_disk_info i1 = cached(src.s, &a), i2 = cached(src.s, &b);
   ck_assert(!i1.hit && i1.warnings == 0);
   ck_assert(i2.hit && !i2.dropped);
   ck_assert(a.len == b.len && !memcmp(a.s, b.s, a.len));
@@ -173,7 +175,7 @@ START_TEST(test_cache_damaged_entry) {
   } else {
     ck_assert_int_eq(truncate(path, _i == 1 ? st.st_size - 7 : 0), 0);
   }
-  cuda_cache_info i = cached(src.s, &b);
+  rt_disk_info i = cached(src.s, &b);
   ck_assert(!i.hit && i.dropped && i.warnings == 1);
   ck_assert(a.len == b.len && !memcmp(a.s, b.s, a.len));
   ck_assert(cached(src.s, &b).hit);  /* rewritten whole */
@@ -187,7 +189,7 @@ START_TEST(test_cache_unusable_dir) {
   ir_str src = {0}, a = {0};
   one_kernel_source(&src, 4);
   setenv("KILN_CACHE_DIR", "/proc/kiln-no-such-dir/cache", 1);
-  cuda_cache_info i = cached(src.s, &a);
+  rt_disk_info i = cached(src.s, &a);
   ck_assert(!i.hit && i.warnings == 1);
   ir_str_free(&src);
   ir_str_free(&a);
@@ -198,11 +200,11 @@ START_TEST(test_cache_dir_default) {
   char buf[512];
   unsetenv("KILN_CACHE_DIR");
   setenv("XDG_CACHE_HOME", "/x/y", 1);
-  cuda_cache_dir(buf, sizeof buf);
+  rt_disk_dir(buf, sizeof buf);
   ck_assert_str_eq(buf, "/x/y/kiln");
   unsetenv("XDG_CACHE_HOME");
   setenv("HOME", "/h", 1);
-  cuda_cache_dir(buf, sizeof buf);
+  rt_disk_dir(buf, sizeof buf);
   ck_assert_str_eq(buf, "/h/.cache/kiln");
 }
 END_TEST
@@ -227,8 +229,8 @@ START_TEST(test_compile_error_has_log) {
   ck_assert(!cuda_compile(bad, "sm_90", &bin, NULL, &err));
   ck_assert_ptr_nonnull(strstr(err, "undeclared_thing"));
   free(err);
-  cuda_cache_info info;
-  ck_assert(!cuda_compile_cached(bad, "sm_90", &bin, &info, &log, &err));
+  rt_disk_info info;
+  ck_assert(!rt_cuda_compile_cached(bad, "sm_90", &bin, &info, &log, &err));
   ck_assert_ptr_nonnull(strstr(err, "undeclared_thing"));
   ck_assert_ptr_nonnull(strstr(log, "undeclared_thing"));
   free(err);

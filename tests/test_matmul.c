@@ -119,8 +119,9 @@ START_TEST(gemm_codegen) {
   ck_assert_msg(jit != NULL, "cpu_jit_new: %s", err ? err : "");
   kernel *k = gk_kernel(r);
   ir_str ir = {0};
-  cpu_kernel_fn fn = cpu_jit_compile(jit, k, &ir, &err);
-  ck_assert_msg(fn != NULL, "compile: %s", err ? err : "");
+  cpu_code *code = cpu_jit_compile(jit, k, NULL, &ir, &err);
+  ck_assert_msg(code != NULL, "compile: %s", err ? err : "");
+  cpu_kernel_fn fn = cpu_code_fn(code);
   /* The micro-kernel, in the driver compiled with this first GEMM of the
    * JIT, is explicit zmm FMAs, not left to the auto-vectorizer. */
   const char *fma = ir_compute_dtype(r->dt) == KILN_F64 ? "llvm.fma.v8f64" : "llvm.fma.v16f32";
@@ -144,8 +145,9 @@ START_TEST(gemm_driver_shared) {
     const gk_row *r = &gk_rows[order[i]];
     kernel *k = gk_kernel(r);
     ir_str ir = {0};
-    cpu_kernel_fn fn = cpu_jit_compile(jit, k, &ir, &err);
-    ck_assert_msg(fn != NULL, "compile: %s", err ? err : "");
+    cpu_code *code = cpu_jit_compile(jit, k, NULL, &ir, &err);
+    ck_assert_msg(code != NULL, "compile: %s", err ? err : "");
+    cpu_kernel_fn fn = cpu_code_fn(code);
     const char *driver = r->dt == KILN_F16 ? "kiln.gemm.f32.f16.f16" : "kiln.gemm.f32.f32.f32";
     char def[64], call[64];
     snprintf(def, sizeof def, "define void @%s(", driver);

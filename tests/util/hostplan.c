@@ -1,20 +1,22 @@
 /* hostplan.c: see hostplan.h. */
 #include "util/hostplan.h"
 #include "runtime/rt.h"
+#include "runtime/rt_internal.h"
 
 #include <check.h>
 #include <stdlib.h>
 
-static cpu_jit *jit;  /* one per test process, reachable until exit */
-
+/* Through the runtime's kernel cache, so a kernel planned twice compiles once. */
 void tu_run_cpu(kernel *k, void *const *bufs) {
-  char *err = NULL;
-  if (!jit) jit = cpu_jit_new(&err);
-  ck_assert_msg(jit != NULL, "cpu_jit_new: %s", err ? err : "");
-  cpu_kernel_fn fn = cpu_jit_compile(jit, k, NULL, &err);
-  ck_assert_msg(fn != NULL, "cpu_jit_compile: %s", err ? err : "");
+  ir_str key = {0};
+  k_key(k, &key);
+  rt_origin origin;
+  rt_kernel *code = rt_kernel_get(k, &key, 0, &origin);
+  ir_str_free(&key);
+  ck_assert_msg(code != NULL, "rt_kernel_get: %s", kiln_last_error());
   int64_t cost, extent = k_parallel(k, &cost);
-  if (k->work > 0) fn(bufs, 0, extent ? extent : 1);
+  if (k->work > 0) rt_kernel_fn(code)(bufs, 0, extent ? extent : 1);
+  rt_kernel_release(code);
 }
 
 bool tu_has_gemm(const kernel *k) {
