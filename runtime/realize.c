@@ -73,7 +73,8 @@ static rt_exec *plan_find(uint64_t h, const ir_str *key) {
   return NULL;
 }
 
-/* Inserts plan (the newest); evicts the oldest others past the budget. */
+/* Keeps plan as the newest; evicts the oldest past the budget (plan itself
+ * too when it alone is over it: KILN_KERNEL_CACHE_MB=0 keeps nothing). */
 static void plan_insert(uint64_t h, const ir_str *key, rt_exec *plan) {
   plan_entry *e = calloc(1, sizeof *e);
   IR_ASSERT(e);
@@ -82,7 +83,7 @@ static void plan_insert(uint64_t h, const ir_str *key, rt_exec *plan) {
   plans.bucket[h % PLAN_BUCKETS] = e;
   use_list_push(e);
   plans.bytes += e->bytes;
-  while (plans.bytes > (size_t)rt_opts()->kernel_cache_bytes && plans.oldest != e) plan_unlink(plans.oldest);
+  while (plans.bytes > (size_t)rt_opts()->kernel_cache_bytes && plans.oldest) plan_unlink(plans.oldest);
 }
 
 static ir_str key_buf;   /* the key of the graph being realized (under realize_mu) */
@@ -239,9 +240,9 @@ static kiln_status realize_locked(int n, ir_node *const *nodes) {
     for (int t = 0; t < n; t++) tpos[t] = nodes[t]->scratch;
     p = rt_exec_build(nheld, held, n, tpos, nleaves, leaves, &cfg, &st);
     if (tpos != small) free(tpos);
-    if (p) plan_insert(h, &key_buf, p);
   }
   if (p) st = run_plan(p, n, nodes, nheld, held, nleaves, leaves, fresh, cfg.debug);
+  if (p && fresh) plan_insert(h, &key_buf, p);   /* after its run: inserting may free it */
   for (int i = 0; i < nheld; i++) ir_node_release(held[i]);
   free(held);
   free(leaves);
