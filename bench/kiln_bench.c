@@ -397,6 +397,7 @@ static kiln_tensor *w9_matmul_build(void *p) {
 typedef struct {
   fn_inputs in;                  /* a, b */
   float a[W8_N], b[W8_N], sum[W8_N];
+  int64_t calls;                 /* W8-scalar: builds so far */
 } w8_state;
 
 static void *w8_setup(void) {
@@ -415,6 +416,18 @@ static void *w8_setup(void) {
 static kiln_tensor *w8_build(void *p) {
   w8_state *s = p;
   return kiln_add(s->in.t[0], s->in.t[1]);
+}
+
+/* a * s with a new s every call (the first call's s is 1: its expected
+ * result is a). */
+static kiln_tensor *w8_scalar_build(void *p) {
+  w8_state *s = p;
+  return kiln_muls(s->in.t[0], 1.0 + 1e-3 * (double)s->calls++);
+}
+
+static const float *w8_scalar_expected(void *p, int64_t *n) {
+  *n = W8_N;
+  return ((w8_state *)p)->a;
 }
 
 static const float *w8_expected(void *p, int64_t *n) {
@@ -563,6 +576,8 @@ static const workload workloads[] = {
   {"W8", "a + b on f32[16], kernel cached: per-realize dispatch", 0, 10000,
    w8_setup, w8_build, w8_expected, w8_teardown,
    {KILN_FUSED, KILN_FN}, 0, 0, NULL},
+  {"W8-scalar", "a * s on f32[16] with a new s every call: per-realize dispatch, no compile", 0, 10000,
+   w8_setup, w8_scalar_build, w8_scalar_expected, w8_teardown, {KILN_FUSED}, 0, 0, NULL},
   W9_ROW("W9-ew", "tanh(a*b + c) - a on f32[16,16]: compile, cached dispatch", ew),
   W9_ROW("W9-rowsum", "sum(a*b, dim=1) on f32[16,16]: compile, cached dispatch", rowsum),
   W9_ROW("W9-softmax", "softmax(a, -1) on f32[16,16]: compile, cached dispatch", softmax),
@@ -721,10 +736,13 @@ static void measure_kiln(const workload *w, const impl *im, void *st, double *ms
   kiln_set_eager(im->mode == 1);
   kiln_set_dynamic(im->mode == 2 ? KILN_DYNAMIC_ON : KILN_DYNAMIC_AUTO);
   kiln_sample warm = kiln_run(w, im, st, true), last = warm;
+  int64_t compiles = 0;   /* after the warm-up: a loop's steady state compiles nothing */
   for (int i = 0; i < runs && last.ok; i++) {
     last = timed_run(w, im, st);
     ms[i] = last.ms;
+    compiles += last.compiles;
   }
+  if (compiles) printf("%-10s %-13s compiled %lld kernels during its timed runs\n", w->name, im->name, (long long)compiles);
   kiln_set_eager(0);
   kiln_set_dynamic(KILN_DYNAMIC_AUTO);
   if (!last.ok) {
