@@ -109,7 +109,10 @@ START_TEST(test_long_run_flat) {
 #ifndef __SANITIZE_ADDRESS__
   /* ASan keeps freed memory in its quarantine (256 MB by default), so RSS
    * grows there by design; LeakSanitizer checks the frees instead. */
-  ck_assert_msg(rss <= rss0 + 2048, "RSS grew from %ld to %ld KB", rss0, rss);
+  /* The map count above is the tight check; RSS catches a leak of 10 KB or
+   * more per kernel (4 MB over 400) through allocator and LLVM noise, which
+   * reached 2.2 MB on a loaded machine. */
+  ck_assert_msg(rss <= rss0 + 4096, "RSS grew from %ld to %ld KB", rss0, rss);
 #endif
 }
 END_TEST
