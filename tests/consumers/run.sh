@@ -35,6 +35,9 @@ echo "consumers: installed into $prefix:"
 (cd "$prefix" && find . \( -type f -o -type l \) | sort | sed 's|^\./|  |')
 
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+# The tour prints how many kernels it compiled: no disk cache, so every
+# consumer compiles as the first one did.
+export KILN_CACHE=0
 libdir=$(pkg-config --variable=libdir kiln)
 quiet pc-shared cc -o "$work/pc-shared" "$here/main.c" $(pkg-config --cflags --libs kiln) -Wl,-rpath,"$libdir"
 quiet pc-static cc -o "$work/pc-static" "$here/main.c" $(pkg-config --cflags --libs kiln-static)
