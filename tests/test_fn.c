@@ -28,6 +28,15 @@ static kiln_tensor *mlp_forward(const mlp *m, kiln_tensor *x) {
   return kiln_softmax(kiln_linear(h, m->w2, m->b2), -1);
 }
 
+/* mlp_forward over a placeholder of batch rows (-1: dynamic), compiled. */
+static kiln_fn *compile_mlp(const mlp *m, int64_t batch) {
+  kiln_tensor *x = kiln_placeholder(KILN_F32, KILN_SHAPE(batch, IN));
+  kiln_tensor *y = mlp_forward(m, x);
+  kiln_fn *f = kiln_compile(1, &x, 1, &y);
+  ck_assert_msg(f, "%s", kiln_last_error());
+  return f;
+}
+
 /* The oracle's value of the same expression built on data. */
 static ref_tensor *expected(const mlp *m, kiln_tensor *x) {
   kiln_tensor *y = mlp_forward(m, x);
@@ -39,10 +48,7 @@ static ref_tensor *expected(const mlp *m, kiln_tensor *x) {
 START_TEST(mlp_matches_oracle) {
   kiln_scope_begin();
   mlp m = mlp_weights();
-  kiln_tensor *x = kiln_placeholder(KILN_F32, KILN_SHAPE(B, IN));
-  kiln_tensor *y = mlp_forward(&m, x);
-  kiln_fn *f = kiln_compile(1, &x, 1, &y);
-  ck_assert_msg(f, "%s", kiln_last_error());
+  kiln_fn *f = compile_mlp(&m, B);
   char why[512];
   for (uint64_t seed = 1; seed <= 3; seed++) {
     kiln_tensor *data = tu_data(KILN_F32, KILN_SHAPE(B, IN), seed, TU_SMALL);
@@ -65,10 +71,7 @@ END_TEST
 START_TEST(output_written_in_place) {
   kiln_scope_begin();
   mlp m = mlp_weights();
-  kiln_tensor *x = kiln_placeholder(KILN_F32, KILN_SHAPE(B, IN));
-  kiln_tensor *y = mlp_forward(&m, x);
-  kiln_fn *f = kiln_compile(1, &x, 1, &y);
-  ck_assert(f);
+  kiln_fn *f = compile_mlp(&m, B);
   static float result[B * OUT];
   kiln_tensor *out = kiln_from_buffer(result, KILN_F32, KILN_SHAPE(B, OUT));
   kiln_tensor *data = tu_data(KILN_F32, KILN_SHAPE(B, IN), 5, TU_SMALL);
@@ -192,10 +195,7 @@ END_TEST
 START_TEST(dump_shows_steps) {
   kiln_scope_begin();
   mlp m = mlp_weights();
-  kiln_tensor *x = kiln_placeholder(KILN_F32, KILN_SHAPE(B, IN));
-  kiln_tensor *y = mlp_forward(&m, x);
-  kiln_fn *f = kiln_compile(1, &x, 1, &y);
-  ck_assert(f);
+  kiln_fn *f = compile_mlp(&m, B);
   char *text = NULL, *dot = NULL;
   size_t n1, n2;
   FILE *t = open_memstream(&text, &n1), *d = open_memstream(&dot, &n2);
@@ -257,11 +257,8 @@ END_TEST
 START_TEST(dynamic_batch) {
   kiln_scope_begin();
   mlp m = mlp_weights();
-  kiln_tensor *x = kiln_placeholder(KILN_F32, KILN_SHAPE(-1, IN));
-  ck_assert_int_eq(kiln_size(x, 0), KILN_DYN);
-  kiln_tensor *y = mlp_forward(&m, x);
-  kiln_fn *f = kiln_compile(1, &x, 1, &y);
-  ck_assert_msg(f, "%s", kiln_last_error());
+  ck_assert_int_eq(kiln_size(kiln_placeholder(KILN_F32, KILN_SHAPE(-1, IN)), 0), KILN_DYN);
+  kiln_fn *f = compile_mlp(&m, -1);
   char why[512];
   const int64_t sizes[] = {1, 5, 8, 3, 5};
   for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
