@@ -530,7 +530,6 @@ size_t rt_exec_code_bytes(const rt_exec *p) {
   for (int i = 0; i < p->nsteps; i++) b += p->steps[i].code ? rt_kernel_bytes(p->steps[i].code) : 0;
   return b;
 }
-int rt_exec_nleaves(const rt_exec *p) { return p->nleaves; }
 const rt_exec_view *rt_exec_node(const rt_exec *p, int i) { return &p->views[i]; }
 
 /* ---- printing (kiln_fn_dump) ------------------------------------------------ */

@@ -70,26 +70,26 @@ void kiln_fn_free(kiln_fn *fn) {
   free(fn);
 }
 
-static kiln_fn *fail(kiln_fn *fn, const char *f, int l, const char *fmt, int a) {
+/* NULL, with "file:line: compile: " + fmt (one int argument) as the last error. */
+static kiln_fn *fail(const char *f, int l, const char *fmt, int a) {
   char msg[256];
   snprintf(msg, sizeof msg, fmt, a);
   ir_error_setf("%s:%d: compile: %s", f, l, msg);
-  kiln_fn_free(fn);
   return NULL;
 }
 
 /* Inputs: distinct placeholders; outputs: tensors without errors. */
 static kiln_fn *check_compile(const char *f, int l, int nin, kiln_tensor *const *in, int nout, kiln_tensor *const *out) {
-  if (nin < 0 || (nin && !in)) return fail(NULL, f, l, "invalid list of %d inputs", nin);
-  if (nout <= 0 || !out) return fail(NULL, f, l, "invalid list of %d outputs (a function has at least one)", nout);
+  if (nin < 0 || (nin && !in)) return fail(f, l, "invalid list of %d inputs", nin);
+  if (nout <= 0 || !out) return fail(f, l, "invalid list of %d outputs (a function has at least one)", nout);
   for (int i = 0; i < nin; i++) {
     if (!in[i] || in[i]->op != IR_BUFFER || !in[i]->symbolic)
-      return fail(NULL, f, l, "input %d is not a placeholder (make inputs with kiln_placeholder)", i);
+      return fail(f, l, "input %d is not a placeholder (make inputs with kiln_placeholder)", i);
     for (int j = 0; j < i; j++)
-      if (in[j] == in[i]) return fail(NULL, f, l, "input %d is given twice", i);
+      if (in[j] == in[i]) return fail(f, l, "input %d is given twice", i);
   }
   for (int o = 0; o < nout; o++) {
-    if (!out[o]) return fail(NULL, f, l, "output %d is NULL", o);
+    if (!out[o]) return fail(f, l, "output %d is NULL", o);
     ir_node *e = ir_graph_find_error(1, &out[o]);
     if (e) {
       ir_error_set(e->msg);   /* the op that failed, where the user built it */

@@ -83,7 +83,6 @@ void rt_exec_print(ir_str *b, const rt_exec *p, bool dot, const char *where);
 /* Bytes of compiled CPU code p holds (its kernels stay in memory while it lives). */
 size_t rt_exec_code_bytes(const rt_exec *p);
 int rt_exec_nslots(const rt_exec *p);
-int rt_exec_nleaves(const rt_exec *p);
 
 /* ---- automatic dynamic shapes (dynamic.c) ---- */
 /* Whether the structure whose shape-generic key hash is `structure` runs its
