@@ -161,8 +161,8 @@ static void arithmetic(void) {
 /* ---- 6. matrix multiplication -------------------------------------------- */
 static void matrix_multiplication(void) {
   section(6, "matrix multiplication");
-  float v[3] = {1, 2, 3};
-  kiln_tensor *t = kiln_from_data(v, KILN_F32, KILN_SHAPE(3));
+  int64_t v[3] = {1, 2, 3};
+  kiln_tensor *t = kiln_from_data(v, KILN_I64, KILN_SHAPE(3));
   show("tensor * tensor (elementwise)", kiln_mul(t, t));
   show("matmul(tensor, tensor) (1*1 + 2*2 + 3*3)", kiln_matmul(t, t));
   show("dot(tensor, tensor)", kiln_dot(t, t));

@@ -8,18 +8,18 @@
 #include <string.h>
 
 /* ---- checks ------------------------------------------------------------- */
-/* One floating dtype for both operands: kiln multiplies float matrices only
- * (PyTorch's CPU integer matmul is out of scope). */
+/* One dtype for both operands, floating or integer (bool has no product in
+ * PyTorch either). */
 static ir_node *check_dtypes(const char *f, int l, const char *name, const ir_node *a, const ir_node *b) {
   if (a->dtype != b->dtype)
     return fe_error(KILN_ERR_DTYPE, f, l, "%s: expected m1 and m2 to have the same dtype, but got: %s != %s", name,
                     ir_dtypes[a->dtype].name, ir_dtypes[b->dtype].name);
-  if (ir_is_float(a->dtype)) return NULL;
+  if (a->dtype != KILN_BOOL) return NULL;
   ir_str s = {0};
   fe_describe(&s, a);
   ir_str_printf(&s, " and ");
   fe_describe(&s, b);
-  ir_node *e = fe_error(KILN_ERR_DTYPE, f, l, "%s: only floating dtypes are supported, got %s", name, s.s);
+  ir_node *e = fe_error(KILN_ERR_DTYPE, f, l, "%s: bool tensors cannot be multiplied, got %s", name, s.s);
   ir_str_free(&s);
   return e;
 }
@@ -49,8 +49,24 @@ static ir_node *replace(ir_node *old, ir_node *next) {
   return next;
 }
 
+/* An integer product, a [...,M,1,K] * b^T [...,1,N,K] summed over K: one
+ * fused multiply-reduce row kernel (the M*N*K products are never stored; K
+ * innermost keeps the cast back in the same kernel). The sum runs in int64
+ * and is cast back, which wraps as PyTorch's integer matmul does. */
+static ir_node *integer_product(const char *f, int l, ir_node *a, ir_node *b) {
+  ir_node *bt = kiln_transpose_at(f, l, b, -1, -2);
+  ir_node *ua = kiln_unsqueeze_at(f, l, a, -2), *ub = kiln_unsqueeze_at(f, l, bt, -3);
+  kiln_release(bt);
+  ir_node *p = kiln_mul_at(f, l, ua, ub);
+  kiln_release(ua);
+  kiln_release(ub);
+  ir_node *s = replace(p, kiln_sum_dims_at(f, l, p, 1, (int64_t[]){-1}, 0));
+  return replace(s, kiln_cast_at(f, l, s, a->dtype));
+}
+
 /* The MATMUL node of a [...,M,K] and b [...,K,N] with equal batch dims. */
 static ir_node *matmul_node(const char *f, int l, ir_node *a, ir_node *b) {
+  if (!ir_is_float(a->dtype)) return integer_product(f, l, a, b);
   int nd = a->ndim;
   int64_t shape[KILN_MAX_DIMS];
   memcpy(shape, a->shape, (size_t)nd * sizeof *shape);

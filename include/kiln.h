@@ -817,15 +817,17 @@ KILN_API kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, i
 /** @name Matrix products
  * matmul: 1-D x 1-D is a dot product, a 1-D operand is promoted to a matrix
  * and the added dim removed afterwards, batch dims broadcast. Both operands
- * must have the same floating dtype. mm: 2-D only; dot: 1-D only;
+ * must have the same dtype, floating or integer: an integer product is one
+ * fused multiply-and-sum kernel and wraps in its dtype, as PyTorch's does
+ * (bool is refused). mm: 2-D only; dot: 1-D only;
  * linear(x, W, b) = x @ W^T + b (b may be NULL).
  * @{ */
 /** torch.matmul.
  * @at
- * @param a,b floating tensors of one dtype
+ * @param a,b tensors of one floating or integer dtype
  * @handle KILN_ERR_SHAPE when the inner sizes differ, batch dims cannot
  * broadcast or an operand is 0-dim; KILN_ERR_DTYPE for dtypes that differ or
- * are not floating. */
+ * are bool. */
 KILN_API kiln_tensor *kiln_matmul_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
 /** torch.mm: kiln_matmul_at of two matrices.
  * @at

@@ -287,6 +287,82 @@ START_TEST(mm_dot_linear) {
 }
 END_TEST
 
+/* ---- integer products ------------------------------------------------------ */
+/* PyTorch multiplies integer matrices too, wrapping in the operands' dtype:
+ * a [b,m,k] x [k,n] (b = 0: 2-D) of small values, checked against an int64
+ * loop; int8's 8 * 20 * 20 = 3200 wraps to -128 as in PyTorch. */
+typedef struct {
+  kiln_dtype dt;
+  int64_t b, m, k, n;
+  int64_t fill;  /* every element, or 0: a pattern in -3..7 (0..10 unsigned) */
+} int_row;
+
+static const int_row int_rows[] = {
+  {KILN_I32, 0, 2, 3, 4, 0}, {KILN_I64, 2, 3, 4, 5, 0}, {KILN_I16, 3, 1, 7, 2, 0},
+  {KILN_U8, 0, 4, 3, 1, 0},  {KILN_I8, 0, 2, 8, 2, 20},
+};
+
+static int64_t int_value(const int_row *r, int64_t i) {
+  return r->fill ? r->fill : (i * 7) % 11 - (r->dt == KILN_U8 ? 0 : 3);
+}
+
+static kiln_tensor *int_tensor(const int_row *r, int ndim, const int64_t *shape, int64_t *v, int64_t n, int64_t salt) {
+  for (int64_t i = 0; i < n; i++) v[i] = int_value(r, i + salt);
+  kiln_tensor *t = kiln_from_data(v, KILN_I64, ndim, shape);
+  return kiln_cast(t, r->dt);
+}
+
+/* The value v as the dtype stores it (two's-complement wrap). */
+static int64_t wrap(kiln_dtype dt, int64_t v) {
+  switch (dt) {
+  case KILN_I8: return (int8_t)v;
+  case KILN_U8: return (uint8_t)v;
+  case KILN_I16: return (int16_t)v;
+  case KILN_I32: return (int32_t)v;
+  default: return v;
+  }
+}
+
+START_TEST(integer_products) {
+  const int_row *r = &int_rows[_i];
+  int64_t nb = r->b ? r->b : 1, av[256], bv[256];
+  kiln_scope_begin();
+  kiln_tensor *a = r->b ? int_tensor(r, KILN_SHAPE(r->b, r->m, r->k), av, nb * r->m * r->k, 0)
+                        : int_tensor(r, KILN_SHAPE(r->m, r->k), av, r->m * r->k, 0);
+  kiln_tensor *b = int_tensor(r, KILN_SHAPE(r->k, r->n), bv, r->k * r->n, 5);
+  ck_assert_int_eq(kiln_realize(a), KILN_OK);
+  ck_assert_int_eq(kiln_realize(b), KILN_OK);
+  kiln_tensor *c = kiln_matmul(a, b);
+  ck_assert_int_eq(kiln_dtype_of(c), r->dt);
+  kiln_reset_stats();
+  ck_assert_int_eq(kiln_realize(c), KILN_OK);
+  ck_assert_uint_eq(kiln_stats().kernels_launched, 1);  /* multiply, sum and cast fused */
+  const int64_t *got = kiln_data(kiln_cast(c, KILN_I64));
+  ck_assert_ptr_nonnull(got);
+  for (int64_t p = 0; p < nb; p++)
+    for (int64_t i = 0; i < r->m; i++)
+      for (int64_t j = 0; j < r->n; j++) {
+        int64_t want = 0;
+        for (int64_t q = 0; q < r->k; q++)
+          want += wrap(r->dt, av[(p * r->m + i) * r->k + q]) * wrap(r->dt, bv[q * r->n + j]);
+        ck_assert_int_eq(got[(p * r->m + i) * r->n + j], wrap(r->dt, want));
+      }
+  kiln_scope_end();
+}
+END_TEST
+
+/* The tutorial's own example: tensor([1, 2, 3]) @ itself is tensor(14). */
+START_TEST(integer_dot) {
+  kiln_scope_begin();
+  kiln_tensor *t = kiln_arange(1, 4, 1);
+  kiln_tensor *d = kiln_dot(t, t), *m = kiln_matmul(t, t);
+  ck_assert_int_eq(kiln_ndim(d), 0);
+  ck_assert_int_eq(*(const int64_t *)kiln_data(d), 14);
+  ck_assert_int_eq(*(const int64_t *)kiln_data(m), 14);
+  kiln_scope_end();
+}
+END_TEST
+
 /* ---- fusion: the epilogue runs inside the matmul kernel ------------------ */
 static kiln_tensor *build_relu_linear(const void *ctx) {
   (void)ctx;
@@ -346,7 +422,7 @@ static kiln_tensor *f32(int ndim, const int64_t *shape) { return kiln_zeros_at(_
 static kiln_tensor *build_error(int i, int *line) {
   kiln_tensor *m32 = f32(KILN_SHAPE(3, 2)), *v3 = f32(KILN_SHAPE(3)), *v4 = f32(KILN_SHAPE(4));
   kiln_tensor *m23 = f32(KILN_SHAPE(2, 3)), *s = f32(0, NULL);
-  kiln_tensor *i32 = kiln_zeros(KILN_SHAPE(2, 2), KILN_I32), *d32 = kiln_zeros(KILN_SHAPE(2, 2), KILN_F64);
+  kiln_tensor *b22 = kiln_zeros(KILN_SHAPE(2, 2), KILN_BOOL), *d32 = kiln_zeros(KILN_SHAPE(2, 2), KILN_F64);
   kiln_tensor *x45 = f32(KILN_SHAPE(4, 5)), *w34 = f32(KILN_SHAPE(3, 4)), *w35 = f32(KILN_SHAPE(3, 5));
   *line = __LINE__ + 2;
   switch (i) {
@@ -357,7 +433,7 @@ static kiln_tensor *build_error(int i, int *line) {
   case 4: return kiln_matmul(s, v3);
   case 5: return kiln_matmul(f32(KILN_SHAPE(2, 3, 4)), f32(KILN_SHAPE(3, 4, 5)));
   case 6: return kiln_mm(f32(KILN_SHAPE(2, 2)), d32);
-  case 7: return kiln_matmul(i32, i32);
+  case 7: return kiln_matmul(b22, b22);
   case 8: return kiln_matmul(m32, NULL);
   case 9: return kiln_linear(x45, w34, NULL);
   case 10: return kiln_linear(x45, w35, v4);
@@ -375,7 +451,7 @@ static const err_row err_rows[] = {
   {4, KILN_ERR_SHAPE, "matmul: shapes () and (3,) cannot be multiplied (both arguments need at least 1 dim)"},
   {5, KILN_ERR_SHAPE, "matmul: shapes (2,3,4) and (3,4,5) cannot be multiplied (batch dims do not broadcast)"},
   {6, KILN_ERR_DTYPE, "mm: expected m1 and m2 to have the same dtype, but got: float32 != float64"},
-  {7, KILN_ERR_DTYPE, "matmul: only floating dtypes are supported, got int32 (2,2) and int32 (2,2)"},
+  {7, KILN_ERR_DTYPE, "matmul: bool tensors cannot be multiplied, got bool (2,2) and bool (2,2)"},
   {8, KILN_ERR_ARG, "matmul: argument 2 is NULL"},
   {9, KILN_ERR_SHAPE, "linear: shapes (4,5) and (4,3) cannot be multiplied (5 != 4)"},
   {10, KILN_ERR_SHAPE, "linear: bias of shape (4,) does not match 3 output features"},
@@ -406,6 +482,9 @@ static Suite *matmul_suite(void) {
   tcase_add_loop_test(tu_tcase(s, "rows_f32"), matmul_rows_f32, 0, NMM);
   tcase_add_loop_test(tu_tcase(s, "rows_dtypes"), matmul_rows_dtypes, 0, NMM - 1);
   tcase_add_loop_test(tu_tcase(s, "mm_dot_linear"), mm_dot_linear, 0, 6);
+  TCase *ints = tu_tcase(s, "integers");
+  tcase_add_loop_test(ints, integer_products, 0, (int)(sizeof int_rows / sizeof *int_rows));
+  tcase_add_test(ints, integer_dot);
   TCase *fusion = tu_tcase(s, "fusion");
   tcase_add_test(fusion, relu_linear_is_one_kernel);
   tcase_add_loop_test(fusion, viewed_epilogue_is_two_kernels, 0, 2);
