@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 
 double bench_now_ms(void) {
@@ -31,4 +32,12 @@ void bench_json_string(FILE *f, const char *s) {
 void bench_json_number(FILE *f, double v) {
   if (isnan(v)) fputs("null", f);
   else fprintf(f, "%.6g", v);
+}
+
+void *bench_alloc(size_t bytes) {
+  size_t huge = (size_t)2 << 20, align = bytes < huge ? 64 : huge;
+  bytes = (bytes + align - 1) / align * align;
+  void *p = aligned_alloc(align, bytes);
+  if (p && align == huge) (void)madvise(p, bytes, MADV_HUGEPAGE);
+  return p;
 }

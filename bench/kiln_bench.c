@@ -103,10 +103,10 @@ static void fill_floats(float *p, int64_t n, uint64_t seed, double lo, double hi
     p[i] = (float)(lo + (double)(rng_next(&seed) >> 11) * 0x1p-53 * (hi - lo));
 }
 
-/* n floats uniform in [lo, hi), 64-byte aligned like kiln's own buffers;
+/* n floats uniform in [lo, hi), allocated like kiln's own buffers;
  * writing them also faults every page in before timing. */
 static float *random_floats_in(int64_t n, uint64_t seed, double lo, double hi) {
-  float *p = aligned_alloc(64, ((size_t)n * sizeof(float) + 63) / 64 * 64);
+  float *p = bench_alloc((size_t)n * sizeof(float));
   if (p) fill_floats(p, n, seed, lo, hi);
   return p;
 }

@@ -72,6 +72,45 @@ START_TEST(test_buffer_alignment) {
 }
 END_TEST
 
+/* Large blocks start on a huge-page boundary and are advised as huge pages;
+ * where the kernel runs THP in "always" or "madvise" mode, touching one
+ * shows up in AnonHugePages (a machine with THP off only checks alignment). */
+static long anon_huge_kb(void) {
+  FILE *f = fopen("/proc/self/smaps_rollup", "r");
+  long kb = -1;
+  char line[256];
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return kb;
+}
+
+static bool thp_enabled(void) {
+  FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  char mode[128] = "";
+  if (f) {
+    if (!fgets(mode, sizeof mode, f)) mode[0] = 0;
+    fclose(f);
+  }
+  return strstr(mode, "[always]") || strstr(mode, "[madvise]");
+}
+
+START_TEST(test_buffer_huge_pages) {
+  const size_t big = (size_t)8 << 20;
+  long before = anon_huge_kb();
+  rt_buffer *b = rt_buffer_alloc(big), *small = rt_buffer_alloc((2 << 20) - 64);
+  ck_assert_ptr_nonnull(b);
+  ck_assert_ptr_nonnull(small);
+  ck_assert_uint_eq((uintptr_t)b->data % (2 << 20), 0);
+  ck_assert_uint_eq((uintptr_t)small->data % 64, 0);
+  memset(b->data, 1, big);
+  long after = anon_huge_kb();
+  if (thp_enabled() && before >= 0) ck_assert_int_ge(after - before, 2048);
+  rt_buffer_release(b);
+  rt_buffer_release(small);
+}
+END_TEST
+
 START_TEST(test_buffer_reuse) {
   rt_buffer *a = rt_buffer_alloc(1000);
   void *data = a->data;
@@ -454,6 +493,7 @@ static Suite *runtime_suite(void) {
   suite_add_tcase(s, opts);
   TCase *buf = tcase_create("buffers");
   tcase_add_test(buf, test_buffer_alignment);
+  tcase_add_test(buf, test_buffer_huge_pages);
   tcase_add_test(buf, test_buffer_reuse);
   tcase_add_test(buf, test_buffer_stats_and_cache_free);
   tcase_add_test(buf, test_buffer_borrow);
