@@ -856,6 +856,101 @@ KILN_API kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_
 #define kiln_linear(x, w, b) kiln_linear_at(__FILE__, __LINE__, x, w, b)
 /** @} */
 
+/* ---- normalizations and losses (torch.nn.functional) ---------------------- */
+/** @name Normalizations and losses
+ * torch.nn.functional's rms_norm, batch_norm (inference form: running
+ * statistics), group_norm and the losses mse_loss, l1_loss,
+ * binary_cross_entropy and binary_cross_entropy_with_logits, as
+ * compositions the fuser turns into one row-wise kernel per normalization
+ * and an elementwise kernel plus one reduction per loss. Errors name the
+ * function called. Channels are dim 1 (N, C, ...). A loss's reduction is
+ * "mean" (also for NULL), "sum" or "none".
+ * @{ */
+/** F.rms_norm: x / sqrt(mean(x^2) + eps) over the last nlast dims, * weight.
+ * @at
+ * @param x a floating tensor
+ * @param nlast how many trailing dims are normalized together
+ * @param weight of those dims' shape, or NULL
+ * @param eps added to the mean square (torch's default eps=None is the
+ * dtype's machine epsilon: pass FLT_EPSILON for float32)
+ * @handle KILN_ERR_ARG when x has fewer than nlast dims; KILN_ERR_DTYPE for
+ * an integer tensor; KILN_ERR_SHAPE for a weight that does not broadcast. */
+KILN_API kiln_tensor *kiln_rms_norm_at(const char *f, int l, kiln_tensor *x, int nlast, kiln_tensor *weight, double eps);
+/** F.batch_norm with training=False: (x - running_mean) / sqrt(running_var
+ * + eps) * weight + bias, per channel.
+ * @at
+ * @param x a floating tensor (N, C, ...)
+ * @param running_mean,running_var (C,) statistics
+ * @param weight,bias (C,), or NULL
+ * @param eps added to the variance
+ * @handle KILN_ERR_SHAPE for x of fewer than 2 dims or a vector that is not
+ * (C,); KILN_ERR_DTYPE for an integer tensor; KILN_ERR_ARG for NULL statistics. */
+KILN_API kiln_tensor *kiln_batch_norm_at(const char *f, int l, kiln_tensor *x, kiln_tensor *running_mean,
+                                         kiln_tensor *running_var, kiln_tensor *weight, kiln_tensor *bias, double eps);
+/** F.group_norm: the channels split into num_groups groups, each group (with
+ * every dim after the channels) normalized by its mean and biased variance,
+ * then * weight + bias per channel.
+ * @at
+ * @param x a floating tensor (N, C, ...)
+ * @param num_groups a divisor of C
+ * @param weight,bias (C,), or NULL
+ * @param eps added to the variance
+ * @handle KILN_ERR_SHAPE when num_groups does not divide C or a vector is not
+ * (C,); errors as kiln_batch_norm_at. */
+KILN_API kiln_tensor *kiln_group_norm_at(const char *f, int l, kiln_tensor *x, int64_t num_groups, kiln_tensor *weight,
+                                         kiln_tensor *bias, double eps);
+/** F.mse_loss: (input - target)^2, reduced.
+ * @at
+ * @param input,target floating tensors that broadcast together
+ * @param reduction "mean", "sum" or "none"
+ * @handle KILN_ERR_ARG for another reduction (the message lists the valid
+ * ones); KILN_ERR_DTYPE for an integer tensor; KILN_ERR_SHAPE for shapes that
+ * do not broadcast. */
+KILN_API kiln_tensor *kiln_mse_loss_at(const char *f, int l, kiln_tensor *input, kiln_tensor *target,
+                                       const char *reduction);
+/** F.l1_loss: |input - target|, reduced.
+ * @at
+ * @param input,target floating tensors that broadcast together
+ * @param reduction "mean", "sum" or "none"
+ * @handle errors as kiln_mse_loss_at. */
+KILN_API kiln_tensor *kiln_l1_loss_at(const char *f, int l, kiln_tensor *input, kiln_tensor *target,
+                                      const char *reduction);
+/** F.binary_cross_entropy: -(target log(input) + (1 - target) log(1 -
+ * input)) * weight, each log clamped at -100 as torch does. torch checks at
+ * run time that input lies in [0, 1]; kiln does not, and an input outside
+ * gives NaN.
+ * @at
+ * @param input probabilities
+ * @param target of input's shape
+ * @param weight broadcast to input's shape, or NULL
+ * @param reduction "mean", "sum" or "none"
+ * @handle KILN_ERR_SHAPE for a target of another shape; errors as kiln_mse_loss_at. */
+KILN_API kiln_tensor *kiln_binary_cross_entropy_at(const char *f, int l, kiln_tensor *input, kiln_tensor *target,
+                                                   kiln_tensor *weight, const char *reduction);
+/** F.binary_cross_entropy_with_logits in torch's stable form: (1 - target)
+ * input + (1 + (pos_weight - 1) target) log(1 + e^-input), * weight.
+ * @at
+ * @param input logits
+ * @param target of input's shape
+ * @param weight broadcast to input's shape, or NULL
+ * @param pos_weight the positive class weight broadcast along the last dim, or NULL
+ * @param reduction "mean", "sum" or "none"
+ * @handle errors as kiln_binary_cross_entropy_at. */
+KILN_API kiln_tensor *kiln_binary_cross_entropy_with_logits_at(const char *f, int l, kiln_tensor *input,
+                                                               kiln_tensor *target, kiln_tensor *weight,
+                                                               kiln_tensor *pos_weight, const char *reduction);
+/** @macros */
+#define kiln_rms_norm(x, nlast, w, eps) kiln_rms_norm_at(__FILE__, __LINE__, x, nlast, w, eps)
+#define kiln_batch_norm(x, mean, var, w, b, eps) kiln_batch_norm_at(__FILE__, __LINE__, x, mean, var, w, b, eps)
+#define kiln_group_norm(x, groups, w, b, eps) kiln_group_norm_at(__FILE__, __LINE__, x, groups, w, b, eps)
+#define kiln_mse_loss(input, target, reduction) kiln_mse_loss_at(__FILE__, __LINE__, input, target, reduction)
+#define kiln_l1_loss(input, target, reduction) kiln_l1_loss_at(__FILE__, __LINE__, input, target, reduction)
+#define kiln_binary_cross_entropy(input, target, w, reduction) \
+  kiln_binary_cross_entropy_at(__FILE__, __LINE__, input, target, w, reduction)
+#define kiln_binary_cross_entropy_with_logits(input, target, w, pos_weight, reduction) \
+  kiln_binary_cross_entropy_with_logits_at(__FILE__, __LINE__, input, target, w, pos_weight, reduction)
+/** @} */
+
 /* ---- results and info ---------------------------------------------------- */
 /** Computes t: checks, fuses, compiles and runs its pending graph; t then
  * holds a buffer. A realized tensor costs nothing.

@@ -1,0 +1,263 @@
+/* nn.c: the normalizations and losses of torch.nn.functional, as
+ * compositions of elementwise ops and reductions that the fuser turns into
+ * row kernels (one per normalization, a row kernel and a reduction per
+ * loss); every error names the function the user called. */
+#include "frontend/frontend.h"
+
+#include <string.h>
+
+/* The intermediates of one composition, released together when it ends. */
+typedef struct {
+  ir_node *t[32];  /* the longest composition keeps 18 */
+  int n;
+} temps;
+
+/* Keeps t for release at the end and returns it. */
+static ir_node *keep(temps *s, ir_node *t) {
+  s->t[s->n++] = t;
+  return t;
+}
+
+/* Releases every intermediate and returns the result. */
+static ir_node *finish(temps *s, ir_node *result) {
+  for (int i = 0; i < s->n; i++) kiln_release(s->t[i]);
+  return result;
+}
+
+/* NULL when every given tensor (NULL entries past `required` are optional)
+ * is usable and floating; otherwise the error to return. */
+static ir_node *check_floats(const char *f, int l, const char *op, int n, ir_node *const *t, int required) {
+  for (int i = 0; i < n; i++) {
+    if (i >= required && !t[i]) continue;
+    ir_node *e = fe_check_arg(f, l, op, t[i], i + 1);
+    if (e) return e;
+    if (!ir_is_float(t[i]->dtype)) {
+      ir_str s = {0};
+      fe_describe(&s, t[i]);
+      e = fe_error(KILN_ERR_DTYPE, f, l, "%s: argument %d must be a floating tensor, got %s", op, i + 1, s.s);
+      ir_str_free(&s);
+      return e;
+    }
+  }
+  return NULL;
+}
+
+/* *out = v, a per-channel vector of x's dim 1, viewed as x's shape (kept
+ * in s), or NULL for no v; the error to return
+ * when v is not (C,), else NULL. */
+static ir_node *per_channel(const char *f, int l, const char *op, const char *what, ir_node *x, ir_node *v,
+                            ir_node **out, temps *s) {
+  *out = NULL;
+  if (!v) return NULL;
+  int64_t c = x->shape[1], shape[KILN_MAX_DIMS];
+  if (v->ndim != 1 || v->shape[0] != c) {
+    ir_str d = {0};
+    ir_str_shape(&d, v->ndim, v->shape);
+    ir_node *e = fe_error(KILN_ERR_SHAPE, f, l, "%s: %s of shape %s does not match the %lld channels of the input",
+                          op, what, d.s, (long long)c);
+    ir_str_free(&d);
+    return e;
+  }
+  shape[0] = c;
+  for (int d = 1; d < x->ndim - 1; d++) shape[d] = 1;
+  /* expanded to x's shape: a view every element reads, so what is computed
+   * from it stays in x's kernel (a small computed tensor broadcast over
+   * leading dims would be stored by a kernel of its own) */
+  *out = keep(s, kiln_expand_at(f, l, keep(s, kiln_reshape_at(f, l, v, x->ndim - 1, shape)), x->ndim, x->shape));
+  return NULL;
+}
+
+/* ---- normalizations ------------------------------------------------------ */
+/* x / sqrt(mean(x^2) + eps) over the last nlast dims, times weight. */
+static ir_node *rms_norm(const char *f, int l, ir_node *x, int nlast, ir_node *weight, double eps) {
+  ir_node *e = check_floats(f, l, "rms_norm", 2, (ir_node *[]){x, weight}, 1);
+  if (e) return e;
+  if (nlast < 1 || nlast > x->ndim)
+    return fe_error(KILN_ERR_ARG, f, l, "rms_norm: cannot normalize the last %d dims of a %d-dim tensor", nlast, x->ndim);
+  int64_t dims[KILN_MAX_DIMS];
+  for (int i = 0; i < nlast; i++) dims[i] = x->ndim - nlast + i;
+  temps s = {0};
+  ir_node *sq = keep(&s, kiln_mul_at(f, l, x, x));
+  ir_node *ms = keep(&s, kiln_mean_dims_at(f, l, sq, nlast, dims, 1));
+  ir_node *r = keep(&s, kiln_rsqrt_at(f, l, keep(&s, kiln_adds_at(f, l, ms, eps))));
+  ir_node *y = kiln_mul_at(f, l, x, r);
+  if (weight) y = kiln_mul_at(f, l, keep(&s, y), weight);
+  return finish(&s, y);
+}
+
+/* Inference form: (x - running_mean) * (weight / sqrt(running_var + eps))
+ * + bias, per channel (dim 1). */
+static ir_node *batch_norm(const char *f, int l, ir_node *x, ir_node *mean, ir_node *var, ir_node *weight,
+                           ir_node *bias, double eps) {
+  ir_node *e = check_floats(f, l, "batch_norm", 5, (ir_node *[]){x, mean, var, weight, bias}, 3);
+  if (e) return e;
+  if (x->ndim < 2)
+    return fe_error(KILN_ERR_SHAPE, f, l, "batch_norm: expected an input of at least 2 dims (N, C, ...), got %d", x->ndim);
+  temps s = {0};
+  ir_node *m, *v, *w, *b;
+  if ((e = per_channel(f, l, "batch_norm", "running_mean", x, mean, &m, &s)) ||
+      (e = per_channel(f, l, "batch_norm", "running_var", x, var, &v, &s)) ||
+      (e = per_channel(f, l, "batch_norm", "weight", x, weight, &w, &s)) ||
+      (e = per_channel(f, l, "batch_norm", "bias", x, bias, &b, &s)))
+    return finish(&s, e);
+  ir_node *scale = keep(&s, kiln_rsqrt_at(f, l, keep(&s, kiln_adds_at(f, l, v, eps))));
+  if (w) scale = keep(&s, kiln_mul_at(f, l, scale, w));
+  ir_node *y = kiln_mul_at(f, l, keep(&s, kiln_sub_at(f, l, x, m)), scale);
+  if (b) y = kiln_add_at(f, l, keep(&s, y), b);
+  return finish(&s, y);
+}
+
+/* layer_norm over each group of channels and the dims after them (x viewed
+ * as (N, G, rest)), then weight and bias per channel. */
+static ir_node *group_norm(const char *f, int l, ir_node *x, int64_t groups, ir_node *weight, ir_node *bias,
+                           double eps) {
+  ir_node *e = check_floats(f, l, "group_norm", 3, (ir_node *[]){x, weight, bias}, 1);
+  if (e) return e;
+  if (x->ndim < 2)
+    return fe_error(KILN_ERR_SHAPE, f, l, "group_norm: expected an input of at least 2 dims (N, C, ...), got %d", x->ndim);
+  if (groups < 1 || x->shape[1] % groups) {
+    ir_str d = {0};
+    ir_str_shape(&d, x->ndim, x->shape);
+    e = fe_error(KILN_ERR_SHAPE, f, l,
+                 "group_norm: expected number of channels in input to be divisible by num_groups, but got input of "
+                 "shape %s and num_groups=%lld", d.s, (long long)groups);
+    ir_str_free(&d);
+    return e;
+  }
+  temps s = {0};
+  ir_node *w, *b;
+  if ((e = per_channel(f, l, "group_norm", "weight", x, weight, &w, &s)) ||
+      (e = per_channel(f, l, "group_norm", "bias", x, bias, &b, &s)))
+    return finish(&s, e);
+  int64_t rest = ir_numel(x->ndim - 1, x->shape + 1) / groups;
+  ir_node *g = keep(&s, kiln_reshape_at(f, l, x, 3, (int64_t[]){x->shape[0], groups, rest}));
+  ir_node *n = keep(&s, kiln_layer_norm_at(f, l, g, 1, NULL, NULL, eps));
+  ir_node *y = kiln_reshape_at(f, l, n, x->ndim, x->shape);
+  if (w) y = kiln_mul_at(f, l, keep(&s, y), w);
+  if (b) y = kiln_add_at(f, l, keep(&s, y), b);
+  return finish(&s, y);
+}
+
+/* ---- losses -------------------------------------------------------------- */
+/* NULL when reduction is torch's "none", "mean" or "sum" (NULL: "mean"),
+ * else the error to return. */
+static ir_node *check_reduction(const char *f, int l, const char *op, const char *reduction) {
+  if (!reduction || !strcmp(reduction, "none") || !strcmp(reduction, "mean") || !strcmp(reduction, "sum")) return NULL;
+  return fe_error(KILN_ERR_ARG, f, l, "%s: '%s' is not a valid value for reduction (valid: 'none', 'mean', 'sum')", op,
+                  reduction);
+}
+
+/* The elementwise loss reduced as a checked reduction string asks. */
+static ir_node *reduce_loss(const char *f, int l, temps *s, ir_node *loss, const char *reduction) {
+  keep(s, loss);
+  if (reduction && !strcmp(reduction, "none")) return fe_same(loss);
+  if (reduction && !strcmp(reduction, "sum")) return kiln_sum_at(f, l, loss);
+  return kiln_mean_at(f, l, loss);
+}
+
+/* The checks every loss makes: input and target (and the optional weights
+ * from index 2 on) floating, a valid reduction, and for the binary cross
+ * entropies a target of the input's shape (torch refuses any other). */
+static ir_node *check_loss(const char *f, int l, const char *op, int n, ir_node *const *t, const char *reduction,
+                           bool same_shape) {
+  ir_node *e = check_floats(f, l, op, n, t, 2);
+  if (e || (e = check_reduction(f, l, op, reduction))) return e;
+  if (!same_shape || (t[0]->ndim == t[1]->ndim && !memcmp(t[0]->shape, t[1]->shape, (size_t)t[0]->ndim * sizeof(int64_t))))
+    return NULL;
+  ir_str d = {0};
+  ir_str_shape(&d, t[1]->ndim, t[1]->shape);
+  ir_str_printf(&d, " must be the same as input size ");
+  ir_str_shape(&d, t[0]->ndim, t[0]->shape);
+  e = fe_error(KILN_ERR_SHAPE, f, l, "%s: target size %s", op, d.s);
+  ir_str_free(&d);
+  return e;
+}
+
+/* (input - target)^2, input and target broadcast together. */
+static ir_node *mse_loss(const char *f, int l, ir_node *input, ir_node *target, const char *reduction) {
+  ir_node *e = check_loss(f, l, "mse_loss", 2, (ir_node *[]){input, target}, reduction, false);
+  if (e) return e;
+  temps s = {0};
+  ir_node *d = keep(&s, kiln_sub_at(f, l, input, target));
+  return finish(&s, reduce_loss(f, l, &s, kiln_mul_at(f, l, d, d), reduction));
+}
+
+/* |input - target|, input and target broadcast together. */
+static ir_node *l1_loss(const char *f, int l, ir_node *input, ir_node *target, const char *reduction) {
+  ir_node *e = check_loss(f, l, "l1_loss", 2, (ir_node *[]){input, target}, reduction, false);
+  if (e) return e;
+  temps s = {0};
+  ir_node *d = keep(&s, kiln_sub_at(f, l, input, target));
+  return finish(&s, reduce_loss(f, l, &s, kiln_abs_at(f, l, d), reduction));
+}
+
+/* 1 - t */
+static ir_node *one_minus(const char *f, int l, temps *s, ir_node *t) {
+  return kiln_adds_at(f, l, keep(s, kiln_neg_at(f, l, t)), 1.0);
+}
+
+/* -(y log x + (1 - y) log(1 - x)) * weight, each log clamped at -100 as
+ * torch does (so x = 0 or 1 gives 100, not inf). */
+static ir_node *binary_cross_entropy(const char *f, int l, ir_node *x, ir_node *y, ir_node *weight,
+                                     const char *reduction) {
+  ir_node *e = check_loss(f, l, "binary_cross_entropy", 3, (ir_node *[]){x, y, weight}, reduction, true);
+  if (e) return e;
+  temps s = {0};
+  ir_node *lx = keep(&s, kiln_maximums_at(f, l, keep(&s, kiln_log_at(f, l, x)), -100.0));
+  ir_node *l1x = keep(&s, kiln_maximums_at(f, l, keep(&s, kiln_log_at(f, l, keep(&s, one_minus(f, l, &s, x)))), -100.0));
+  ir_node *pos = keep(&s, kiln_mul_at(f, l, y, lx));
+  ir_node *neg = keep(&s, kiln_mul_at(f, l, keep(&s, one_minus(f, l, &s, y)), l1x));
+  ir_node *loss = kiln_neg_at(f, l, keep(&s, kiln_add_at(f, l, pos, neg)));
+  if (weight) loss = kiln_mul_at(f, l, keep(&s, loss), weight);
+  return finish(&s, reduce_loss(f, l, &s, loss, reduction));
+}
+
+/* torch's stable form: with m = max(-x, 0) and lse = log(e^-m + e^(-x-m)) + m
+ * (= log(1 + e^-x)), loss = (1 - y) x + (1 + (pos_weight - 1) y) lse. */
+static ir_node *bce_with_logits(const char *f, int l, ir_node *x, ir_node *y, ir_node *weight, ir_node *pos_weight,
+                                const char *reduction) {
+  ir_node *e = check_loss(f, l, "binary_cross_entropy_with_logits", 4, (ir_node *[]){x, y, weight, pos_weight},
+                          reduction, true);
+  if (e) return e;
+  temps s = {0};
+  ir_node *nx = keep(&s, kiln_neg_at(f, l, x));
+  ir_node *m = keep(&s, kiln_maximums_at(f, l, nx, 0.0));
+  ir_node *a = keep(&s, kiln_exp_at(f, l, keep(&s, kiln_neg_at(f, l, m))));
+  ir_node *b = keep(&s, kiln_exp_at(f, l, keep(&s, kiln_sub_at(f, l, nx, m))));
+  ir_node *lse = keep(&s, kiln_add_at(f, l, keep(&s, kiln_log_at(f, l, keep(&s, kiln_add_at(f, l, a, b)))), m));
+  if (pos_weight) {
+    ir_node *pw = keep(&s, kiln_mul_at(f, l, keep(&s, kiln_adds_at(f, l, pos_weight, -1.0)), y));
+    lse = keep(&s, kiln_mul_at(f, l, keep(&s, kiln_adds_at(f, l, pw, 1.0)), lse));
+  }
+  ir_node *loss = kiln_add_at(f, l, keep(&s, kiln_mul_at(f, l, keep(&s, one_minus(f, l, &s, y)), x)), lse);
+  if (weight) loss = kiln_mul_at(f, l, keep(&s, loss), weight);
+  return finish(&s, reduce_loss(f, l, &s, loss, reduction));
+}
+
+/* ---- the public functions ------------------------------------------------- */
+kiln_tensor *kiln_rms_norm_at(const char *f, int l, kiln_tensor *x, int nlast, kiln_tensor *weight, double eps) {
+  FE_AS("rms_norm", rms_norm(f, l, x, nlast, weight, eps));
+}
+kiln_tensor *kiln_batch_norm_at(const char *f, int l, kiln_tensor *x, kiln_tensor *running_mean,
+                                kiln_tensor *running_var, kiln_tensor *weight, kiln_tensor *bias, double eps) {
+  FE_AS("batch_norm", batch_norm(f, l, x, running_mean, running_var, weight, bias, eps));
+}
+kiln_tensor *kiln_group_norm_at(const char *f, int l, kiln_tensor *x, int64_t num_groups, kiln_tensor *weight,
+                                kiln_tensor *bias, double eps) {
+  FE_AS("group_norm", group_norm(f, l, x, num_groups, weight, bias, eps));
+}
+kiln_tensor *kiln_mse_loss_at(const char *f, int l, kiln_tensor *input, kiln_tensor *target, const char *reduction) {
+  FE_AS("mse_loss", mse_loss(f, l, input, target, reduction));
+}
+kiln_tensor *kiln_l1_loss_at(const char *f, int l, kiln_tensor *input, kiln_tensor *target, const char *reduction) {
+  FE_AS("l1_loss", l1_loss(f, l, input, target, reduction));
+}
+kiln_tensor *kiln_binary_cross_entropy_at(const char *f, int l, kiln_tensor *input, kiln_tensor *target,
+                                          kiln_tensor *weight, const char *reduction) {
+  FE_AS("binary_cross_entropy", binary_cross_entropy(f, l, input, target, weight, reduction));
+}
+kiln_tensor *kiln_binary_cross_entropy_with_logits_at(const char *f, int l, kiln_tensor *input, kiln_tensor *target,
+                                                      kiln_tensor *weight, kiln_tensor *pos_weight,
+                                                      const char *reduction) {
+  FE_AS("binary_cross_entropy_with_logits", bce_with_logits(f, l, input, target, weight, pos_weight, reduction));
+}

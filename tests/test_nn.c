@@ -1,0 +1,284 @@
+/* test_nn.c: the normalizations and losses of torch.nn.functional
+ * (rms_norm, batch_norm, group_norm, mse_loss, l1_loss, binary cross
+ * entropies): values against plain C loops of the textbook formulas,
+ * fused and eager against the reference evaluator, the kernels they fuse
+ * into, odd shapes, torch's clamps and stable forms, and the error paths. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "util/testutil.h"
+
+/* ---- helpers --------------------------------------------------------------- */
+/* t's values as doubles (row-major), valid until the scope ends. */
+static const double *values(kiln_tensor *t) {
+  const double *v = kiln_data(kiln_cast(t, KILN_F64));
+  ck_assert_msg(v, "%s", kiln_last_error());
+  return v;
+}
+
+static void assert_close(const char *what, kiln_tensor *got, const double *want, int64_t n, double tol) {
+  ck_assert_int_eq(kiln_numel(got), n);
+  const double *g = values(got);
+  for (int64_t i = 0; i < n; i++)
+    ck_assert_msg(fabs(g[i] - want[i]) <= tol * (1 + fabs(want[i])), "%s[%lld]: got %.9g, want %.9g", what,
+                  (long long)i, g[i], want[i]);
+}
+
+/* Realizes every input, then counts the kernels the result takes. */
+static unsigned long long kernels_for(kiln_tensor *y, int n, kiln_tensor *const *inputs) {
+  for (int i = 0; i < n; i++)
+    if (inputs[i]) ck_assert_int_eq(kiln_realize(inputs[i]), KILN_OK);
+  kiln_reset_stats();
+  ck_assert_int_eq(kiln_realize(y), KILN_OK);
+  return kiln_stats().kernels_launched;
+}
+
+static kiln_tensor *positive(kiln_tensor *t) { return kiln_adds(kiln_abs(t), 0.5); }
+static kiln_tensor *small(int ndim, const int64_t *shape, uint64_t seed) {
+  return tu_data(KILN_F32, ndim, shape, seed, TU_SMALL);
+}
+
+/* ---- normalizations -------------------------------------------------------- */
+START_TEST(rms_norm_values) {
+  kiln_scope_begin();
+  kiln_tensor *x = small(KILN_SHAPE(4, 6), 1), *w = small(KILN_SHAPE(6), 2);
+  kiln_tensor *y = kiln_rms_norm(x, 1, w, 1e-6);
+  ck_assert_uint_eq(kernels_for(y, 2, (kiln_tensor *[]){x, w}), 1);
+  const double *xv = values(x), *wv = values(w);
+  double want[24];
+  for (int r = 0; r < 4; r++) {
+    double ms = 0;
+    for (int c = 0; c < 6; c++) ms += xv[r * 6 + c] * xv[r * 6 + c] / 6;
+    for (int c = 0; c < 6; c++) want[r * 6 + c] = xv[r * 6 + c] / sqrt(ms + 1e-6) * wv[c];
+  }
+  assert_close("rms_norm", y, want, 24, 1e-5);
+  /* over the last two dims of a transposed (non-contiguous) input, no weight */
+  kiln_tensor *x3 = kiln_transpose(small(KILN_SHAPE(3, 2, 4), 3), 0, 1);
+  kiln_tensor *y3 = kiln_rms_norm(x3, 2, NULL, 1e-5);
+  const double *v3 = values(x3);
+  double want3[24];
+  for (int b = 0; b < 2; b++) {
+    double ms = 0;
+    for (int i = 0; i < 12; i++) ms += v3[b * 12 + i] * v3[b * 12 + i] / 12;
+    for (int i = 0; i < 12; i++) want3[b * 12 + i] = v3[b * 12 + i] / sqrt(ms + 1e-5);
+  }
+  assert_close("rms_norm (2 dims)", y3, want3, 24, 1e-5);
+  kiln_scope_end();
+}
+END_TEST
+
+START_TEST(batch_norm_values) {
+  kiln_scope_begin();
+  kiln_tensor *x = small(KILN_SHAPE(2, 3, 4, 5), 4), *m = small(KILN_SHAPE(3), 5);
+  kiln_tensor *v = positive(small(KILN_SHAPE(3), 6)), *w = small(KILN_SHAPE(3), 7), *b = small(KILN_SHAPE(3), 8);
+  kiln_tensor *y = kiln_batch_norm(x, m, v, w, b, 1e-5);
+  ck_assert_uint_eq(kernels_for(y, 5, (kiln_tensor *[]){x, m, v, w, b}), 1);
+  const double *xv = values(x), *mv = values(m), *vv = values(v), *wv = values(w), *bv = values(b);
+  double want[120], bare[120];
+  for (int i = 0; i < 120; i++) {
+    int c = i / 20 % 3;
+    bare[i] = (xv[i] - mv[c]) / sqrt(vv[c] + 1e-5);
+    want[i] = bare[i] * wv[c] + bv[c];
+  }
+  assert_close("batch_norm", y, want, 120, 1e-5);
+  assert_close("batch_norm (no affine)", kiln_batch_norm(x, m, v, NULL, NULL, 1e-5), bare, 120, 1e-5);
+  kiln_scope_end();
+}
+END_TEST
+
+START_TEST(group_norm_values) {
+  kiln_scope_begin();
+  kiln_tensor *x = small(KILN_SHAPE(2, 6, 5), 9), *w = small(KILN_SHAPE(6), 10), *b = small(KILN_SHAPE(6), 11);
+  const double *xv = values(x), *wv = values(w), *bv = values(b);
+  double want[60];
+  for (int n = 0; n < 2; n++)
+    for (int g = 0; g < 3; g++) {
+      const double *p = xv + n * 30 + g * 10;   /* 2 channels x 5 */
+      double mean = 0, var = 0;
+      for (int i = 0; i < 10; i++) mean += p[i] / 10;
+      for (int i = 0; i < 10; i++) var += (p[i] - mean) * (p[i] - mean) / 10;
+      for (int i = 0; i < 10; i++) {
+        int c = g * 2 + i / 5;
+        want[n * 30 + g * 10 + i] = (p[i] - mean) / sqrt(var + 1e-5) * wv[c] + bv[c];
+      }
+    }
+  kiln_tensor *y = kiln_group_norm(x, 3, w, b, 1e-5);
+  ck_assert_uint_eq(kernels_for(y, 3, (kiln_tensor *[]){x, w, b}), 1);
+  assert_close("group_norm", y, want, 60, 1e-5);
+  /* one group per channel (instance norm) and one group for all */
+  assert_close("group_norm (1 group)", kiln_group_norm(x, 1, NULL, NULL, 1e-5),
+               values(kiln_reshape(kiln_layer_norm(kiln_reshape(x, KILN_SHAPE(2, 30)), 1, NULL, NULL, 1e-5),
+                                   KILN_SHAPE(2, 6, 5))),
+               60, 1e-5);
+  ck_assert_int_eq(kiln_status_of(kiln_group_norm(x, 6, NULL, NULL, 1e-5)), KILN_OK);
+  kiln_scope_end();
+}
+END_TEST
+
+/* ---- losses ---------------------------------------------------------------- */
+/* Each reduction of a loss whose elementwise values are want[0..n). */
+static void assert_reductions(const char *what, kiln_tensor *none, kiln_tensor *mean, kiln_tensor *sum,
+                              const double *want, int64_t n) {
+  double total = 0;
+  for (int64_t i = 0; i < n; i++) total += want[i];
+  double m = total / (double)n;
+  assert_close(what, none, want, n, 1e-5);
+  ck_assert_int_eq(kiln_ndim(mean), 0);
+  assert_close(what, mean, &m, 1, 1e-5);
+  assert_close(what, sum, &total, 1, 1e-5);
+}
+
+START_TEST(mse_l1_values) {
+  kiln_scope_begin();
+  kiln_tensor *x = small(KILN_SHAPE(4, 3), 12), *t = small(KILN_SHAPE(4, 1), 13);   /* target broadcasts */
+  const double *xv = values(x), *tv = values(t);
+  double sq[12], ab[12];
+  for (int i = 0; i < 12; i++) {
+    double d = xv[i] - tv[i / 3];
+    sq[i] = d * d;
+    ab[i] = fabs(d);
+  }
+  ck_assert_uint_eq(kernels_for(kiln_mse_loss(x, t, "mean"), 2, (kiln_tensor *[]){x, t}), 1);
+  assert_reductions("mse_loss", kiln_mse_loss(x, t, "none"), kiln_mse_loss(x, t, NULL), kiln_mse_loss(x, t, "sum"), sq, 12);
+  assert_reductions("l1_loss", kiln_l1_loss(x, t, "none"), kiln_l1_loss(x, t, "mean"), kiln_l1_loss(x, t, "sum"), ab, 12);
+  kiln_scope_end();
+}
+END_TEST
+
+START_TEST(bce_values) {
+  kiln_scope_begin();
+  /* probabilities, with 0 and 1 exactly: torch clamps each log at -100 */
+  double pv[8] = {0.1, 0.5, 0.9, 0.0, 1.0, 0.3, 0.7, 0.99}, yv[8] = {0, 1, 1, 1, 0, 0.25, 0.5, 1};
+  double wv[4] = {1, 2, 0.5, 3};
+  kiln_tensor *p = kiln_cast(kiln_from_data(pv, KILN_F64, KILN_SHAPE(2, 4)), KILN_F32);
+  kiln_tensor *y = kiln_cast(kiln_from_data(yv, KILN_F64, KILN_SHAPE(2, 4)), KILN_F32);
+  kiln_tensor *w = kiln_cast(kiln_from_data(wv, KILN_F64, KILN_SHAPE(4)), KILN_F32);
+  double want[8];
+  for (int i = 0; i < 8; i++) {
+    double px = (float)pv[i];
+    double lx = fmax(log(px), -100), l1x = fmax(log(1 - px), -100);
+    want[i] = -(yv[i] * lx + (1 - yv[i]) * l1x) * wv[i % 4];
+  }
+  ck_assert(want[3] == 100 * wv[3] && want[4] == 100 * wv[0]);
+  kiln_tensor *none = kiln_binary_cross_entropy(p, y, w, "none");
+  ck_assert_uint_eq(kernels_for(none, 3, (kiln_tensor *[]){p, y, w}), 1);
+  assert_reductions("binary_cross_entropy", none, kiln_binary_cross_entropy(p, y, w, "mean"),
+                    kiln_binary_cross_entropy(p, y, w, "sum"), want, 8);
+  kiln_scope_end();
+}
+END_TEST
+
+START_TEST(bce_with_logits_values) {
+  kiln_scope_begin();
+  /* large logits: the stable form gives |x|, never inf or NaN */
+  double xv[6] = {-2, 0.5, 3, 100, -100, 0}, yv[6] = {1, 0, 0.3, 0, 1, 1}, pwv[3] = {2, 0.5, 1}, wv[3] = {1, 3, 0.25};
+  kiln_tensor *x = kiln_from_data(xv, KILN_F64, KILN_SHAPE(2, 3));
+  kiln_tensor *y = kiln_from_data(yv, KILN_F64, KILN_SHAPE(2, 3));
+  kiln_tensor *pw = kiln_from_data(pwv, KILN_F64, KILN_SHAPE(3)), *w = kiln_from_data(wv, KILN_F64, KILN_SHAPE(3));
+  double plain[6], weighted[6];
+  for (int i = 0; i < 6; i++) {
+    double sp = xv[i] > 0 ? log1p(exp(-xv[i])) : -xv[i] + log1p(exp(xv[i]));   /* log(1 + e^-x) */
+    plain[i] = (1 - yv[i]) * xv[i] + sp;
+    weighted[i] = ((1 - yv[i]) * xv[i] + (1 + (pwv[i % 3] - 1) * yv[i]) * sp) * wv[i % 3];
+  }
+  ck_assert(fabs(plain[3] - 100) < 1e-9 && fabs(plain[4] - 100) < 1e-9);
+  assert_reductions("bce_with_logits", kiln_binary_cross_entropy_with_logits(x, y, NULL, NULL, "none"),
+                    kiln_binary_cross_entropy_with_logits(x, y, NULL, NULL, "mean"),
+                    kiln_binary_cross_entropy_with_logits(x, y, NULL, NULL, "sum"), plain, 6);
+  assert_close("bce_with_logits (weights)", kiln_binary_cross_entropy_with_logits(x, y, w, pw, "none"), weighted, 6, 1e-12);
+  kiln_scope_end();
+}
+END_TEST
+
+/* ---- fused and eager against the reference evaluator ----------------------- */
+static kiln_tensor *build_nn(const void *ctx) {
+  int which = *(const int *)ctx;
+  kiln_tensor *x = small(KILN_SHAPE(3, 4, 5), 20), *v = small(KILN_SHAPE(4), 21);
+  switch (which) {
+  case 0: return kiln_rms_norm(kiln_relu(x), 2, small(KILN_SHAPE(4, 5), 22), 1e-5);
+  case 1: return kiln_batch_norm(x, v, positive(v), v, v, 1e-3);
+  case 2: return kiln_group_norm(kiln_transpose(small(KILN_SHAPE(4, 3, 5), 23), 0, 1), 2, v, NULL, 1e-5);
+  case 3: return kiln_mse_loss(x, small(KILN_SHAPE(5), 24), "mean");
+  case 4: return kiln_l1_loss(kiln_sigmoid(x), x, "sum");
+  case 5: return kiln_binary_cross_entropy(kiln_sigmoid(x), kiln_sigmoid(small(KILN_SHAPE(3, 4, 5), 25)), NULL, "mean");
+  default: return kiln_binary_cross_entropy_with_logits(x, kiln_sigmoid(x), NULL, small(KILN_SHAPE(5), 26), "none");
+  }
+}
+
+START_TEST(fused_eager) {
+  int which = _i;
+  char why[512];
+  ck_assert_msg(tu_check_fused_eager(build_nn, &which, KILN_F32, (ref_tol){2e-5, 2e-5}, why, sizeof why), "case %d: %s",
+                which, why);
+}
+END_TEST
+
+/* ---- errors ------------------------------------------------------------------ */
+typedef struct {
+  kiln_status status;
+  const char *msg;   /* after "file:line: " */
+} err_row;
+
+static kiln_tensor *build_error(int i, int *line) {
+  kiln_tensor *x = kiln_zeros(KILN_SHAPE(2, 6, 5), KILN_F32), *c6 = kiln_zeros(KILN_SHAPE(6), KILN_F32);
+  kiln_tensor *c5 = kiln_zeros(KILN_SHAPE(5), KILN_F32), *ix = kiln_zeros(KILN_SHAPE(2, 6), KILN_I64);
+  *line = __LINE__ + 2;
+  switch (i) {
+  case 0: return kiln_group_norm(x, 4, NULL, NULL, 1e-5);
+  case 1: return kiln_batch_norm(x, c5, c6, NULL, NULL, 1e-5);
+  case 2: return kiln_batch_norm(x, c6, NULL, NULL, NULL, 1e-5);
+  case 3: return kiln_rms_norm(x, 4, NULL, 1e-5);
+  case 4: return kiln_mse_loss(x, x, "avg");
+  case 5: return kiln_binary_cross_entropy(x, c5, NULL, "mean");
+  case 6: return kiln_l1_loss(ix, ix, "mean");
+  case 7: return kiln_batch_norm(c6, c6, c6, NULL, NULL, 1e-5);
+  case 8: return kiln_group_norm(x, 3, c5, NULL, 1e-5);
+  }
+  return NULL;
+}
+
+static const err_row err_rows[] = {
+  {KILN_ERR_SHAPE, "group_norm: expected number of channels in input to be divisible by num_groups, but got input of "
+                   "shape (2,6,5) and num_groups=4"},
+  {KILN_ERR_SHAPE, "batch_norm: running_mean of shape (5,) does not match the 6 channels of the input"},
+  {KILN_ERR_ARG, "batch_norm: argument 3 is NULL"},
+  {KILN_ERR_ARG, "rms_norm: cannot normalize the last 4 dims of a 3-dim tensor"},
+  {KILN_ERR_ARG, "mse_loss: 'avg' is not a valid value for reduction (valid: 'none', 'mean', 'sum')"},
+  {KILN_ERR_SHAPE, "binary_cross_entropy: target size (5,) must be the same as input size (2,6,5)"},
+  {KILN_ERR_DTYPE, "l1_loss: argument 1 must be a floating tensor, got int64 (2,6)"},
+  {KILN_ERR_SHAPE, "batch_norm: expected an input of at least 2 dims (N, C, ...), got 1"},
+  {KILN_ERR_SHAPE, "group_norm: weight of shape (5,) does not match the 6 channels of the input"},
+};
+#define NERR ((int)(sizeof err_rows / sizeof *err_rows))
+
+START_TEST(error_paths) {
+  kiln_scope_begin();
+  int line0;
+  kiln_tensor *t = build_error(_i, &line0);
+  char want[512];
+  snprintf(want, sizeof want, "%s:%d: %s", __FILE__, line0 + _i, err_rows[_i].msg);
+  ck_assert_int_eq(kiln_status_of(t), err_rows[_i].status);
+  ck_assert_str_eq(kiln_last_error(), want);
+  ck_assert_int_eq(kiln_realize(t), err_rows[_i].status);
+  kiln_scope_end();
+}
+END_TEST
+
+static Suite *nn_suite(void) {
+  Suite *s = suite_create("nn");
+  TCase *norms = tu_tcase(s, "norms");
+  tcase_add_test(norms, rms_norm_values);
+  tcase_add_test(norms, batch_norm_values);
+  tcase_add_test(norms, group_norm_values);
+  TCase *losses = tu_tcase(s, "losses");
+  tcase_add_test(losses, mse_l1_values);
+  tcase_add_test(losses, bce_values);
+  tcase_add_test(losses, bce_with_logits_values);
+  tcase_add_loop_test(tu_tcase(s, "fused_eager"), fused_eager, 0, 7);
+  tcase_add_loop_test(tu_tcase(s, "errors"), error_paths, 0, NERR);
+  return s;
+}
+
+KILN_TEST_MAIN(nn_suite)
