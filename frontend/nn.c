@@ -1,9 +1,10 @@
-/* nn.c: the normalizations and losses of torch.nn.functional, as
- * compositions of elementwise ops and reductions that the fuser turns into
- * row kernels (one per normalization, a row kernel and a reduction per
- * loss); every error names the function the user called. */
+/* nn.c: the normalizations, attention and losses of torch.nn.functional,
+ * as compositions of elementwise ops, reductions and products that the
+ * fuser turns into row kernels (one per normalization, one per loss, GEMMs
+ * and a softmax for attention); every error names the function called. */
 #include "frontend/frontend.h"
 
+#include <math.h>
 #include <string.h>
 
 /* The intermediates of one composition, released together when it ends. */
@@ -234,6 +235,89 @@ static ir_node *bce_with_logits(const char *f, int l, ir_node *x, ir_node *y, ir
   return finish(&s, reduce_loss(f, l, &s, loss, reduction));
 }
 
+/* ---- attention --------------------------------------------------------------- */
+/* NULL when q [..., L, E], k [..., S, E], v [..., S, Ev] and the mask fit
+ * together, else the error to return. */
+static ir_node *check_attention(const char *f, int l, ir_node *q, ir_node *k, ir_node *v, ir_node *mask, int causal,
+                                int gqa) {
+  const char *op = "scaled_dot_product_attention";
+  ir_node *e = check_floats(f, l, op, 3, (ir_node *[]){q, k, v}, 3);
+  if (e || (mask && (e = fe_check_arg(f, l, op, mask, 4)))) return e;
+  ir_str d = {0};
+  const char *why = NULL;
+  if (q->ndim < 2 || k->ndim != q->ndim || v->ndim != q->ndim) why = "need q, k and v of one rank, at least 2 dims";
+  else if (k->shape[k->ndim - 1] != q->shape[q->ndim - 1]) why = "q and k must have the same last dim (E)";
+  else if (v->shape[v->ndim - 2] != k->shape[k->ndim - 2]) why = "k and v must have the same sequence length (S)";
+  else if (mask && causal) why = "an explicit attn_mask should not be set when is_causal is true";
+  else if (mask && mask->dtype != KILN_BOOL && !ir_is_float(mask->dtype)) why = "attn_mask must be bool or floating";
+  else if (gqa && (q->ndim < 3 || k->shape[k->ndim - 3] != v->shape[v->ndim - 3] ||
+                   q->shape[q->ndim - 3] % k->shape[k->ndim - 3]))
+    why = "with enable_gqa the query heads (dim -3) must be a multiple of the key/value heads";
+  if (!why) return NULL;
+  for (int i = 0; i < 3; i++) {
+    const ir_node *t = i == 0 ? q : i == 1 ? k : v;
+    ir_str_printf(&d, i ? ", " : "");
+    ir_str_shape(&d, t->ndim, t->shape);
+  }
+  e = fe_error(KILN_ERR_SHAPE, f, l, "%s: q, k, v of shapes %s: %s", op, d.s, why);
+  ir_str_free(&d);
+  return e;
+}
+
+/* k [..., Hkv, S, E] with every head repeated for the Hq / Hkv query heads
+ * that share it (head h of q reads head h / (Hq / Hkv)): a view. */
+static ir_node *repeat_heads(const char *f, int l, ir_node *t, int64_t hq, temps *s) {
+  int nd = t->ndim;
+  int64_t hkv = t->shape[nd - 3], split[KILN_MAX_DIMS + 1], wide[KILN_MAX_DIMS + 1];
+  if (hkv == hq) return t;
+  memcpy(split, t->shape, (size_t)(nd - 2) * sizeof *split);
+  split[nd - 2] = 1;
+  split[nd - 1] = t->shape[nd - 2];
+  split[nd] = t->shape[nd - 1];
+  memcpy(wide, split, sizeof wide);
+  wide[nd - 2] = hq / hkv;
+  ir_node *u = keep(s, kiln_reshape_at(f, l, t, nd + 1, split));
+  ir_node *x = keep(s, kiln_expand_at(f, l, u, nd + 1, wide));
+  int64_t shape[KILN_MAX_DIMS];
+  memcpy(shape, t->shape, (size_t)nd * sizeof *shape);
+  shape[nd - 3] = hq;
+  return keep(s, kiln_reshape_at(f, l, x, nd, shape));
+}
+
+/* Scores where the causal or boolean mask is false become -inf; a float
+ * mask is added. */
+static ir_node *masked(const char *f, int l, ir_node *scores, ir_node *mask, int causal, temps *s) {
+  if (causal) {
+    int64_t ls = scores->shape[scores->ndim - 2], ss = scores->shape[scores->ndim - 1];
+    ir_node *row = keep(s, kiln_reshape_at(f, l, keep(s, kiln_arange_at(f, l, 0, (double)ls, 1)), 2, (int64_t[]){ls, 1}));
+    ir_node *col = keep(s, kiln_arange_at(f, l, 0, (double)ss, 1));
+    mask = keep(s, kiln_le_at(f, l, col, row));   /* torch's ones(L, S).tril() */
+  }
+  if (!mask) return scores;
+  if (mask->dtype != KILN_BOOL) return keep(s, kiln_add_at(f, l, scores, mask));
+  ir_node *ninf = keep(s, kiln_full_at(f, l, 0, NULL, -INFINITY, scores->dtype));
+  return keep(s, kiln_where_at(f, l, mask, scores, ninf));
+}
+
+/* softmax(q k^T * scale + mask) v, the plain composition: a GEMM whose
+ * epilogue scales and masks, a row softmax and a second GEMM. A fully
+ * masked row is NaN, as in torch's math backend. */
+static ir_node *attention(const char *f, int l, ir_node *q, ir_node *k, ir_node *v, ir_node *mask, int causal,
+                          double scale, int gqa) {
+  ir_node *e = check_attention(f, l, q, k, v, mask, causal, gqa);
+  if (e) return e;
+  temps s = {0};
+  if (gqa) {
+    k = repeat_heads(f, l, k, q->shape[q->ndim - 3], &s);
+    v = repeat_heads(f, l, v, q->shape[q->ndim - 3], &s);
+  }
+  double sc = scale != 0 ? scale : 1 / sqrt((double)q->shape[q->ndim - 1]);
+  ir_node *kt = keep(&s, kiln_transpose_at(f, l, k, -2, -1));
+  ir_node *scores = keep(&s, kiln_muls_at(f, l, keep(&s, kiln_matmul_at(f, l, q, kt)), sc));
+  ir_node *p = keep(&s, kiln_softmax_at(f, l, masked(f, l, scores, mask, causal, &s), -1));
+  return finish(&s, kiln_matmul_at(f, l, p, v));
+}
+
 /* ---- the public functions ------------------------------------------------- */
 kiln_tensor *kiln_rms_norm_at(const char *f, int l, kiln_tensor *x, int nlast, kiln_tensor *weight, double eps) {
   FE_AS("rms_norm", rms_norm(f, l, x, nlast, weight, eps));
@@ -245,6 +329,11 @@ kiln_tensor *kiln_batch_norm_at(const char *f, int l, kiln_tensor *x, kiln_tenso
 kiln_tensor *kiln_group_norm_at(const char *f, int l, kiln_tensor *x, int64_t num_groups, kiln_tensor *weight,
                                 kiln_tensor *bias, double eps) {
   FE_AS("group_norm", group_norm(f, l, x, num_groups, weight, bias, eps));
+}
+kiln_tensor *kiln_scaled_dot_product_attention_at(const char *f, int l, kiln_tensor *q, kiln_tensor *k,
+                                                  kiln_tensor *v, kiln_tensor *attn_mask, int is_causal, double scale,
+                                                  int enable_gqa) {
+  FE_AS("scaled_dot_product_attention", attention(f, l, q, k, v, attn_mask, is_causal, scale, enable_gqa));
 }
 kiln_tensor *kiln_mse_loss_at(const char *f, int l, kiln_tensor *input, kiln_tensor *target, const char *reduction) {
   FE_AS("mse_loss", mse_loss(f, l, input, target, reduction));

@@ -856,10 +856,10 @@ KILN_API kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_
 #define kiln_linear(x, w, b) kiln_linear_at(__FILE__, __LINE__, x, w, b)
 /** @} */
 
-/* ---- normalizations and losses (torch.nn.functional) ---------------------- */
-/** @name Normalizations and losses
+/* ---- normalizations, attention and losses (torch.nn.functional) ---------- */
+/** @name Normalizations, attention and losses
  * torch.nn.functional's rms_norm, batch_norm (inference form: running
- * statistics), group_norm and the losses mse_loss, l1_loss,
+ * statistics), group_norm, scaled_dot_product_attention and the losses mse_loss, l1_loss,
  * binary_cross_entropy and binary_cross_entropy_with_logits, as
  * compositions the fuser turns into one row-wise kernel per normalization
  * and an elementwise kernel plus one reduction per loss. Errors name the
@@ -899,6 +899,26 @@ KILN_API kiln_tensor *kiln_batch_norm_at(const char *f, int l, kiln_tensor *x, k
  * (C,); errors as kiln_batch_norm_at. */
 KILN_API kiln_tensor *kiln_group_norm_at(const char *f, int l, kiln_tensor *x, int64_t num_groups, kiln_tensor *weight,
                                          kiln_tensor *bias, double eps);
+/** F.scaled_dot_product_attention: softmax(q k^T * scale + mask) v over the
+ * last two dims. Today this is the plain composition (a GEMM whose epilogue
+ * scales and masks, a row softmax, a second GEMM), so the L x S scores are
+ * stored. A row whose every position is masked is NaN, as in torch's math
+ * backend.
+ * @at
+ * @param q queries (..., L, E)
+ * @param k keys (..., S, E)
+ * @param v values (..., S, Ev)
+ * @param attn_mask NULL, bool (true = attend) or floating (added), broadcast to (..., L, S)
+ * @param is_causal nonzero masks key j > query i (torch's ones(L, S).tril()); not with attn_mask
+ * @param scale the factor of q k^T, or 0 for 1/sqrt(E)
+ * @param enable_gqa nonzero lets k and v have fewer heads (dim -3) than q: query
+ * head h reads key/value head h / (Hq / Hkv)
+ * @handle KILN_ERR_SHAPE for shapes that do not fit (the message names them
+ * and why), a mask together with is_causal, or a mask of another dtype;
+ * KILN_ERR_DTYPE for integer q, k or v. */
+KILN_API kiln_tensor *kiln_scaled_dot_product_attention_at(const char *f, int l, kiln_tensor *q, kiln_tensor *k,
+                                                           kiln_tensor *v, kiln_tensor *attn_mask, int is_causal,
+                                                           double scale, int enable_gqa);
 /** F.mse_loss: (input - target)^2, reduced.
  * @at
  * @param input,target floating tensors that broadcast together
@@ -943,6 +963,8 @@ KILN_API kiln_tensor *kiln_binary_cross_entropy_with_logits_at(const char *f, in
 #define kiln_rms_norm(x, nlast, w, eps) kiln_rms_norm_at(__FILE__, __LINE__, x, nlast, w, eps)
 #define kiln_batch_norm(x, mean, var, w, b, eps) kiln_batch_norm_at(__FILE__, __LINE__, x, mean, var, w, b, eps)
 #define kiln_group_norm(x, groups, w, b, eps) kiln_group_norm_at(__FILE__, __LINE__, x, groups, w, b, eps)
+#define kiln_scaled_dot_product_attention(q, k, v, mask, causal, scale, gqa) \
+  kiln_scaled_dot_product_attention_at(__FILE__, __LINE__, q, k, v, mask, causal, scale, gqa)
 #define kiln_mse_loss(input, target, reduction) kiln_mse_loss_at(__FILE__, __LINE__, input, target, reduction)
 #define kiln_l1_loss(input, target, reduction) kiln_l1_loss_at(__FILE__, __LINE__, input, target, reduction)
 #define kiln_binary_cross_entropy(input, target, w, reduction) \

@@ -1,6 +1,6 @@
 /* test_nn.c: the normalizations and losses of torch.nn.functional
- * (rms_norm, batch_norm, group_norm, mse_loss, l1_loss, binary cross
- * entropies): values against plain C loops of the textbook formulas,
+ * (rms_norm, batch_norm, group_norm, scaled_dot_product_attention,
+ * mse_loss, l1_loss, binary cross entropies): values against plain C loops of the textbook formulas,
  * fused and eager against the reference evaluator, the kernels they fuse
  * into, odd shapes, torch's clamps and stable forms, and the error paths. */
 #include <math.h>
@@ -117,6 +117,72 @@ START_TEST(group_norm_values) {
 }
 END_TEST
 
+/* ---- attention --------------------------------------------------------------- */
+/* softmax(q k^T * scale + mask) v in double, q (B, Hq, L, E), k (B, Hkv, S,
+ * E), v (B, Hkv, S, Ev); mode 0 none, 1 causal, 2 the bool mask keep[L][S],
+ * 3 the float mask add[L][S]. */
+typedef struct {
+  int b, hq, hkv, l, s, e, ev, mode;
+  double scale;
+} attn_case;
+
+static double attn_ref(const attn_case *c, const double *q, const double *k, const double *v, const double *mask,
+                       int bi, int h, int i, int j) {
+  int kh = h / (c->hq / c->hkv);
+  double sc = c->scale ? c->scale : 1 / sqrt(c->e), w[16], mx = -INFINITY, sum = 0, out = 0;
+  for (int t = 0; t < c->s; t++) {
+    double d = 0;
+    for (int x = 0; x < c->e; x++)
+      d += q[((bi * c->hq + h) * c->l + i) * c->e + x] * k[((bi * c->hkv + kh) * c->s + t) * c->e + x];
+    d *= sc;
+    if ((c->mode == 1 && t > i) || (c->mode == 2 && !mask[i * c->s + t])) d = -INFINITY;
+    if (c->mode == 3) d += mask[i * c->s + t];
+    w[t] = d;
+    mx = fmax(mx, d);
+  }
+  for (int t = 0; t < c->s; t++) sum += exp(w[t] - mx);
+  for (int t = 0; t < c->s; t++) out += exp(w[t] - mx) / sum * v[((bi * c->hkv + kh) * c->s + t) * c->ev + j];
+  return out;
+}
+
+static const attn_case attn_cases[] = {
+  {2, 2, 2, 3, 5, 4, 3, 0, 0},   {2, 2, 2, 3, 5, 4, 3, 1, 0},   {1, 2, 2, 3, 5, 4, 3, 2, 0.7},
+  {1, 2, 2, 3, 5, 4, 2, 3, 0},   {2, 4, 2, 4, 4, 3, 3, 1, 0},   {1, 3, 1, 1, 6, 5, 2, 0, 0},
+};
+
+START_TEST(attention_values) {
+  const attn_case *c = &attn_cases[_i];
+  kiln_scope_begin();
+  kiln_tensor *q = tu_data(KILN_F64, KILN_SHAPE(c->b, c->hq, c->l, c->e), 30, TU_SMALL);
+  kiln_tensor *k = tu_data(KILN_F64, KILN_SHAPE(c->b, c->hkv, c->s, c->e), 31, TU_SMALL);
+  kiln_tensor *v = tu_data(KILN_F64, KILN_SHAPE(c->b, c->hkv, c->s, c->ev), 32, TU_SMALL);
+  /* the bool mask keeps (i + t) % 3 != 0 and masks row 0 entirely (NaN, as torch) */
+  double mv[64];
+  for (int i = 0; i < c->l; i++)
+    for (int t = 0; t < c->s; t++)
+      mv[i * c->s + t] = c->mode == 2 ? (i > 0 && (i + t) % 3 != 0) : 0.25 * (i - t);
+  kiln_tensor *mask = NULL;
+  if (c->mode >= 2) {
+    mask = kiln_from_data(mv, KILN_F64, KILN_SHAPE(c->l, c->s));
+    if (c->mode == 2) mask = kiln_cast(mask, KILN_BOOL);
+  }
+  kiln_tensor *y = kiln_scaled_dot_product_attention(q, k, v, mask, c->mode == 1, c->scale, c->hq != c->hkv);
+  ck_assert_msg(kiln_status_of(y) == KILN_OK, "%s", kiln_last_error());
+  const double *qv = values(q), *kv = values(k), *vv = values(v), *got = values(y);
+  int64_t n = 0;
+  for (int bi = 0; bi < c->b; bi++)
+    for (int h = 0; h < c->hq; h++)
+      for (int i = 0; i < c->l; i++)
+        for (int j = 0; j < c->ev; j++, n++) {
+          double want = attn_ref(c, qv, kv, vv, mv, bi, h, i, j);
+          if (isnan(want)) ck_assert_msg(isnan(got[n]), "[%lld] got %g, want NaN", (long long)n, got[n]);
+          else ck_assert_msg(fabs(got[n] - want) < 1e-12, "[%lld] got %.15g, want %.15g", (long long)n, got[n], want);
+        }
+  ck_assert_int_eq(n, kiln_numel(y));
+  kiln_scope_end();
+}
+END_TEST
+
 /* ---- losses ---------------------------------------------------------------- */
 /* Each reduction of a loss whose elementwise values are want[0..n). */
 static void assert_reductions(const char *what, kiln_tensor *none, kiln_tensor *mean, kiln_tensor *sum,
@@ -203,7 +269,8 @@ static kiln_tensor *build_nn(const void *ctx) {
   case 3: return kiln_mse_loss(x, small(KILN_SHAPE(5), 24), "mean");
   case 4: return kiln_l1_loss(kiln_sigmoid(x), x, "sum");
   case 5: return kiln_binary_cross_entropy(kiln_sigmoid(x), kiln_sigmoid(small(KILN_SHAPE(3, 4, 5), 25)), NULL, "mean");
-  default: return kiln_binary_cross_entropy_with_logits(x, kiln_sigmoid(x), NULL, small(KILN_SHAPE(5), 26), "none");
+  case 6: return kiln_binary_cross_entropy_with_logits(x, kiln_sigmoid(x), NULL, small(KILN_SHAPE(5), 26), "none");
+  default: return kiln_scaled_dot_product_attention(x, small(KILN_SHAPE(3, 6, 5), 27), small(KILN_SHAPE(3, 6, 2), 28), NULL, 1, 0, 0);
   }
 }
 
@@ -235,6 +302,9 @@ static kiln_tensor *build_error(int i, int *line) {
   case 6: return kiln_l1_loss(ix, ix, "mean");
   case 7: return kiln_batch_norm(c6, c6, c6, NULL, NULL, 1e-5);
   case 8: return kiln_group_norm(x, 3, c5, NULL, 1e-5);
+  case 9: return kiln_scaled_dot_product_attention(x, kiln_zeros(KILN_SHAPE(2, 4, 4), KILN_F32), x, NULL, 0, 0, 0);
+  case 10: return kiln_scaled_dot_product_attention(x, x, x, kiln_zeros(KILN_SHAPE(6, 6), KILN_BOOL), 1, 0, 0);
+  case 11: return kiln_scaled_dot_product_attention(x, kiln_zeros(KILN_SHAPE(2, 4, 5), KILN_F32), x, NULL, 0, 0, 1);
   }
   return NULL;
 }
@@ -250,6 +320,12 @@ static const err_row err_rows[] = {
   {KILN_ERR_DTYPE, "l1_loss: argument 1 must be a floating tensor, got int64 (2,6)"},
   {KILN_ERR_SHAPE, "batch_norm: expected an input of at least 2 dims (N, C, ...), got 1"},
   {KILN_ERR_SHAPE, "group_norm: weight of shape (5,) does not match the 6 channels of the input"},
+  {KILN_ERR_SHAPE, "scaled_dot_product_attention: q, k, v of shapes (2,6,5), (2,4,4), (2,6,5): q and k must have the "
+                   "same last dim (E)"},
+  {KILN_ERR_SHAPE, "scaled_dot_product_attention: q, k, v of shapes (2,6,5), (2,6,5), (2,6,5): an explicit attn_mask "
+                   "should not be set when is_causal is true"},
+  {KILN_ERR_SHAPE, "scaled_dot_product_attention: q, k, v of shapes (2,6,5), (2,4,5), (2,6,5): k and v must have the "
+                   "same sequence length (S)"},
 };
 #define NERR ((int)(sizeof err_rows / sizeof *err_rows))
 
@@ -276,7 +352,8 @@ static Suite *nn_suite(void) {
   tcase_add_test(losses, mse_l1_values);
   tcase_add_test(losses, bce_values);
   tcase_add_test(losses, bce_with_logits_values);
-  tcase_add_loop_test(tu_tcase(s, "fused_eager"), fused_eager, 0, 7);
+  tcase_add_loop_test(tu_tcase(s, "attention"), attention_values, 0, (int)(sizeof attn_cases / sizeof *attn_cases));
+  tcase_add_loop_test(tu_tcase(s, "fused_eager"), fused_eager, 0, 8);
   tcase_add_loop_test(tu_tcase(s, "errors"), error_paths, 0, NERR);
   return s;
 }
