@@ -7,24 +7,6 @@
 #include <math.h>
 #include <string.h>
 
-/* The intermediates of one composition, released together when it ends. */
-typedef struct {
-  ir_node *t[32];  /* the longest composition keeps 18 */
-  int n;
-} temps;
-
-/* Keeps t for release at the end and returns it. */
-static ir_node *keep(temps *s, ir_node *t) {
-  s->t[s->n++] = t;
-  return t;
-}
-
-/* Releases every intermediate and returns the result. */
-static ir_node *finish(temps *s, ir_node *result) {
-  for (int i = 0; i < s->n; i++) kiln_release(s->t[i]);
-  return result;
-}
-
 /* NULL when every given tensor (NULL entries past `required` are optional)
  * is usable and floating; otherwise the error to return. */
 static ir_node *check_floats(const char *f, int l, const char *op, int n, ir_node *const *t, int required) {
@@ -47,7 +29,7 @@ static ir_node *check_floats(const char *f, int l, const char *op, int n, ir_nod
  * in s), or NULL for no v; the error to return
  * when v is not (C,), else NULL. */
 static ir_node *per_channel(const char *f, int l, const char *op, const char *what, ir_node *x, ir_node *v,
-                            ir_node **out, temps *s) {
+                            ir_node **out, fe_temps *s) {
   *out = NULL;
   if (!v) return NULL;
   int64_t c = x->shape[1], shape[KILN_MAX_DIMS];
@@ -64,7 +46,7 @@ static ir_node *per_channel(const char *f, int l, const char *op, const char *wh
   /* expanded to x's shape: a view every element reads, so what is computed
    * from it stays in x's kernel (a small computed tensor broadcast over
    * leading dims would be stored by a kernel of its own) */
-  *out = keep(s, kiln_expand_at(f, l, keep(s, kiln_reshape_at(f, l, v, x->ndim - 1, shape)), x->ndim, x->shape));
+  *out = fe_keep(s, kiln_expand_at(f, l, fe_keep(s, kiln_reshape_at(f, l, v, x->ndim - 1, shape)), x->ndim, x->shape));
   return NULL;
 }
 
@@ -77,13 +59,13 @@ static ir_node *rms_norm(const char *f, int l, ir_node *x, int nlast, ir_node *w
     return fe_error(KILN_ERR_ARG, f, l, "rms_norm: cannot normalize the last %d dims of a %d-dim tensor", nlast, x->ndim);
   int64_t dims[KILN_MAX_DIMS];
   for (int i = 0; i < nlast; i++) dims[i] = x->ndim - nlast + i;
-  temps s = {0};
-  ir_node *sq = keep(&s, kiln_mul_at(f, l, x, x));
-  ir_node *ms = keep(&s, kiln_mean_dims_at(f, l, sq, nlast, dims, 1));
-  ir_node *r = keep(&s, kiln_rsqrt_at(f, l, keep(&s, kiln_adds_at(f, l, ms, eps))));
+  fe_temps s = {0};
+  ir_node *sq = fe_keep(&s, kiln_mul_at(f, l, x, x));
+  ir_node *ms = fe_keep(&s, kiln_mean_dims_at(f, l, sq, nlast, dims, 1));
+  ir_node *r = fe_keep(&s, kiln_rsqrt_at(f, l, fe_keep(&s, kiln_adds_at(f, l, ms, eps))));
   ir_node *y = kiln_mul_at(f, l, x, r);
-  if (weight) y = kiln_mul_at(f, l, keep(&s, y), weight);
-  return finish(&s, y);
+  if (weight) y = kiln_mul_at(f, l, fe_keep(&s, y), weight);
+  return fe_done(&s, y);
 }
 
 /* Inference form: (x - running_mean) * (weight / sqrt(running_var + eps))
@@ -94,18 +76,18 @@ static ir_node *batch_norm(const char *f, int l, ir_node *x, ir_node *mean, ir_n
   if (e) return e;
   if (x->ndim < 2)
     return fe_error(KILN_ERR_SHAPE, f, l, "batch_norm: expected an input of at least 2 dims (N, C, ...), got %d", x->ndim);
-  temps s = {0};
+  fe_temps s = {0};
   ir_node *m, *v, *w, *b;
   if ((e = per_channel(f, l, "batch_norm", "running_mean", x, mean, &m, &s)) ||
       (e = per_channel(f, l, "batch_norm", "running_var", x, var, &v, &s)) ||
       (e = per_channel(f, l, "batch_norm", "weight", x, weight, &w, &s)) ||
       (e = per_channel(f, l, "batch_norm", "bias", x, bias, &b, &s)))
-    return finish(&s, e);
-  ir_node *scale = keep(&s, kiln_rsqrt_at(f, l, keep(&s, kiln_adds_at(f, l, v, eps))));
-  if (w) scale = keep(&s, kiln_mul_at(f, l, scale, w));
-  ir_node *y = kiln_mul_at(f, l, keep(&s, kiln_sub_at(f, l, x, m)), scale);
-  if (b) y = kiln_add_at(f, l, keep(&s, y), b);
-  return finish(&s, y);
+    return fe_done(&s, e);
+  ir_node *scale = fe_keep(&s, kiln_rsqrt_at(f, l, fe_keep(&s, kiln_adds_at(f, l, v, eps))));
+  if (w) scale = fe_keep(&s, kiln_mul_at(f, l, scale, w));
+  ir_node *y = kiln_mul_at(f, l, fe_keep(&s, kiln_sub_at(f, l, x, m)), scale);
+  if (b) y = kiln_add_at(f, l, fe_keep(&s, y), b);
+  return fe_done(&s, y);
 }
 
 /* layer_norm over each group of channels and the dims after them (x viewed
@@ -125,18 +107,18 @@ static ir_node *group_norm(const char *f, int l, ir_node *x, int64_t groups, ir_
     ir_str_free(&d);
     return e;
   }
-  temps s = {0};
+  fe_temps s = {0};
   ir_node *w, *b;
   if ((e = per_channel(f, l, "group_norm", "weight", x, weight, &w, &s)) ||
       (e = per_channel(f, l, "group_norm", "bias", x, bias, &b, &s)))
-    return finish(&s, e);
+    return fe_done(&s, e);
   int64_t rest = ir_numel(x->ndim - 1, x->shape + 1) / groups;
-  ir_node *g = keep(&s, kiln_reshape_at(f, l, x, 3, (int64_t[]){x->shape[0], groups, rest}));
-  ir_node *n = keep(&s, kiln_layer_norm_at(f, l, g, 1, NULL, NULL, eps));
+  ir_node *g = fe_keep(&s, kiln_reshape_at(f, l, x, 3, (int64_t[]){x->shape[0], groups, rest}));
+  ir_node *n = fe_keep(&s, kiln_layer_norm_at(f, l, g, 1, NULL, NULL, eps));
   ir_node *y = kiln_reshape_at(f, l, n, x->ndim, x->shape);
-  if (w) y = kiln_mul_at(f, l, keep(&s, y), w);
-  if (b) y = kiln_add_at(f, l, keep(&s, y), b);
-  return finish(&s, y);
+  if (w) y = kiln_mul_at(f, l, fe_keep(&s, y), w);
+  if (b) y = kiln_add_at(f, l, fe_keep(&s, y), b);
+  return fe_done(&s, y);
 }
 
 /* ---- losses -------------------------------------------------------------- */
@@ -149,8 +131,8 @@ static ir_node *check_reduction(const char *f, int l, const char *op, const char
 }
 
 /* The elementwise loss reduced as a checked reduction string asks. */
-static ir_node *reduce_loss(const char *f, int l, temps *s, ir_node *loss, const char *reduction) {
-  keep(s, loss);
+static ir_node *reduce_loss(const char *f, int l, fe_temps *s, ir_node *loss, const char *reduction) {
+  fe_keep(s, loss);
   if (reduction && !strcmp(reduction, "none")) return fe_same(loss);
   if (reduction && !strcmp(reduction, "sum")) return kiln_sum_at(f, l, loss);
   return kiln_mean_at(f, l, loss);
@@ -178,23 +160,23 @@ static ir_node *check_loss(const char *f, int l, const char *op, int n, ir_node 
 static ir_node *mse_loss(const char *f, int l, ir_node *input, ir_node *target, const char *reduction) {
   ir_node *e = check_loss(f, l, "mse_loss", 2, (ir_node *[]){input, target}, reduction, false);
   if (e) return e;
-  temps s = {0};
-  ir_node *d = keep(&s, kiln_sub_at(f, l, input, target));
-  return finish(&s, reduce_loss(f, l, &s, kiln_mul_at(f, l, d, d), reduction));
+  fe_temps s = {0};
+  ir_node *d = fe_keep(&s, kiln_sub_at(f, l, input, target));
+  return fe_done(&s, reduce_loss(f, l, &s, kiln_mul_at(f, l, d, d), reduction));
 }
 
 /* |input - target|, input and target broadcast together. */
 static ir_node *l1_loss(const char *f, int l, ir_node *input, ir_node *target, const char *reduction) {
   ir_node *e = check_loss(f, l, "l1_loss", 2, (ir_node *[]){input, target}, reduction, false);
   if (e) return e;
-  temps s = {0};
-  ir_node *d = keep(&s, kiln_sub_at(f, l, input, target));
-  return finish(&s, reduce_loss(f, l, &s, kiln_abs_at(f, l, d), reduction));
+  fe_temps s = {0};
+  ir_node *d = fe_keep(&s, kiln_sub_at(f, l, input, target));
+  return fe_done(&s, reduce_loss(f, l, &s, kiln_abs_at(f, l, d), reduction));
 }
 
 /* 1 - t */
-static ir_node *one_minus(const char *f, int l, temps *s, ir_node *t) {
-  return kiln_adds_at(f, l, keep(s, kiln_neg_at(f, l, t)), 1.0);
+static ir_node *one_minus(const char *f, int l, fe_temps *s, ir_node *t) {
+  return kiln_adds_at(f, l, fe_keep(s, kiln_neg_at(f, l, t)), 1.0);
 }
 
 /* -(y log x + (1 - y) log(1 - x)) * weight, each log clamped at -100 as
@@ -203,14 +185,14 @@ static ir_node *binary_cross_entropy(const char *f, int l, ir_node *x, ir_node *
                                      const char *reduction) {
   ir_node *e = check_loss(f, l, "binary_cross_entropy", 3, (ir_node *[]){x, y, weight}, reduction, true);
   if (e) return e;
-  temps s = {0};
-  ir_node *lx = keep(&s, kiln_maximums_at(f, l, keep(&s, kiln_log_at(f, l, x)), -100.0));
-  ir_node *l1x = keep(&s, kiln_maximums_at(f, l, keep(&s, kiln_log_at(f, l, keep(&s, one_minus(f, l, &s, x)))), -100.0));
-  ir_node *pos = keep(&s, kiln_mul_at(f, l, y, lx));
-  ir_node *neg = keep(&s, kiln_mul_at(f, l, keep(&s, one_minus(f, l, &s, y)), l1x));
-  ir_node *loss = kiln_neg_at(f, l, keep(&s, kiln_add_at(f, l, pos, neg)));
-  if (weight) loss = kiln_mul_at(f, l, keep(&s, loss), weight);
-  return finish(&s, reduce_loss(f, l, &s, loss, reduction));
+  fe_temps s = {0};
+  ir_node *lx = fe_keep(&s, kiln_maximums_at(f, l, fe_keep(&s, kiln_log_at(f, l, x)), -100.0));
+  ir_node *l1x = fe_keep(&s, kiln_maximums_at(f, l, fe_keep(&s, kiln_log_at(f, l, fe_keep(&s, one_minus(f, l, &s, x)))), -100.0));
+  ir_node *pos = fe_keep(&s, kiln_mul_at(f, l, y, lx));
+  ir_node *neg = fe_keep(&s, kiln_mul_at(f, l, fe_keep(&s, one_minus(f, l, &s, y)), l1x));
+  ir_node *loss = kiln_neg_at(f, l, fe_keep(&s, kiln_add_at(f, l, pos, neg)));
+  if (weight) loss = kiln_mul_at(f, l, fe_keep(&s, loss), weight);
+  return fe_done(&s, reduce_loss(f, l, &s, loss, reduction));
 }
 
 /* torch's stable form: with m = max(-x, 0) and lse = log(e^-m + e^(-x-m)) + m
@@ -220,19 +202,19 @@ static ir_node *bce_with_logits(const char *f, int l, ir_node *x, ir_node *y, ir
   ir_node *e = check_loss(f, l, "binary_cross_entropy_with_logits", 4, (ir_node *[]){x, y, weight, pos_weight},
                           reduction, true);
   if (e) return e;
-  temps s = {0};
-  ir_node *nx = keep(&s, kiln_neg_at(f, l, x));
-  ir_node *m = keep(&s, kiln_maximums_at(f, l, nx, 0.0));
-  ir_node *a = keep(&s, kiln_exp_at(f, l, keep(&s, kiln_neg_at(f, l, m))));
-  ir_node *b = keep(&s, kiln_exp_at(f, l, keep(&s, kiln_sub_at(f, l, nx, m))));
-  ir_node *lse = keep(&s, kiln_add_at(f, l, keep(&s, kiln_log_at(f, l, keep(&s, kiln_add_at(f, l, a, b)))), m));
+  fe_temps s = {0};
+  ir_node *nx = fe_keep(&s, kiln_neg_at(f, l, x));
+  ir_node *m = fe_keep(&s, kiln_maximums_at(f, l, nx, 0.0));
+  ir_node *a = fe_keep(&s, kiln_exp_at(f, l, fe_keep(&s, kiln_neg_at(f, l, m))));
+  ir_node *b = fe_keep(&s, kiln_exp_at(f, l, fe_keep(&s, kiln_sub_at(f, l, nx, m))));
+  ir_node *lse = fe_keep(&s, kiln_add_at(f, l, fe_keep(&s, kiln_log_at(f, l, fe_keep(&s, kiln_add_at(f, l, a, b)))), m));
   if (pos_weight) {
-    ir_node *pw = keep(&s, kiln_mul_at(f, l, keep(&s, kiln_adds_at(f, l, pos_weight, -1.0)), y));
-    lse = keep(&s, kiln_mul_at(f, l, keep(&s, kiln_adds_at(f, l, pw, 1.0)), lse));
+    ir_node *pw = fe_keep(&s, kiln_mul_at(f, l, fe_keep(&s, kiln_adds_at(f, l, pos_weight, -1.0)), y));
+    lse = fe_keep(&s, kiln_mul_at(f, l, fe_keep(&s, kiln_adds_at(f, l, pw, 1.0)), lse));
   }
-  ir_node *loss = kiln_add_at(f, l, keep(&s, kiln_mul_at(f, l, keep(&s, one_minus(f, l, &s, y)), x)), lse);
-  if (weight) loss = kiln_mul_at(f, l, keep(&s, loss), weight);
-  return finish(&s, reduce_loss(f, l, &s, loss, reduction));
+  ir_node *loss = kiln_add_at(f, l, fe_keep(&s, kiln_mul_at(f, l, fe_keep(&s, one_minus(f, l, &s, y)), x)), lse);
+  if (weight) loss = kiln_mul_at(f, l, fe_keep(&s, loss), weight);
+  return fe_done(&s, reduce_loss(f, l, &s, loss, reduction));
 }
 
 /* ---- attention --------------------------------------------------------------- */
@@ -266,7 +248,7 @@ static ir_node *check_attention(const char *f, int l, ir_node *q, ir_node *k, ir
 
 /* k [..., Hkv, S, E] with every head repeated for the Hq / Hkv query heads
  * that share it (head h of q reads head h / (Hq / Hkv)): a view. */
-static ir_node *repeat_heads(const char *f, int l, ir_node *t, int64_t hq, temps *s) {
+static ir_node *repeat_heads(const char *f, int l, ir_node *t, int64_t hq, fe_temps *s) {
   int nd = t->ndim;
   int64_t hkv = t->shape[nd - 3], split[KILN_MAX_DIMS + 1], wide[KILN_MAX_DIMS + 1];
   if (hkv == hq) return t;
@@ -276,27 +258,27 @@ static ir_node *repeat_heads(const char *f, int l, ir_node *t, int64_t hq, temps
   split[nd] = t->shape[nd - 1];
   memcpy(wide, split, sizeof wide);
   wide[nd - 2] = hq / hkv;
-  ir_node *u = keep(s, kiln_reshape_at(f, l, t, nd + 1, split));
-  ir_node *x = keep(s, kiln_expand_at(f, l, u, nd + 1, wide));
+  ir_node *u = fe_keep(s, kiln_reshape_at(f, l, t, nd + 1, split));
+  ir_node *x = fe_keep(s, kiln_expand_at(f, l, u, nd + 1, wide));
   int64_t shape[KILN_MAX_DIMS];
   memcpy(shape, t->shape, (size_t)nd * sizeof *shape);
   shape[nd - 3] = hq;
-  return keep(s, kiln_reshape_at(f, l, x, nd, shape));
+  return fe_keep(s, kiln_reshape_at(f, l, x, nd, shape));
 }
 
 /* Scores where the causal or boolean mask is false become -inf; a float
  * mask is added. */
-static ir_node *masked(const char *f, int l, ir_node *scores, ir_node *mask, int causal, temps *s) {
+static ir_node *masked(const char *f, int l, ir_node *scores, ir_node *mask, int causal, fe_temps *s) {
   if (causal) {
     int64_t ls = scores->shape[scores->ndim - 2], ss = scores->shape[scores->ndim - 1];
-    ir_node *row = keep(s, kiln_reshape_at(f, l, keep(s, kiln_arange_at(f, l, 0, (double)ls, 1)), 2, (int64_t[]){ls, 1}));
-    ir_node *col = keep(s, kiln_arange_at(f, l, 0, (double)ss, 1));
-    mask = keep(s, kiln_le_at(f, l, col, row));   /* torch's ones(L, S).tril() */
+    ir_node *row = fe_keep(s, kiln_reshape_at(f, l, fe_keep(s, kiln_arange_at(f, l, 0, (double)ls, 1)), 2, (int64_t[]){ls, 1}));
+    ir_node *col = fe_keep(s, kiln_arange_at(f, l, 0, (double)ss, 1));
+    mask = fe_keep(s, kiln_le_at(f, l, col, row));   /* torch's ones(L, S).tril() */
   }
   if (!mask) return scores;
-  if (mask->dtype != KILN_BOOL) return keep(s, kiln_add_at(f, l, scores, mask));
-  ir_node *ninf = keep(s, kiln_full_at(f, l, 0, NULL, -INFINITY, scores->dtype));
-  return keep(s, kiln_where_at(f, l, mask, scores, ninf));
+  if (mask->dtype != KILN_BOOL) return fe_keep(s, kiln_add_at(f, l, scores, mask));
+  ir_node *ninf = fe_keep(s, kiln_full_at(f, l, 0, NULL, -INFINITY, scores->dtype));
+  return fe_keep(s, kiln_where_at(f, l, mask, scores, ninf));
 }
 
 /* softmax(q k^T * scale + mask) v, the plain composition: a GEMM whose
@@ -306,16 +288,16 @@ static ir_node *attention(const char *f, int l, ir_node *q, ir_node *k, ir_node 
                           double scale, int gqa) {
   ir_node *e = check_attention(f, l, q, k, v, mask, causal, gqa);
   if (e) return e;
-  temps s = {0};
+  fe_temps s = {0};
   if (gqa) {
     k = repeat_heads(f, l, k, q->shape[q->ndim - 3], &s);
     v = repeat_heads(f, l, v, q->shape[q->ndim - 3], &s);
   }
   double sc = scale != 0 ? scale : 1 / sqrt((double)q->shape[q->ndim - 1]);
-  ir_node *kt = keep(&s, kiln_transpose_at(f, l, k, -2, -1));
-  ir_node *scores = keep(&s, kiln_muls_at(f, l, keep(&s, kiln_matmul_at(f, l, q, kt)), sc));
-  ir_node *p = keep(&s, kiln_softmax_at(f, l, masked(f, l, scores, mask, causal, &s), -1));
-  return finish(&s, kiln_matmul_at(f, l, p, v));
+  ir_node *kt = fe_keep(&s, kiln_transpose_at(f, l, k, -2, -1));
+  ir_node *scores = fe_keep(&s, kiln_muls_at(f, l, fe_keep(&s, kiln_matmul_at(f, l, q, kt)), sc));
+  ir_node *p = fe_keep(&s, kiln_softmax_at(f, l, masked(f, l, scores, mask, causal, &s), -1));
+  return fe_done(&s, kiln_matmul_at(f, l, p, v));
 }
 
 /* ---- the public functions ------------------------------------------------- */

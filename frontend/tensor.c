@@ -95,6 +95,18 @@ ir_node *fe_same(ir_node *t) {
   return fe_register(t);
 }
 
+ir_node *fe_keep(fe_temps *s, ir_node *t) {
+  IR_ASSERT(s->n < (int)(sizeof s->t / sizeof *s->t));   /* a composition outgrew the array: a kiln bug */
+  s->t[s->n++] = t;
+  return t;
+}
+
+ir_node *fe_done(fe_temps *s, ir_node *result) {
+  for (int i = 0; i < s->n; i++) kiln_release(s->t[i]);
+  s->n = 0;
+  return result;
+}
+
 /* The new reference is the caller's own: scopes never release it. */
 kiln_tensor *kiln_retain_at(const char *f, int l, kiln_tensor *t) {
   if (!t || fe_bad_handle(f, l, "retain", t)) return NULL;

@@ -856,6 +856,69 @@ KILN_API kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_
 #define kiln_linear(x, w, b) kiln_linear_at(__FILE__, __LINE__, x, w, b)
 /** @} */
 
+/* ---- pooling (torch.nn.functional) ---------------------------------------- */
+/** @name Pooling
+ * torch.nn.functional's max_pool2d (with indices), avg_pool2d and
+ * adaptive_avg_pool2d over the last two dims of a (C, H, W) or (N, C, H, W)
+ * input. Each (n, values) argument takes n = 1 (the same for both dims,
+ * torch's int) or n = 2; a stride of n = 0 is the kernel size (torch's
+ * stride=None). A window op fuses into one kernel that reads the input in
+ * place: each tap of the window is a strided view of the padded input.
+ * @{ */
+/** F.max_pool2d: the maximum of each window (NaN if the window holds one);
+ * padding counts as the dtype's lowest value.
+ * @at
+ * @param x a (C, H, W) or (N, C, H, W) tensor, not bool
+ * @param nkernel,kernel_size the window
+ * @param nstride,stride the step (n = 0: the window)
+ * @param npadding,padding added on both sides, at most half the window
+ * @param ndilation,dilation the spacing of the taps (n = 0: 1)
+ * @param ceil_mode nonzero rounds the output size up (a last window must start inside)
+ * @handle KILN_ERR_SHAPE for another rank or an output smaller than 1;
+ * KILN_ERR_ARG for a bad kernel, stride, padding or dilation (named);
+ * KILN_ERR_DTYPE for bool. */
+KILN_API kiln_tensor *kiln_max_pool2d_at(const char *f, int l, kiln_tensor *x, int nkernel, const int64_t *kernel_size,
+                                         int nstride, const int64_t *stride, int npadding, const int64_t *padding,
+                                         int ndilation, const int64_t *dilation, int ceil_mode);
+/** F.max_pool2d(return_indices=True): the values and, as int64, the index
+ * of each maximum in its flattened H*W input plane (the first one, or the
+ * last NaN, as torch scans).
+ * @at
+ * @param x,nkernel,kernel_size,nstride,stride,npadding,padding,ndilation,dilation,ceil_mode as kiln_max_pool2d_at
+ * @param values,indices receive new handles (NULL: not wanted), never NULL:
+ * on bad arguments both are the error node, with errors as kiln_max_pool2d_at. */
+KILN_API void kiln_max_pool2d_with_indices_at(const char *f, int l, kiln_tensor *x, int nkernel,
+                                              const int64_t *kernel_size, int nstride, const int64_t *stride,
+                                              int npadding, const int64_t *padding, int ndilation,
+                                              const int64_t *dilation, int ceil_mode, kiln_tensor **values,
+                                              kiln_tensor **indices);
+/** F.avg_pool2d: the mean of each window.
+ * @at
+ * @param x a floating (C, H, W) or (N, C, H, W) tensor
+ * @param nkernel,kernel_size,nstride,stride,npadding,padding,ceil_mode as kiln_max_pool2d_at
+ * @param count_include_pad nonzero divides by the window's size within the
+ * padded input, zero by the taps inside the input
+ * @handle errors as kiln_max_pool2d_at; KILN_ERR_DTYPE for an integer tensor. */
+KILN_API kiln_tensor *kiln_avg_pool2d_at(const char *f, int l, kiln_tensor *x, int nkernel, const int64_t *kernel_size,
+                                         int nstride, const int64_t *stride, int npadding, const int64_t *padding,
+                                         int ceil_mode, int count_include_pad);
+/** F.adaptive_avg_pool2d: output cell (i, j) averages input rows
+ * [floor(i H / OH), ceil((i + 1) H / OH)) and the columns likewise,
+ * computed as two matrix products with the averaging matrices.
+ * @at
+ * @param x a floating (C, H, W) or (N, C, H, W) tensor
+ * @param noutput_size,output_size (OH, OW), or one value for both
+ * @handle KILN_ERR_ARG for a size that is not 1 or 2 positive values;
+ * errors as kiln_avg_pool2d_at. */
+KILN_API kiln_tensor *kiln_adaptive_avg_pool2d_at(const char *f, int l, kiln_tensor *x, int noutput_size,
+                                                  const int64_t *output_size);
+/** @macros */
+#define kiln_max_pool2d(x, ...) kiln_max_pool2d_at(__FILE__, __LINE__, x, __VA_ARGS__)
+#define kiln_max_pool2d_with_indices(x, ...) kiln_max_pool2d_with_indices_at(__FILE__, __LINE__, x, __VA_ARGS__)
+#define kiln_avg_pool2d(x, ...) kiln_avg_pool2d_at(__FILE__, __LINE__, x, __VA_ARGS__)
+#define kiln_adaptive_avg_pool2d(x, ...) kiln_adaptive_avg_pool2d_at(__FILE__, __LINE__, x, __VA_ARGS__)
+/** @} */
+
 /* ---- normalizations, attention and losses (torch.nn.functional) ---------- */
 /** @name Normalizations, attention and losses
  * torch.nn.functional's rms_norm, batch_norm (inference form: running

@@ -1,0 +1,293 @@
+/* pool.c: max_pool2d (with indices), avg_pool2d and adaptive_avg_pool2d
+ * with torch's rules. A window op is a sum or maximum over the kernel's
+ * taps, each tap a strided slice of the padded input: movement ops the
+ * fuser folds into one elementwise kernel that reads the input in place
+ * (no window buffer). Adaptive pooling multiplies by averaging matrices. */
+#include "frontend/frontend.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The geometry of a 2-D window over the last two dims: kernel, stride,
+ * padding, dilation, output size and the padding read past the end. */
+typedef struct {
+  int64_t k[2], s[2], p[2], d[2], out[2], hi[2];
+} window;
+
+/* torch's int-or-pair: n = 1 gives both dims v[0], n = 2 one each, n = 0
+ * the default dflt (stride: the kernel) when there is one. */
+static bool pair(int n, const int64_t *v, const int64_t *dflt, int64_t out[2]) {
+  if (n == 0 && dflt) return memcpy(out, dflt, 2 * sizeof *out), true;
+  if ((n != 1 && n != 2) || !v) return false;
+  out[0] = v[0];
+  out[1] = v[n - 1];
+  return true;
+}
+
+static ir_node *input_error(const char *f, int l, const char *op, ir_node *x, const char *why) {
+  ir_str d = {0};
+  ir_str_shape(&d, x->ndim, x->shape);
+  ir_node *e = fe_error(KILN_ERR_SHAPE, f, l, "%s: input of shape %s: %s", op, d.s, why);
+  ir_str_free(&d);
+  return e;
+}
+
+/* Fills w from torch's arguments (dilation NULL: 1) and checks them. */
+static ir_node *window_of(const char *f, int l, const char *op, ir_node *x, int nk, const int64_t *k, int ns,
+                          const int64_t *s, int np, const int64_t *p, int nd, const int64_t *d, int ceil_mode,
+                          window *w) {
+  ir_node *e = fe_check_arg(f, l, op, x, 1);
+  if (e) return e;
+  if (x->ndim != 3 && x->ndim != 4) return input_error(f, l, op, x, "expected a 3-D (C, H, W) or 4-D (N, C, H, W) input");
+  static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+  if (!pair(nk, k, NULL, w->k) || !pair(ns, s, w->k, w->s) || !pair(np, p, zero, w->p) ||
+      !pair(nd, d, one, w->d))
+    return fe_error(KILN_ERR_ARG, f, l, "%s: kernel_size, stride, padding and dilation take 1 or 2 values", op);
+  for (int i = 0; i < 2; i++) {
+    int64_t span = w->d[i] * (w->k[i] - 1) + 1, in = x->shape[x->ndim - 2 + i];
+    if (w->k[i] < 1 || w->s[i] < 1 || w->d[i] < 1 || w->p[i] < 0)
+      return fe_error(KILN_ERR_ARG, f, l, "%s: kernel_size, stride and dilation must be positive and padding "
+                      "non-negative, got kernel (%lld, %lld), stride (%lld, %lld), padding (%lld, %lld)", op,
+                      (long long)w->k[0], (long long)w->k[1], (long long)w->s[0], (long long)w->s[1],
+                      (long long)w->p[0], (long long)w->p[1]);
+    if (w->p[i] > span / 2)
+      return fe_error(KILN_ERR_ARG, f, l, "%s: pad should be at most half of effective kernel size, but got "
+                      "pad=%lld, kernel_size=%lld and dilation=%lld", op, (long long)w->p[i], (long long)w->k[i],
+                      (long long)w->d[i]);
+    int64_t room = in + 2 * w->p[i] - span;
+    int64_t out = (room < 0 ? -1 : (room + (ceil_mode ? w->s[i] - 1 : 0)) / w->s[i]) + 1;
+    if (ceil_mode && out > 1 && (out - 1) * w->s[i] >= in + w->p[i]) out--;   /* the last window starts inside */
+    if (out < 1) return input_error(f, l, op, x, "the output size is too small (the window is larger than the padded input)");
+    w->out[i] = out;
+    int64_t reach = (out - 1) * w->s[i] + span - in - w->p[i];
+    w->hi[i] = reach > 0 ? reach : 0;
+  }
+  return NULL;
+}
+
+/* x padded with value: p before each of the last two dims, w->hi after. */
+static ir_node *padded(const char *f, int l, ir_node *x, const window *w, double value) {
+  return kiln_pad_at(f, l, x, 4, (int64_t[]){w->p[1], w->hi[1], w->p[0], w->hi[0]}, value);
+}
+
+/* Tap (i, j) of every window: out[0] x out[1] elements of the padded xp. */
+static ir_node *tap(const char *f, int l, ir_node *xp, const window *w, int64_t i, int64_t j, fe_temps *s) {
+  int nd = xp->ndim;
+  int64_t r0 = i * w->d[0], c0 = j * w->d[1];
+  ir_node *rows = fe_keep(s, kiln_slice_at(f, l, xp, nd - 2, r0, r0 + (w->out[0] - 1) * w->s[0] + 1, w->s[0]));
+  return fe_keep(s, kiln_slice_at(f, l, rows, nd - 1, c0, c0 + (w->out[1] - 1) * w->s[1] + 1, w->s[1]));
+}
+
+/* For tap (i, j): the input row (dim 0) or column (dim 1) each output reads,
+ * o * stride - pad + tap * dilation, as int64 viewed as the output's shape
+ * (so what is computed from it stays in the pooling kernel: a small computed
+ * tensor broadcast over the channels would be stored by a kernel of its own). */
+static ir_node *tap_coord(const char *f, int l, const window *w, int dim, int64_t t, const ir_node *out, fe_temps *s) {
+  double start = (double)(t * w->d[dim] - w->p[dim]), step = (double)w->s[dim];
+  ir_node *a = fe_keep(s, kiln_arange_at(f, l, start, start + step * (double)w->out[dim], step));
+  if (!dim) a = fe_keep(s, kiln_reshape_at(f, l, a, 2, (int64_t[]){w->out[0], 1}));
+  return fe_keep(s, kiln_expand_at(f, l, a, out->ndim, out->shape));
+}
+
+/* True where coordinate c lies in [lo, hi). */
+static ir_node *within(const char *f, int l, ir_node *c, double lo, double hi, fe_temps *s) {
+  return fe_keep(s, kiln_logical_and_at(f, l, fe_keep(s, kiln_ges_at(f, l, c, lo)), fe_keep(s, kiln_lts_at(f, l, c, hi))));
+}
+
+/* The smallest value of dt: what max pooling pads with. */
+static double lowest(kiln_dtype dt) {
+  if (ir_is_float(dt)) return -INFINITY;
+  return ir_dtypes[dt].is_signed ? -ldexp(1, (int)(8 * ir_dtypes[dt].size) - 1) : 0;
+}
+
+/* ---- max pooling ------------------------------------------------------------- */
+/* best and idx after one more tap v: torch's scan, where a tap inside the
+ * input replaces the best so far when it is larger or NaN, or when none
+ * was inside yet (idx -1); the index is row * W + column of the plane. */
+static void scan_tap(const char *f, int l, const window *w, const ir_node *x, int64_t i, int64_t j, ir_node *v,
+                     ir_node **best, ir_node **idx, fe_temps *t) {
+  int64_t h = x->shape[x->ndim - 2], wd = x->shape[x->ndim - 1];
+  ir_node *r = tap_coord(f, l, w, 0, i, v, t), *c = tap_coord(f, l, w, 1, j, v, t);
+  ir_node *inside = fe_keep(t, kiln_logical_and_at(f, l, within(f, l, r, 0, (double)h, t), within(f, l, c, 0, (double)wd, t)));
+  ir_node *at = fe_keep(t, kiln_add_at(f, l, fe_keep(t, kiln_muls_at(f, l, r, (double)wd)), c));
+  if (!*best) {
+    *best = fe_same(v);
+    *idx = kiln_where_at(f, l, inside, at, fe_keep(t, kiln_full_at(f, l, 0, NULL, -1, KILN_I64)));
+    return;
+  }
+  ir_node *unset = fe_keep(t, kiln_lts_at(f, l, *idx, 0));
+  ir_node *better = fe_keep(t, kiln_logical_or_at(f, l, fe_keep(t, kiln_gt_at(f, l, v, *best)), fe_keep(t, kiln_ne_at(f, l, v, v))));
+  ir_node *take = fe_keep(t, kiln_logical_and_at(f, l, inside, fe_keep(t, kiln_logical_or_at(f, l, better, unset))));
+  ir_node *nb = kiln_where_at(f, l, take, v, *best), *ni = kiln_where_at(f, l, take, at, *idx);
+  kiln_release(*best);
+  kiln_release(*idx);
+  *best = nb;
+  *idx = ni;
+}
+
+/* The maximum over the taps (NaN wins, as in torch), and with indices
+ * torch's argmax of each window. */
+static void max_pool(const char *f, int l, ir_node *x, int nk, const int64_t *k, int ns, const int64_t *s, int np,
+                     const int64_t *p, int nd, const int64_t *d, int ceil_mode, ir_node **values, ir_node **indices) {
+  const char *op = indices ? "max_pool2d_with_indices" : "max_pool2d";
+  window w;
+  ir_node *e = window_of(f, l, op, x, nk, k, ns, s, np, p, nd, d, ceil_mode, &w);
+  if (!e && x->dtype == KILN_BOOL) e = fe_error(KILN_ERR_DTYPE, f, l, "%s: bool tensors are not supported", op);
+  if (e) {
+    *values = e;
+    if (indices) *indices = fe_same(e);
+    return;
+  }
+  ir_node *xp = padded(f, l, x, &w, lowest(x->dtype)), *best = NULL, *idx = NULL;
+  for (int64_t i = 0; i < w.k[0]; i++)
+    for (int64_t j = 0; j < w.k[1]; j++) {
+      fe_temps t = {0};
+      ir_node *v = tap(f, l, xp, &w, i, j, &t);
+      if (indices) {
+        scan_tap(f, l, &w, x, i, j, v, &best, &idx, &t);
+      } else {
+        ir_node *nb = best ? kiln_maximum_at(f, l, best, v) : fe_same(v);
+        kiln_release(best);
+        best = nb;
+      }
+      fe_done(&t, NULL);
+    }
+  kiln_release(xp);
+  *values = best;
+  if (indices) {   /* a 1x1 window's indices are still one plane: every channel's */
+    *indices = kiln_expand_at(f, l, idx, best->ndim, best->shape);
+    kiln_release(idx);
+  }
+}
+
+/* ---- average pooling ------------------------------------------------------------ */
+/* A (rows, cols) tensor of dt from the doubles v (freed), viewed as shape
+ * when one is given (ndim > 0), or an error. The view comes before the
+ * cast, so the cast runs in the kernel that reads it. */
+static ir_node *host_matrix(const char *f, int l, const char *op, double *v, int64_t rows, int64_t cols,
+                            kiln_dtype dt, int ndim, const int64_t *shape) {
+  if (!v) return fe_error(KILN_ERR_MEMORY, f, l, "%s: out of memory", op);
+  ir_node *m = kiln_from_data_at(f, l, v, KILN_F64, 2, (int64_t[]){rows, cols});
+  free(v);
+  ir_node *wide = ndim ? kiln_expand_at(f, l, m, ndim, shape) : fe_same(m);
+  ir_node *c = kiln_cast_at(f, l, wide, dt);
+  kiln_release(m);
+  kiln_release(wide);
+  return c;
+}
+
+/* How many taps of output position o along dim i torch divides by: those in
+ * [-p, in + p) with count_include_pad, else those inside the input. */
+static int64_t taps_counted(const window *w, int i, int64_t o, int64_t in, int include_pad) {
+  int64_t lo = include_pad ? -w->p[i] : 0, hi = include_pad ? in + w->p[i] : in, n = 0;
+  for (int64_t t = 0; t < w->k[i]; t++) {
+    int64_t c = o * w->s[i] - w->p[i] + t * w->d[i];
+    n += c >= lo && c < hi;
+  }
+  return n;
+}
+
+/* The sum over the taps of the zero-padded input times 1 / the count of
+ * each window (computed here, on the host: it depends only on the position). */
+static ir_node *avg_pool(const char *f, int l, ir_node *x, int nk, const int64_t *k, int ns, const int64_t *s, int np,
+                         const int64_t *p, int ceil_mode, int include_pad) {
+  window w;
+  ir_node *e = window_of(f, l, "avg_pool2d", x, nk, k, ns, s, np, p, 0, NULL, ceil_mode, &w);
+  if (e) return e;
+  if (!ir_is_float(x->dtype))
+    return fe_error(KILN_ERR_DTYPE, f, l, "avg_pool2d: expected a floating input, got %s", ir_dtypes[x->dtype].name);
+  int64_t h = x->shape[x->ndim - 2], wd = x->shape[x->ndim - 1];
+  double *inv = malloc(sizeof *inv * (size_t)(w.out[0] * w.out[1]));
+  for (int64_t r = 0; inv && r < w.out[0]; r++)
+    for (int64_t c = 0; c < w.out[1]; c++)
+      inv[r * w.out[1] + c] = 1.0 / (double)(taps_counted(&w, 0, r, h, include_pad) * taps_counted(&w, 1, c, wd, include_pad));
+  int64_t shape[KILN_MAX_DIMS];
+  memcpy(shape, x->shape, (size_t)x->ndim * sizeof *shape);
+  memcpy(shape + x->ndim - 2, w.out, sizeof w.out);
+  ir_node *scale = host_matrix(f, l, "avg_pool2d", inv, w.out[0], w.out[1], x->dtype, x->ndim, shape);
+  if (scale->status != KILN_OK) return scale;
+  ir_node *xp = padded(f, l, x, &w, 0), *sum = NULL;
+  for (int64_t i = 0; i < w.k[0]; i++)
+    for (int64_t j = 0; j < w.k[1]; j++) {
+      fe_temps t = {0};
+      ir_node *v = tap(f, l, xp, &w, i, j, &t);
+      ir_node *next = sum ? kiln_add_at(f, l, sum, v) : fe_same(v);
+      kiln_release(sum);
+      sum = next;
+      fe_done(&t, NULL);
+    }
+  ir_node *y = kiln_mul_at(f, l, sum, scale);
+  kiln_release(xp);
+  kiln_release(sum);
+  kiln_release(scale);
+  return y;
+}
+
+/* The (out, in) matrix of adaptive average pooling: row o averages
+ * [floor(o * in / out), ceil((o + 1) * in / out)). */
+static ir_node *averaging(const char *f, int l, int64_t out, int64_t in, kiln_dtype dt) {
+  double *m = calloc((size_t)(out * in), sizeof *m);
+  for (int64_t o = 0; m && o < out; o++) {
+    int64_t lo = o * in / out, hi = ((o + 1) * in + out - 1) / out;
+    for (int64_t c = lo; c < hi; c++) m[o * in + c] = 1.0 / (double)(hi - lo);
+  }
+  return host_matrix(f, l, "adaptive_avg_pool2d", m, out, in, dt, 0, NULL);
+}
+
+/* A_h @ x @ A_w^T with the averaging matrices: two GEMMs. */
+static ir_node *adaptive_avg_pool(const char *f, int l, ir_node *x, int n, const int64_t *size) {
+  ir_node *e = fe_check_arg(f, l, "adaptive_avg_pool2d", x, 1);
+  if (e) return e;
+  int64_t out[2];
+  if (x->ndim != 3 && x->ndim != 4)
+    return input_error(f, l, "adaptive_avg_pool2d", x, "expected a 3-D (C, H, W) or 4-D (N, C, H, W) input");
+  if (!pair(n, size, NULL, out) || out[0] < 1 || out[1] < 1)
+    return fe_error(KILN_ERR_ARG, f, l, "adaptive_avg_pool2d: output_size takes 1 or 2 positive values");
+  if (!ir_is_float(x->dtype))
+    return fe_error(KILN_ERR_DTYPE, f, l, "adaptive_avg_pool2d: expected a floating input, got %s", ir_dtypes[x->dtype].name);
+  fe_temps t = {0};
+  ir_node *ah = fe_keep(&t, averaging(f, l, out[0], x->shape[x->ndim - 2], x->dtype));
+  ir_node *aw = fe_keep(&t, averaging(f, l, out[1], x->shape[x->ndim - 1], x->dtype));
+  if (ah->status != KILN_OK) return fe_done(&t, fe_same(ah));
+  if (aw->status != KILN_OK) return fe_done(&t, fe_same(aw));
+  ir_node *cols = fe_keep(&t, kiln_matmul_at(f, l, x, fe_keep(&t, kiln_transpose_at(f, l, aw, 0, 1))));
+  return fe_done(&t, kiln_matmul_at(f, l, ah, cols));
+}
+
+/* ---- the public functions --------------------------------------------------------- */
+kiln_tensor *kiln_max_pool2d_at(const char *f, int l, kiln_tensor *x, int nkernel, const int64_t *kernel_size,
+                                int nstride, const int64_t *stride, int npadding, const int64_t *padding,
+                                int ndilation, const int64_t *dilation, int ceil_mode) {
+  const char *prev = ir_api_push("max_pool2d");
+  ir_node *v;
+  max_pool(f, l, x, nkernel, kernel_size, nstride, stride, npadding, padding, ndilation, dilation, ceil_mode, &v, NULL);
+  ir_api_pop(prev);
+  return v;
+}
+
+void kiln_max_pool2d_with_indices_at(const char *f, int l, kiln_tensor *x, int nkernel, const int64_t *kernel_size,
+                                     int nstride, const int64_t *stride, int npadding, const int64_t *padding,
+                                     int ndilation, const int64_t *dilation, int ceil_mode, kiln_tensor **values,
+                                     kiln_tensor **indices) {
+  const char *prev = ir_api_push("max_pool2d_with_indices");
+  ir_node *v, *i;
+  max_pool(f, l, x, nkernel, kernel_size, nstride, stride, npadding, padding, ndilation, dilation, ceil_mode, &v, &i);
+  ir_api_pop(prev);
+  if (values) *values = v;
+  else kiln_release(v);
+  if (indices) *indices = i;
+  else kiln_release(i);
+}
+
+kiln_tensor *kiln_avg_pool2d_at(const char *f, int l, kiln_tensor *x, int nkernel, const int64_t *kernel_size,
+                                int nstride, const int64_t *stride, int npadding, const int64_t *padding, int ceil_mode,
+                                int count_include_pad) {
+  FE_AS("avg_pool2d",
+        avg_pool(f, l, x, nkernel, kernel_size, nstride, stride, npadding, padding, ceil_mode, count_include_pad));
+}
+
+kiln_tensor *kiln_adaptive_avg_pool2d_at(const char *f, int l, kiln_tensor *x, int noutput_size,
+                                         const int64_t *output_size) {
+  FE_AS("adaptive_avg_pool2d", adaptive_avg_pool(f, l, x, noutput_size, output_size));
+}

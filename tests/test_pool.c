@@ -1,0 +1,211 @@
+/* test_pool.c: max_pool2d (with indices), avg_pool2d and
+ * adaptive_avg_pool2d against direct loops written from torch's kernels
+ * (output size, ceil mode, padding, dilation, count_include_pad, NaN), the
+ * one kernel a window op fuses into, and the error paths. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "util/testutil.h"
+
+typedef struct {
+  int64_t n, c, h, w;              /* n = 0: a 3-D (C, H, W) input */
+  int64_t k[2], s[2], p[2], d[2];  /* s = 0: the kernel */
+  int ceil, include_pad;
+} pool_case;
+
+static const pool_case cases[] = {
+  {2, 3, 7, 6, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 0, 1},
+  {1, 2, 7, 7, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, 1},
+  {1, 2, 7, 7, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, 0},
+  {1, 1, 8, 9, {2, 3}, {1, 2}, {1, 0}, {2, 1}, 0, 1},
+  {0, 2, 5, 5, {2, 2}, {0, 0}, {0, 0}, {1, 1}, 0, 1},
+  {1, 3, 4, 5, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 0, 1},
+  {1, 1, 2, 2, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 0, 0},
+  {2, 1, 6, 5, {2, 2}, {3, 3}, {1, 0}, {1, 1}, 1, 1},
+};
+#define NCASES ((int)(sizeof cases / sizeof *cases))
+
+/* torch's pooling_output_shape. */
+static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int ceil) {
+  int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0);
+  int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (ceil && (out - 1) * s >= in + p) out--;
+  return out;
+}
+
+static const double *values(kiln_tensor *t) {
+  const double *v = kiln_data(kiln_cast(t, KILN_F64));
+  ck_assert_msg(v, "%s", kiln_last_error());
+  return v;
+}
+
+static kiln_tensor *input(const pool_case *c, kiln_dtype dt, tu_range range) {
+  return c->n ? tu_data(dt, KILN_SHAPE(c->n, c->c, c->h, c->w), 40, range)
+              : tu_data(dt, KILN_SHAPE(c->c, c->h, c->w), 40, range);
+}
+
+/* Realizes the inputs, then counts the kernels of the results. */
+static unsigned long long kernels(kiln_tensor *x, int n, kiln_tensor *const *ys) {
+  ck_assert_int_eq(kiln_realize(x), KILN_OK);
+  kiln_reset_stats();
+  ck_assert_int_eq(kiln_realize_n(n, ys), KILN_OK);
+  return kiln_stats().kernels_launched;
+}
+
+/* torch's max_pool2d CPU loop: the first maximum, or the last NaN. */
+START_TEST(max_pool_values) {
+  const pool_case *c = &cases[_i];
+  static const kiln_dtype dts[] = {KILN_F32, KILN_I32};
+  for (int di = 0; di < 2; di++) {
+    kiln_scope_begin();
+    kiln_tensor *x = input(c, dts[di], TU_MODERATE), *v, *ix;
+    kiln_max_pool2d_with_indices(x, 2, c->k, c->s[0] ? 2 : 0, c->s, 2, c->p, 2, c->d, c->ceil, &v, &ix);
+    ck_assert_msg(kiln_status_of(v) == KILN_OK, "%s", kiln_last_error());
+    kiln_tensor *plain = kiln_max_pool2d(x, 2, c->k, c->s[0] ? 2 : 0, c->s, 2, c->p, 2, c->d, c->ceil);
+    ck_assert_uint_le(kernels(x, 1, &plain), 1);   /* 0 for a 1x1 window: a view */
+    ck_assert_uint_le(kernels(x, 2, (kiln_tensor *[]){v, ix}), 2);
+    const int64_t s0 = c->s[0] ? c->s[0] : c->k[0], s1 = c->s[1] ? c->s[1] : c->k[1];
+    int64_t oh = out_size(c->h, c->k[0], s0, c->p[0], c->d[0], c->ceil);
+    int64_t ow = out_size(c->w, c->k[1], s1, c->p[1], c->d[1], c->ceil);
+    ck_assert_int_eq(kiln_size(v, -2), oh);
+    ck_assert_int_eq(kiln_size(v, -1), ow);
+    const double *xv = values(x), *got = values(v), *pg = values(plain);
+    const int64_t *gi = kiln_data(ix);
+    int64_t planes = (c->n ? c->n : 1) * c->c;
+    for (int64_t pl = 0; pl < planes; pl++)
+      for (int64_t r = 0; r < oh; r++)
+        for (int64_t q = 0; q < ow; q++) {
+          double best = -INFINITY;
+          int64_t at = -1;
+          bool any_nan = false;
+          for (int64_t i = 0; i < c->k[0]; i++)
+            for (int64_t j = 0; j < c->k[1]; j++) {
+              int64_t y = r * s0 - c->p[0] + i * c->d[0], z = q * s1 - c->p[1] + j * c->d[1];
+              if (y < 0 || y >= c->h || z < 0 || z >= c->w) continue;
+              double val = xv[(pl * c->h + y) * c->w + z];
+              if (at < 0 || val > best || isnan(val)) best = val, at = y * c->w + z;
+              any_nan |= isnan(val);
+            }
+          int64_t o = (pl * oh + r) * ow + q;
+          ck_assert_msg(gi[o] == at, "plane %lld (%lld, %lld): index %lld, want %lld", (long long)pl, (long long)r,
+                        (long long)q, (long long)gi[o], (long long)at);
+          if (isnan(best)) ck_assert(isnan(got[o]) && isnan(pg[o]));
+          else ck_assert_msg(got[o] == best && pg[o] == best && !any_nan, "[%lld] %g %g want %g", (long long)o, got[o], pg[o], best);
+        }
+    kiln_scope_end();
+  }
+}
+END_TEST
+
+/* torch's avg_pool2d: divisor (hend - hstart) * (wend - wstart) within the
+ * padded input, or within the input without count_include_pad. */
+START_TEST(avg_pool_values) {
+  const pool_case *c = &cases[_i];
+  if (c->d[0] != 1 || c->d[1] != 1) return;   /* avg_pool2d has no dilation */
+  kiln_scope_begin();
+  kiln_tensor *x = input(c, KILN_F32, TU_SMALL);
+  kiln_tensor *y = kiln_avg_pool2d(x, 2, c->k, c->s[0] ? 2 : 0, c->s, 2, c->p, c->ceil, c->include_pad);
+  ck_assert_msg(kiln_status_of(y) == KILN_OK, "%s", kiln_last_error());
+  ck_assert_uint_eq(kernels(x, 1, &y), 1);
+  const int64_t s0 = c->s[0] ? c->s[0] : c->k[0], s1 = c->s[1] ? c->s[1] : c->k[1];
+  int64_t oh = out_size(c->h, c->k[0], s0, c->p[0], 1, c->ceil), ow = out_size(c->w, c->k[1], s1, c->p[1], 1, c->ceil);
+  const double *xv = values(x), *got = values(y);
+  int64_t planes = (c->n ? c->n : 1) * c->c;
+  for (int64_t pl = 0; pl < planes; pl++)
+    for (int64_t r = 0; r < oh; r++)
+      for (int64_t q = 0; q < ow; q++) {
+        int64_t hs = r * s0 - c->p[0], ws = q * s1 - c->p[1];
+        int64_t he = hs + c->k[0] < c->h + c->p[0] ? hs + c->k[0] : c->h + c->p[0];
+        int64_t we = ws + c->k[1] < c->w + c->p[1] ? ws + c->k[1] : c->w + c->p[1];
+        int64_t size = (he - hs) * (we - ws);
+        hs = hs > 0 ? hs : 0, ws = ws > 0 ? ws : 0, he = he < c->h ? he : c->h, we = we < c->w ? we : c->w;
+        double sum = 0;
+        for (int64_t a = hs; a < he; a++)
+          for (int64_t b = ws; b < we; b++) sum += xv[(pl * c->h + a) * c->w + b];
+        double want = sum / (double)(c->include_pad ? size : (he - hs) * (we - ws));
+        int64_t o = (pl * oh + r) * ow + q;
+        ck_assert_msg(fabs(got[o] - want) < 1e-5, "[%lld] got %g want %g", (long long)o, got[o], want);
+      }
+  kiln_scope_end();
+}
+END_TEST
+
+/* adaptive_avg_pool2d: cell (i, j) averages rows [floor(iH/OH), ceil((i+1)H/OH)). */
+START_TEST(adaptive_values) {
+  static const int64_t sizes[][4] = {{7, 6, 3, 2}, {5, 5, 5, 5}, {2, 3, 5, 4}, {8, 8, 1, 1}, {6, 9, 4, 3}};
+  const int64_t *z = sizes[_i];
+  kiln_scope_begin();
+  kiln_tensor *x = tu_data(KILN_F64, KILN_SHAPE(2, 3, z[0], z[1]), 41, TU_SMALL);
+  kiln_tensor *y = kiln_adaptive_avg_pool2d(x, 2, (int64_t[]){z[2], z[3]});
+  ck_assert_msg(kiln_status_of(y) == KILN_OK, "%s", kiln_last_error());
+  const double *xv = values(x), *got = values(y);
+  for (int64_t pl = 0; pl < 6; pl++)
+    for (int64_t i = 0; i < z[2]; i++)
+      for (int64_t j = 0; j < z[3]; j++) {
+        int64_t h0 = i * z[0] / z[2], h1 = ((i + 1) * z[0] + z[2] - 1) / z[2];
+        int64_t w0 = j * z[1] / z[3], w1 = ((j + 1) * z[1] + z[3] - 1) / z[3];
+        double sum = 0;
+        for (int64_t a = h0; a < h1; a++)
+          for (int64_t b = w0; b < w1; b++) sum += xv[(pl * z[0] + a) * z[1] + b];
+        double want = sum / (double)((h1 - h0) * (w1 - w0)), g = got[(pl * z[2] + i) * z[3] + j];
+        ck_assert_msg(fabs(g - want) < 1e-12, "(%lld,%lld): got %.15g want %.15g", (long long)i, (long long)j, g, want);
+      }
+  kiln_scope_end();
+}
+END_TEST
+
+/* ---- errors ------------------------------------------------------------------ */
+static kiln_tensor *build_error(int i, int *line) {
+  kiln_tensor *x = kiln_zeros(KILN_SHAPE(1, 2, 5, 5), KILN_F32), *m = kiln_zeros(KILN_SHAPE(5, 5), KILN_F32);
+  kiln_tensor *ix = kiln_zeros(KILN_SHAPE(1, 2, 5, 5), KILN_I64);
+  const int64_t k3[] = {3}, k7[] = {7}, p2[] = {2}, bad[] = {2, 2, 2};
+  *line = __LINE__ + 2;
+  switch (i) {
+  case 0: return kiln_max_pool2d(m, 1, k3, 0, NULL, 0, NULL, 0, NULL, 0);
+  case 1: return kiln_max_pool2d(x, 1, k3, 0, NULL, 1, p2, 0, NULL, 0);
+  case 2: return kiln_avg_pool2d(x, 1, k7, 0, NULL, 0, NULL, 0, 1);
+  case 3: return kiln_max_pool2d(x, 3, bad, 0, NULL, 0, NULL, 0, NULL, 0);
+  case 4: return kiln_avg_pool2d(ix, 1, k3, 0, NULL, 0, NULL, 0, 1);
+  case 5: return kiln_adaptive_avg_pool2d(x, 2, (int64_t[]){0, 2});
+  case 6: return kiln_max_pool2d(kiln_zeros(KILN_SHAPE(1, 5, 5), KILN_BOOL), 1, k3, 0, NULL, 0, NULL, 0, NULL, 0);
+  }
+  return NULL;
+}
+
+static const struct {
+  kiln_status status;
+  const char *msg;
+} errs[] = {
+  {KILN_ERR_SHAPE, "max_pool2d: input of shape (5,5): expected a 3-D (C, H, W) or 4-D (N, C, H, W) input"},
+  {KILN_ERR_ARG, "max_pool2d: pad should be at most half of effective kernel size, but got pad=2, kernel_size=3 and dilation=1"},
+  {KILN_ERR_SHAPE, "avg_pool2d: input of shape (1,2,5,5): the output size is too small (the window is larger than the padded input)"},
+  {KILN_ERR_ARG, "max_pool2d: kernel_size, stride, padding and dilation take 1 or 2 values"},
+  {KILN_ERR_DTYPE, "avg_pool2d: expected a floating input, got int64"},
+  {KILN_ERR_ARG, "adaptive_avg_pool2d: output_size takes 1 or 2 positive values"},
+  {KILN_ERR_DTYPE, "max_pool2d: bool tensors are not supported"},
+};
+
+START_TEST(error_paths) {
+  kiln_scope_begin();
+  int line0;
+  kiln_tensor *t = build_error(_i, &line0);
+  char want[512];
+  snprintf(want, sizeof want, "%s:%d: %s", __FILE__, line0 + _i, errs[_i].msg);
+  ck_assert_int_eq(kiln_status_of(t), errs[_i].status);
+  ck_assert_str_eq(kiln_last_error(), want);
+  kiln_scope_end();
+}
+END_TEST
+
+static Suite *pool_suite(void) {
+  Suite *s = suite_create("pool");
+  tcase_add_loop_test(tu_tcase(s, "max"), max_pool_values, 0, NCASES);
+  tcase_add_loop_test(tu_tcase(s, "avg"), avg_pool_values, 0, NCASES);
+  tcase_add_loop_test(tu_tcase(s, "adaptive"), adaptive_values, 0, 5);
+  tcase_add_loop_test(tu_tcase(s, "errors"), error_paths, 0, (int)(sizeof errs / sizeof *errs));
+  return s;
+}
+
+KILN_TEST_MAIN(pool_suite)
