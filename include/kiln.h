@@ -856,6 +856,45 @@ KILN_API kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_
 #define kiln_linear(x, w, b) kiln_linear_at(__FILE__, __LINE__, x, w, b)
 /** @} */
 
+/* ---- convolution (torch.nn.functional) ------------------------------------- */
+/** @name Convolution
+ * F.conv1d and F.conv2d (cross-correlation, as torch) with stride, padding,
+ * dilation and groups (depthwise: groups = channels); bias may be NULL. Each
+ * (n, values) argument takes n = 1 (both spatial dims) or n = 2 for conv2d,
+ * n = 1 for conv1d, and n = 0 for the default (stride 1, padding 0,
+ * dilation 1). Today a convolution is one batched GEMM of the weight and the
+ * stacked, strided taps of the padded input (an im2col that a kernel of its
+ * own stores); the bias and what follows run in one more kernel.
+ * @{ */
+/** F.conv2d.
+ * @at
+ * @param x a floating (N, C, H, W) or (C, H, W) input
+ * @param w the weight (O, C / groups, kh, kw), of x's dtype
+ * @param b the bias (O,), or NULL
+ * @param nstride,stride,npadding,padding,ndilation,dilation the window
+ * @param groups divides C and O
+ * @handle KILN_ERR_SHAPE for shapes that do not fit (the message names them
+ * and the rule); KILN_ERR_ARG for a bad stride, padding or dilation;
+ * KILN_ERR_DTYPE for integer or mixed dtypes. */
+KILN_API kiln_tensor *kiln_conv2d_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b, int nstride,
+                                     const int64_t *stride, int npadding, const int64_t *padding, int ndilation,
+                                     const int64_t *dilation, int64_t groups);
+/** F.conv1d: kiln_conv2d_at over a height of 1.
+ * @at
+ * @param x a floating (N, C, L) or (C, L) input
+ * @param w the weight (O, C / groups, k)
+ * @param b the bias (O,), or NULL
+ * @param nstride,stride,npadding,padding,ndilation,dilation one value each (or n = 0)
+ * @param groups divides C and O
+ * @handle errors as kiln_conv2d_at. */
+KILN_API kiln_tensor *kiln_conv1d_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b, int nstride,
+                                     const int64_t *stride, int npadding, const int64_t *padding, int ndilation,
+                                     const int64_t *dilation, int64_t groups);
+/** @macros */
+#define kiln_conv2d(x, w, b, ...) kiln_conv2d_at(__FILE__, __LINE__, x, w, b, __VA_ARGS__)
+#define kiln_conv1d(x, w, b, ...) kiln_conv1d_at(__FILE__, __LINE__, x, w, b, __VA_ARGS__)
+/** @} */
+
 /* ---- pooling (torch.nn.functional) ---------------------------------------- */
 /** @name Pooling
  * torch.nn.functional's max_pool2d (with indices), avg_pool2d and

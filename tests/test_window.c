@@ -1,7 +1,8 @@
-/* test_pool.c: max_pool2d (with indices), avg_pool2d and
- * adaptive_avg_pool2d against direct loops written from torch's kernels
- * (output size, ceil mode, padding, dilation, count_include_pad, NaN), the
- * one kernel a window op fuses into, and the error paths. */
+/* test_window.c: max_pool2d (with indices), avg_pool2d,
+ * adaptive_avg_pool2d, conv1d and conv2d against direct loops written from
+ * torch's definitions (output size, ceil mode, padding, dilation,
+ * count_include_pad, groups, NaN), the kernels a window op fuses into, and
+ * the error paths. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -156,6 +157,71 @@ START_TEST(adaptive_values) {
 }
 END_TEST
 
+/* ---- convolution --------------------------------------------------------------- */
+typedef struct {
+  int64_t n, c, h, w, o, kh, kw, s, p, d, g;   /* n = 0: unbatched; h = 0: conv1d over w */
+} conv_case;
+
+static const conv_case convs[] = {
+  {2, 3, 6, 5, 4, 3, 3, 1, 1, 1, 1}, {1, 4, 7, 7, 6, 3, 2, 2, 0, 1, 2}, {1, 4, 5, 5, 4, 3, 3, 1, 1, 1, 4},
+  {1, 2, 5, 6, 3, 1, 1, 1, 0, 1, 1}, {1, 2, 6, 6, 2, 3, 3, 2, 2, 2, 1}, {1, 1, 2, 2, 1, 3, 3, 1, 1, 1, 1},
+  {0, 3, 4, 5, 2, 2, 2, 1, 0, 1, 1}, {2, 4, 0, 9, 6, 1, 3, 2, 1, 1, 2},
+};
+
+START_TEST(conv_values) {
+  const conv_case *c = &convs[_i];
+  bool one_d = c->h == 0;
+  int64_t h = one_d ? 1 : c->h, kh = one_d ? 1 : c->kh, nb = c->n ? c->n : 1, cg = c->c / c->g;
+  int64_t oh = one_d ? 1 : (h + 2 * c->p - c->d * (kh - 1) - 1) / c->s + 1;
+  int64_t ow = (c->w + 2 * c->p - c->d * (c->kw - 1) - 1) / c->s + 1;
+  kiln_scope_begin();
+  kiln_tensor *x = one_d ? tu_data(KILN_F64, KILN_SHAPE(nb, c->c, c->w), 50, TU_SMALL)
+                 : c->n  ? tu_data(KILN_F64, KILN_SHAPE(c->n, c->c, h, c->w), 50, TU_SMALL)
+                         : tu_data(KILN_F64, KILN_SHAPE(c->c, h, c->w), 50, TU_SMALL);
+  kiln_tensor *w = one_d ? tu_data(KILN_F64, KILN_SHAPE(c->o, cg, c->kw), 51, TU_SMALL)
+                         : tu_data(KILN_F64, KILN_SHAPE(c->o, cg, kh, c->kw), 51, TU_SMALL);
+  kiln_tensor *b = tu_data(KILN_F64, KILN_SHAPE(c->o), 52, TU_SMALL);
+  kiln_tensor *y = one_d ? kiln_conv1d(x, w, b, 1, &c->s, 1, &c->p, 1, &c->d, c->g)
+                         : kiln_conv2d(x, w, b, 1, &c->s, 1, &c->p, 1, &c->d, c->g);
+  ck_assert_msg(kiln_status_of(y) == KILN_OK, "%s", kiln_last_error());
+  ck_assert_int_eq(kiln_ndim(y), one_d ? 3 : c->n ? 4 : 3);
+  const double *xv = values(x), *wv = values(w), *bv = values(b), *got = values(y);
+  for (int64_t n = 0; n < nb; n++)
+    for (int64_t o = 0; o < c->o; o++)
+      for (int64_t r = 0; r < oh; r++)
+        for (int64_t q = 0; q < ow; q++) {
+          int64_t g = o / (c->o / c->g);
+          double want = bv[o];
+          for (int64_t ci = 0; ci < cg; ci++)
+            for (int64_t i = 0; i < kh; i++)
+              for (int64_t j = 0; j < c->kw; j++) {
+                int64_t y0 = one_d ? 0 : r * c->s - c->p + i * c->d, z = q * c->s - c->p + j * c->d;
+                if (y0 < 0 || y0 >= h || z < 0 || z >= c->w) continue;
+                want += xv[((n * c->c + g * cg + ci) * h + y0) * c->w + z] * wv[((o * cg + ci) * kh + i) * c->kw + j];
+              }
+          double gv = got[((n * c->o + o) * oh + r) * ow + q];
+          ck_assert_msg(fabs(gv - want) < 1e-12, "(%lld,%lld,%lld,%lld): got %.15g want %.15g", (long long)n,
+                        (long long)o, (long long)r, (long long)q, gv, want);
+        }
+  kiln_scope_end();
+}
+END_TEST
+
+/* conv + bias + relu today: one kernel stores the taps (the GEMM's operand),
+ * one is the batched GEMM, one adds the bias and applies relu. The issue's
+ * goal is one (an implicit GEMM); this bound keeps it from growing. */
+START_TEST(conv_kernels) {
+  kiln_scope_begin();
+  kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(2, 8, 10, 10), 53, TU_SMALL);
+  kiln_tensor *w = tu_data(KILN_F32, KILN_SHAPE(16, 8, 3, 3), 54, TU_SMALL), *b = tu_data(KILN_F32, KILN_SHAPE(16), 55, TU_SMALL);
+  ck_assert_int_eq(kiln_realize(w), KILN_OK);
+  ck_assert_int_eq(kiln_realize(b), KILN_OK);
+  kiln_tensor *y = kiln_relu(kiln_conv2d(x, w, b, 1, (int64_t[]){1}, 1, (int64_t[]){1}, 0, NULL, 1));
+  ck_assert_uint_le(kernels(x, 1, &y), 3);
+  kiln_scope_end();
+}
+END_TEST
+
 /* ---- errors ------------------------------------------------------------------ */
 static kiln_tensor *build_error(int i, int *line) {
   kiln_tensor *x = kiln_zeros(KILN_SHAPE(1, 2, 5, 5), KILN_F32), *m = kiln_zeros(KILN_SHAPE(5, 5), KILN_F32);
@@ -170,6 +236,9 @@ static kiln_tensor *build_error(int i, int *line) {
   case 4: return kiln_avg_pool2d(ix, 1, k3, 0, NULL, 0, NULL, 0, 1);
   case 5: return kiln_adaptive_avg_pool2d(x, 2, (int64_t[]){0, 2});
   case 6: return kiln_max_pool2d(kiln_zeros(KILN_SHAPE(1, 5, 5), KILN_BOOL), 1, k3, 0, NULL, 0, NULL, 0, NULL, 0);
+  case 7: return kiln_conv2d(x, kiln_zeros(KILN_SHAPE(4, 3, 3, 3), KILN_F32), NULL, 0, NULL, 0, NULL, 0, NULL, 1);
+  case 8: return kiln_conv2d(x, kiln_zeros(KILN_SHAPE(3, 1, 3, 3), KILN_F32), NULL, 0, NULL, 0, NULL, 0, NULL, 2);
+  case 9: return kiln_conv2d(x, kiln_zeros(KILN_SHAPE(4, 2, 7, 7), KILN_F32), NULL, 0, NULL, 0, NULL, 0, NULL, 1);
   }
   return NULL;
 }
@@ -185,6 +254,12 @@ static const struct {
   {KILN_ERR_DTYPE, "avg_pool2d: expected a floating input, got int64"},
   {KILN_ERR_ARG, "adaptive_avg_pool2d: output_size takes 1 or 2 positive values"},
   {KILN_ERR_DTYPE, "max_pool2d: bool tensors are not supported"},
+  {KILN_ERR_SHAPE, "conv2d: groups=1, weight of size (4,3,3,3), input of size (1,2,5,5): the input's channels must be "
+                   "the weight's dim 1 times groups"},
+  {KILN_ERR_SHAPE, "conv2d: groups=2, weight of size (3,1,3,3), input of size (1,2,5,5): groups must be positive and "
+                   "divide the output channels"},
+  {KILN_ERR_SHAPE, "conv2d: input of shape (1,2,5,5): the output size is too small (the window is larger than the "
+                   "padded input)"},
 };
 
 START_TEST(error_paths) {
@@ -199,13 +274,16 @@ START_TEST(error_paths) {
 }
 END_TEST
 
-static Suite *pool_suite(void) {
-  Suite *s = suite_create("pool");
+static Suite *window_suite(void) {
+  Suite *s = suite_create("window");
   tcase_add_loop_test(tu_tcase(s, "max"), max_pool_values, 0, NCASES);
   tcase_add_loop_test(tu_tcase(s, "avg"), avg_pool_values, 0, NCASES);
   tcase_add_loop_test(tu_tcase(s, "adaptive"), adaptive_values, 0, 5);
+  TCase *cv = tu_tcase(s, "conv");
+  tcase_add_loop_test(cv, conv_values, 0, (int)(sizeof convs / sizeof *convs));
+  tcase_add_test(cv, conv_kernels);
   tcase_add_loop_test(tu_tcase(s, "errors"), error_paths, 0, (int)(sizeof errs / sizeof *errs));
   return s;
 }
 
-KILN_TEST_MAIN(pool_suite)
+KILN_TEST_MAIN(window_suite)

@@ -1,8 +1,10 @@
-/* pool.c: max_pool2d (with indices), avg_pool2d and adaptive_avg_pool2d
- * with torch's rules. A window op is a sum or maximum over the kernel's
- * taps, each tap a strided slice of the padded input: movement ops the
- * fuser folds into one elementwise kernel that reads the input in place
- * (no window buffer). Adaptive pooling multiplies by averaging matrices. */
+/* window.c: the window ops with torch's rules: max_pool2d (with indices),
+ * avg_pool2d, adaptive_avg_pool2d, conv1d and conv2d. A pooling is a sum or
+ * maximum over the kernel's taps, each tap a strided slice of the padded
+ * input: movement ops the fuser folds into one elementwise kernel that
+ * reads the input in place. Adaptive pooling multiplies by averaging
+ * matrices; a convolution multiplies the weight by the stacked taps (an
+ * im2col the GEMM's operand packing materializes). */
 #include "frontend/frontend.h"
 
 #include <math.h>
@@ -33,15 +35,17 @@ static ir_node *input_error(const char *f, int l, const char *op, ir_node *x, co
   return e;
 }
 
-/* Fills w from torch's arguments (dilation NULL: 1) and checks them. */
-static ir_node *window_of(const char *f, int l, const char *op, ir_node *x, int nk, const int64_t *k, int ns,
-                          const int64_t *s, int np, const int64_t *p, int nd, const int64_t *d, int ceil_mode,
+/* Fills w from torch's arguments (n = 0: padding 0, dilation 1, stride the
+ * kernel for a pooling, 1 for a convolution) and checks them; a pooling's
+ * padding is at most half its window. */
+static ir_node *window_of(const char *f, int l, const char *op, bool pool, ir_node *x, int nk, const int64_t *k,
+                          int ns, const int64_t *s, int np, const int64_t *p, int nd, const int64_t *d, int ceil_mode,
                           window *w) {
   ir_node *e = fe_check_arg(f, l, op, x, 1);
   if (e) return e;
   if (x->ndim != 3 && x->ndim != 4) return input_error(f, l, op, x, "expected a 3-D (C, H, W) or 4-D (N, C, H, W) input");
   static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
-  if (!pair(nk, k, NULL, w->k) || !pair(ns, s, w->k, w->s) || !pair(np, p, zero, w->p) ||
+  if (!pair(nk, k, NULL, w->k) || !pair(ns, s, pool ? w->k : one, w->s) || !pair(np, p, zero, w->p) ||
       !pair(nd, d, one, w->d))
     return fe_error(KILN_ERR_ARG, f, l, "%s: kernel_size, stride, padding and dilation take 1 or 2 values", op);
   for (int i = 0; i < 2; i++) {
@@ -51,7 +55,7 @@ static ir_node *window_of(const char *f, int l, const char *op, ir_node *x, int 
                       "non-negative, got kernel (%lld, %lld), stride (%lld, %lld), padding (%lld, %lld)", op,
                       (long long)w->k[0], (long long)w->k[1], (long long)w->s[0], (long long)w->s[1],
                       (long long)w->p[0], (long long)w->p[1]);
-    if (w->p[i] > span / 2)
+    if (pool && w->p[i] > span / 2)
       return fe_error(KILN_ERR_ARG, f, l, "%s: pad should be at most half of effective kernel size, but got "
                       "pad=%lld, kernel_size=%lld and dilation=%lld", op, (long long)w->p[i], (long long)w->k[i],
                       (long long)w->d[i]);
@@ -132,7 +136,7 @@ static void max_pool(const char *f, int l, ir_node *x, int nk, const int64_t *k,
                      const int64_t *p, int nd, const int64_t *d, int ceil_mode, ir_node **values, ir_node **indices) {
   const char *op = indices ? "max_pool2d_with_indices" : "max_pool2d";
   window w;
-  ir_node *e = window_of(f, l, op, x, nk, k, ns, s, np, p, nd, d, ceil_mode, &w);
+  ir_node *e = window_of(f, l, op, true, x, nk, k, ns, s, np, p, nd, d, ceil_mode, &w);
   if (!e && x->dtype == KILN_BOOL) e = fe_error(KILN_ERR_DTYPE, f, l, "%s: bool tensors are not supported", op);
   if (e) {
     *values = e;
@@ -193,7 +197,7 @@ static int64_t taps_counted(const window *w, int i, int64_t o, int64_t in, int i
 static ir_node *avg_pool(const char *f, int l, ir_node *x, int nk, const int64_t *k, int ns, const int64_t *s, int np,
                          const int64_t *p, int ceil_mode, int include_pad) {
   window w;
-  ir_node *e = window_of(f, l, "avg_pool2d", x, nk, k, ns, s, np, p, 0, NULL, ceil_mode, &w);
+  ir_node *e = window_of(f, l, "avg_pool2d", true, x, nk, k, ns, s, np, p, 0, NULL, ceil_mode, &w);
   if (e) return e;
   if (!ir_is_float(x->dtype))
     return fe_error(KILN_ERR_DTYPE, f, l, "avg_pool2d: expected a floating input, got %s", ir_dtypes[x->dtype].name);
@@ -255,7 +259,93 @@ static ir_node *adaptive_avg_pool(const char *f, int l, ir_node *x, int n, const
   return fe_done(&t, kiln_matmul_at(f, l, ah, cols));
 }
 
+/* ---- convolution ------------------------------------------------------------------ */
+/* NULL when x (N, C, H, W) or (C, H, W), w (O, C / groups, kh, kw) and
+ * bias (O,) fit together, else torch's message. */
+static ir_node *check_conv(const char *f, int l, const char *op, ir_node *x, ir_node *w, ir_node *b, int64_t groups) {
+  ir_node *e = fe_check_args(f, l, op, b ? 3 : 2, (ir_node *[]){x, w, b});
+  if (e) return e;
+  if (!ir_is_float(x->dtype) || x->dtype != w->dtype || (b && b->dtype != x->dtype))
+    return fe_error(KILN_ERR_DTYPE, f, l, "%s: expected input, weight and bias of one floating dtype, got %s and %s", op,
+                    ir_dtypes[x->dtype].name, ir_dtypes[w->dtype].name);
+  ir_str d = {0};
+  const char *why = NULL;
+  if (x->ndim != 3 && x->ndim != 4) why = "expected a 3-D (C, H, W) or 4-D (N, C, H, W) input";
+  else if (w->ndim != 4) why = "expected a 4-D weight";
+  else if (groups < 1 || w->shape[0] % groups) why = "groups must be positive and divide the output channels";
+  else if (x->shape[x->ndim - 3] != w->shape[1] * groups) why = "the input's channels must be the weight's dim 1 times groups";
+  else if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) why = "the bias must have one value per output channel";
+  if (!why) return NULL;
+  ir_str_printf(&d, "groups=%lld, weight of size ", (long long)groups);
+  ir_str_shape(&d, w->ndim, w->shape);
+  ir_str_printf(&d, ", input of size ");
+  ir_str_shape(&d, x->ndim, x->shape);
+  e = fe_error(KILN_ERR_SHAPE, f, l, "%s: %s: %s", op, d.s, why);
+  ir_str_free(&d);
+  return e;
+}
+
+/* x (N, C, H, W) * w (O, C/g, kh, kw): the taps stacked as (N, g, C/g * kh
+ * * kw, OH * OW) columns, one batched GEMM per group, then the bias. */
+static ir_node *conv(const char *f, int l, const char *op, ir_node *x, ir_node *w, ir_node *b, int ns,
+                     const int64_t *s, int np, const int64_t *p, int nd, const int64_t *d, int64_t groups) {
+  ir_node *e = check_conv(f, l, op, x, w, b, groups);
+  window win;
+  if (e || (e = window_of(f, l, op, false, x, 2, w->shape + 2, ns, s, np, p, nd, d, 0, &win))) return e;
+  fe_temps t = {0};
+  bool unbatched = x->ndim == 3;
+  if (unbatched) x = fe_keep(&t, kiln_unsqueeze_at(f, l, x, 0));
+  int64_t n = x->shape[0], c = x->shape[1], o = w->shape[0], taps = win.k[0] * win.k[1];
+  int64_t cols = win.out[0] * win.out[1], depth = c / groups * taps;
+  ir_node **each = malloc(sizeof *each * (size_t)taps);
+  if (!each) return fe_done(&t, fe_error(KILN_ERR_MEMORY, f, l, "%s: out of memory", op));
+  ir_node *xp = padded(f, l, x, &win, 0);
+  for (int64_t i = 0; i < taps; i++) {
+    fe_temps tt = {0};
+    each[i] = fe_same(tap(f, l, xp, &win, i / win.k[1], i % win.k[1], &tt));
+    fe_done(&tt, NULL);
+  }
+  ir_node *st = fe_keep(&t, kiln_stack_at(f, l, (int)taps, each, 2));   /* (N, C, taps, OH, OW) */
+  for (int64_t i = 0; i < taps; i++) kiln_release(each[i]);
+  free(each);
+  kiln_release(xp);
+  ir_node *im = fe_keep(&t, kiln_reshape_at(f, l, st, 4, (int64_t[]){n, groups, depth, cols}));
+  ir_node *wm = fe_keep(&t, kiln_reshape_at(f, l, w, 3, (int64_t[]){groups, o / groups, depth}));
+  ir_node *y = fe_keep(&t, kiln_matmul_at(f, l, wm, im));   /* (N, g, O/g, OH*OW) */
+  if (b)   /* per (group, output channel) of the product */
+    y = fe_keep(&t, kiln_add_at(f, l, y, fe_keep(&t, kiln_reshape_at(f, l, b, 3, (int64_t[]){groups, o / groups, 1}))));
+  y = fe_keep(&t, kiln_reshape_at(f, l, y, 4, (int64_t[]){n, o, win.out[0], win.out[1]}));
+  return fe_done(&t, unbatched ? kiln_squeeze_dim_at(f, l, y, 0) : fe_same(y));
+}
+
+/* conv1d as conv2d over a height of 1: x (N, C, L) or (C, L), w (O, C/g, k). */
+static ir_node *conv1d(const char *f, int l, ir_node *x, ir_node *w, ir_node *b, int ns, const int64_t *s, int np,
+                       const int64_t *p, int nd, const int64_t *d, int64_t groups) {
+  ir_node *e = fe_check_args(f, l, "conv1d", 2, (ir_node *[]){x, w});
+  if (e) return e;
+  if ((x->ndim != 2 && x->ndim != 3) || w->ndim != 3 || ns > 1 || np > 1 || nd > 1)
+    return fe_error(KILN_ERR_SHAPE, f, l, "conv1d: expected a 2-D (C, L) or 3-D (N, C, L) input, a 3-D weight and "
+                    "one value for stride, padding and dilation");
+  int64_t s2[2] = {1, ns ? s[0] : 1}, p2[2] = {0, np ? p[0] : 0}, d2[2] = {1, nd ? d[0] : 1};
+  fe_temps t = {0};
+  ir_node *x2 = fe_keep(&t, kiln_unsqueeze_at(f, l, x, -2)), *w2 = fe_keep(&t, kiln_unsqueeze_at(f, l, w, -2));
+  ir_node *y = fe_keep(&t, conv(f, l, "conv1d", x2, w2, b, 2, s2, 2, p2, 2, d2, groups));
+  return fe_done(&t, y->status == KILN_OK ? kiln_squeeze_dim_at(f, l, y, -2) : fe_same(y));
+}
+
 /* ---- the public functions --------------------------------------------------------- */
+kiln_tensor *kiln_conv1d_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b, int nstride,
+                            const int64_t *stride, int npadding, const int64_t *padding, int ndilation,
+                            const int64_t *dilation, int64_t groups) {
+  FE_AS("conv1d", conv1d(f, l, x, w, b, nstride, stride, npadding, padding, ndilation, dilation, groups));
+}
+
+kiln_tensor *kiln_conv2d_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b, int nstride,
+                            const int64_t *stride, int npadding, const int64_t *padding, int ndilation,
+                            const int64_t *dilation, int64_t groups) {
+  FE_AS("conv2d", conv(f, l, "conv2d", x, w, b, nstride, stride, npadding, padding, ndilation, dilation, groups));
+}
+
 kiln_tensor *kiln_max_pool2d_at(const char *f, int l, kiln_tensor *x, int nkernel, const int64_t *kernel_size,
                                 int nstride, const int64_t *stride, int npadding, const int64_t *padding,
                                 int ndilation, const int64_t *dilation, int ceil_mode) {
