@@ -1,9 +1,9 @@
 /* window.c: the window ops with torch's rules: max_pool2d (with indices),
- * avg_pool2d, adaptive_avg_pool2d, conv1d and conv2d. A pooling is a sum or
+ * avg_pool2d, adaptive_avg_pool2d, interpolate, conv1d and conv2d. A pooling is a sum or
  * maximum over the kernel's taps, each tap a strided slice of the padded
  * input: movement ops the fuser folds into one elementwise kernel that
- * reads the input in place. Adaptive pooling multiplies by averaging
- * matrices; a convolution multiplies the weight by the stacked taps (an
+ * reads the input in place. Adaptive pooling and interpolation multiply by
+ * averaging or resampling matrices built on the host; a convolution multiplies the weight by the stacked taps (an
  * im2col the GEMM's operand packing materializes). */
 #include "frontend/frontend.h"
 
@@ -259,6 +259,101 @@ static ir_node *adaptive_avg_pool(const char *f, int l, ir_node *x, int n, const
   return fe_done(&t, kiln_matmul_at(f, l, ah, cols));
 }
 
+/* ---- interpolation ---------------------------------------------------------------- */
+/* torch's area_pixel_compute_source_index: where output o samples the input. */
+static double source_index(int64_t o, int64_t in, int64_t out, int align_corners, bool cubic) {
+  if (align_corners) return out > 1 ? (double)o * (double)(in - 1) / (double)(out - 1) : 0;
+  double src = ((double)o + 0.5) * (double)in / (double)out - 0.5;
+  return !cubic && src < 0 ? 0 : src;
+}
+
+/* torch's cubic convolution weights (A = -0.75) of the 4 taps around t. */
+static void cubic_weights(double t, double c[4]) {
+  const double a = -0.75;
+#define CONV1(x) (((a + 2) * (x) - (a + 3)) * (x) * (x) + 1)
+#define CONV2(x) ((((a * (x)) - 5 * a) * (x) + 8 * a) * (x) - 4 * a)
+  c[0] = CONV2(t + 1);
+  c[1] = CONV1(t);
+  c[2] = CONV1(1 - t);
+  c[3] = CONV2(2 - t);
+#undef CONV1
+#undef CONV2
+}
+
+/* Row o of the (out, in) resampling matrix of one dim, added into m. */
+static void resample_row(double *m, int64_t o, int64_t in, int64_t out, const char *mode, int align_corners) {
+  double *row = m + o * in;
+  if (!strncmp(mode, "nearest", 7)) {   /* torch computes the scale in float */
+    float scale = (float)in / (float)out;
+    double at = mode[7] ? floorf(((float)o + 0.5f) * scale) : floorf((float)o * scale);
+    row[at < (double)(in - 1) ? (int64_t)at : in - 1] = 1;
+  } else if (!strcmp(mode, "bicubic")) {
+    double src = source_index(o, in, out, align_corners, true), c[4];
+    int64_t i0 = (int64_t)floor(src);
+    cubic_weights(src - (double)i0, c);
+    for (int k = 0; k < 4; k++) {
+      int64_t i = i0 - 1 + k;
+      row[i < 0 ? 0 : i >= in ? in - 1 : i] += c[k];   /* edges repeat, as torch reads them */
+    }
+  } else {
+    double src = source_index(o, in, out, align_corners, false);
+    int64_t i0 = (int64_t)src, i1 = i0 + 1 < in ? i0 + 1 : in - 1;
+    double t = src - (double)i0;
+    row[i0] += 1 - t;
+    row[i1] += t;
+  }
+}
+
+/* The spatial dims each mode resamples (torch ties linear modes to a rank);
+ * 0 for an unknown mode. */
+static int mode_dims(const char *mode) {
+  static const char *const names[] = {"linear", "bilinear", "bicubic", "trilinear"};
+  static const int dims[] = {1, 2, 2, 3};
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(mode, names[i])) return dims[i];
+  return strcmp(mode, "nearest") && strcmp(mode, "nearest-exact") ? 0 : -1;
+}
+
+/* Each spatial dim resampled in turn: moved last, multiplied by its matrix
+ * (M^T, built here on the host), moved back. */
+static ir_node *interpolate(const char *f, int l, ir_node *x, int n, const int64_t *size, const char *mode,
+                            int align_corners) {
+  const char *op = "interpolate";
+  ir_node *e = fe_check_arg(f, l, op, x, 1);
+  if (e) return e;
+  int want = mode ? mode_dims(mode) : 0, spatial = x->ndim - 2;
+  if (!want)
+    return fe_error(KILN_ERR_ARG, f, l, "%s: mode '%s' is not one of 'nearest', 'nearest-exact', 'linear', "
+                    "'bilinear', 'bicubic', 'trilinear'", op, mode ? mode : "(null)");
+  if (spatial < 1 || spatial > 3 || (want > 0 && want != spatial))
+    return input_error(f, l, op, x, want > 0 ? "the mode needs (N, C) plus 1 (linear), 2 (bilinear, bicubic) or 3 "
+                                              "(trilinear) spatial dims" : "expected (N, C) plus 1 to 3 spatial dims");
+  if (want < 0 && align_corners)
+    return fe_error(KILN_ERR_ARG, f, l, "%s: align_corners option can only be set with the interpolating modes: "
+                    "linear | bilinear | bicubic | trilinear", op);
+  if ((n != 1 && n != spatial) || !size)
+    return fe_error(KILN_ERR_ARG, f, l, "%s: size takes 1 or %d values", op, spatial);
+  if (!ir_is_float(x->dtype))
+    return fe_error(KILN_ERR_DTYPE, f, l, "%s: expected a floating input, got %s", op, ir_dtypes[x->dtype].name);
+  fe_temps t = {0};
+  ir_node *y = fe_same(x);
+  for (int d = 0; d < spatial && y->status == KILN_OK; d++) {
+    int64_t in = x->shape[2 + d], out = size[n == 1 ? 0 : d];
+    if (out < 1) {
+      kiln_release(y);
+      return fe_done(&t, fe_error(KILN_ERR_ARG, f, l, "%s: output sizes must be positive, got %lld", op, (long long)out));
+    }
+    double *m = calloc((size_t)(out * in), sizeof *m);
+    for (int64_t o = 0; m && o < out; o++) resample_row(m, o, in, out, mode, align_corners);
+    ir_node *mt = fe_keep(&t, kiln_transpose_at(f, l, fe_keep(&t, host_matrix(f, l, op, m, out, in, x->dtype, 0, NULL)), 0, 1));
+    ir_node *last = fe_keep(&t, kiln_transpose_at(f, l, y, 2 + d, -1));
+    ir_node *r = fe_keep(&t, kiln_matmul_at(f, l, last, mt));
+    kiln_release(y);
+    y = kiln_transpose_at(f, l, r, 2 + d, -1);
+  }
+  return fe_done(&t, y);
+}
+
 /* ---- convolution ------------------------------------------------------------------ */
 /* NULL when x (N, C, H, W) or (C, H, W), w (O, C / groups, kh, kw) and
  * bias (O,) fit together, else torch's message. */
@@ -334,6 +429,11 @@ static ir_node *conv1d(const char *f, int l, ir_node *x, ir_node *w, ir_node *b,
 }
 
 /* ---- the public functions --------------------------------------------------------- */
+kiln_tensor *kiln_interpolate_at(const char *f, int l, kiln_tensor *x, int nsize, const int64_t *size, const char *mode,
+                                 int align_corners) {
+  FE_AS("interpolate", interpolate(f, l, x, nsize, size, mode, align_corners));
+}
+
 kiln_tensor *kiln_conv1d_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b, int nstride,
                             const int64_t *stride, int npadding, const int64_t *padding, int ndilation,
                             const int64_t *dilation, int64_t groups) {

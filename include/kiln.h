@@ -895,8 +895,8 @@ KILN_API kiln_tensor *kiln_conv1d_at(const char *f, int l, kiln_tensor *x, kiln_
 #define kiln_conv1d(x, w, b, ...) kiln_conv1d_at(__FILE__, __LINE__, x, w, b, __VA_ARGS__)
 /** @} */
 
-/* ---- pooling (torch.nn.functional) ---------------------------------------- */
-/** @name Pooling
+/* ---- pooling and resampling (torch.nn.functional) -------------------------- */
+/** @name Pooling and resampling
  * torch.nn.functional's max_pool2d (with indices), avg_pool2d and
  * adaptive_avg_pool2d over the last two dims of a (C, H, W) or (N, C, H, W)
  * input. Each (n, values) argument takes n = 1 (the same for both dims,
@@ -951,7 +951,24 @@ KILN_API kiln_tensor *kiln_avg_pool2d_at(const char *f, int l, kiln_tensor *x, i
  * errors as kiln_avg_pool2d_at. */
 KILN_API kiln_tensor *kiln_adaptive_avg_pool2d_at(const char *f, int l, kiln_tensor *x, int noutput_size,
                                                   const int64_t *output_size);
+/** F.interpolate to an explicit size: nearest and nearest-exact (torch's
+ * index rules, computed in float as torch does), linear (3-D input),
+ * bilinear and bicubic (4-D; bicubic with A = -0.75 and edges repeated) and
+ * trilinear (5-D), align_corners as torch. Each spatial dim is resampled by
+ * a matrix product with its (size, input size) weights.
+ * @at
+ * @param x a floating (N, C, ...) input with 1 to 3 spatial dims
+ * @param nsize,size the output's spatial sizes (one value: all of them)
+ * @param mode one of the modes above
+ * @param align_corners nonzero maps the corner pixels' centres onto each
+ * other (linear modes only)
+ * @handle KILN_ERR_ARG for an unknown mode (the message lists them), a bad
+ * size or align_corners with a nearest mode; KILN_ERR_SHAPE for a rank the
+ * mode does not take; KILN_ERR_DTYPE for an integer tensor. */
+KILN_API kiln_tensor *kiln_interpolate_at(const char *f, int l, kiln_tensor *x, int nsize, const int64_t *size,
+                                          const char *mode, int align_corners);
 /** @macros */
+#define kiln_interpolate(x, ...) kiln_interpolate_at(__FILE__, __LINE__, x, __VA_ARGS__)
 #define kiln_max_pool2d(x, ...) kiln_max_pool2d_at(__FILE__, __LINE__, x, __VA_ARGS__)
 #define kiln_max_pool2d_with_indices(x, ...) kiln_max_pool2d_with_indices_at(__FILE__, __LINE__, x, __VA_ARGS__)
 #define kiln_avg_pool2d(x, ...) kiln_avg_pool2d_at(__FILE__, __LINE__, x, __VA_ARGS__)

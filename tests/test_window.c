@@ -1,5 +1,5 @@
 /* test_window.c: max_pool2d (with indices), avg_pool2d,
- * adaptive_avg_pool2d, conv1d and conv2d against direct loops written from
+ * adaptive_avg_pool2d, interpolate, conv1d and conv2d against direct loops written from
  * torch's definitions (output size, ceil mode, padding, dilation,
  * count_include_pad, groups, NaN), the kernels a window op fuses into, and
  * the error paths. */
@@ -157,6 +157,110 @@ START_TEST(adaptive_values) {
 }
 END_TEST
 
+/* ---- interpolation ------------------------------------------------------------------ */
+/* 1-D values worked by hand from torch's rules on [1, 2, 3, 4]. */
+START_TEST(interpolate_1d_by_hand) {
+  static const struct {
+    const char *mode;
+    int align, size;
+    double want[7];
+  } rows[] = {
+    {"linear", 0, 6, {1, 1.5, 2 + 1.0 / 6, 2 + 5.0 / 6, 3.5, 4}},
+    {"linear", 1, 7, {1, 1.5, 2, 2.5, 3, 3.5, 4}},
+    {"nearest", 0, 6, {1, 1, 2, 3, 3, 4}},
+    {"nearest-exact", 0, 6, {1, 2, 2, 3, 4, 4}},
+    {"nearest", 0, 2, {1, 3}},
+    {"linear", 0, 1, {2.5}},
+  };
+  double v[4] = {1, 2, 3, 4};
+  for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+    kiln_scope_begin();
+    kiln_tensor *x = kiln_from_data(v, KILN_F64, KILN_SHAPE(1, 1, 4));
+    kiln_tensor *y = kiln_interpolate(x, 1, (int64_t[]){rows[r].size}, rows[r].mode, rows[r].align);
+    ck_assert_msg(kiln_status_of(y) == KILN_OK, "%s", kiln_last_error());
+    const double *g = values(y);
+    for (int i = 0; i < rows[r].size; i++)
+      ck_assert_msg(fabs(g[i] - rows[r].want[i]) < 1e-12, "%s size %d [%d]: got %.15g want %.15g", rows[r].mode,
+                    rows[r].size, i, g[i], rows[r].want[i]);
+    kiln_scope_end();
+  }
+}
+END_TEST
+
+/* trilinear with align_corners reproduces a function linear in the
+ * coordinates: x[d][h][w] = d + 2h + 3w sampled at the mapped positions. */
+START_TEST(interpolate_trilinear_linear_field) {
+  kiln_scope_begin();
+  double v[3 * 4 * 5];
+  for (int i = 0; i < 60; i++) v[i] = i / 20 + 2 * (i / 5 % 4) + 3 * (i % 5);
+  kiln_tensor *x = kiln_from_data(v, KILN_F64, KILN_SHAPE(1, 1, 3, 4, 5));
+  kiln_tensor *y = kiln_interpolate(x, 3, (int64_t[]){5, 7, 2}, "trilinear", 1);
+  const double *g = values(y);
+  for (int a = 0; a < 5; a++)
+    for (int b = 0; b < 7; b++)
+      for (int c = 0; c < 2; c++) {
+        double want = a * 2.0 / 4 + 2 * (b * 3.0 / 6) + 3 * (c * 4.0 / 1);
+        ck_assert_msg(fabs(g[(a * 7 + b) * 2 + c] - want) < 1e-12, "(%d,%d,%d): %g vs %g", a, b, c, g[(a * 7 + b) * 2 + c], want);
+      }
+  kiln_scope_end();
+}
+END_TEST
+
+/* torch's upsample_bicubic2d coefficients, written out again for the loop below. */
+static double cubic(double x, int far) {
+  const double a = -0.75;
+  return far ? ((a * x - 5 * a) * x + 8 * a) * x - 4 * a : ((a + 2) * x - (a + 3)) * x * x + 1;
+}
+
+/* torch's 2-D loops: bilinear reads 2x2 taps, bicubic 4x4 with clamped
+ * indices, from source positions per align_corners. */
+START_TEST(interpolate_2d_loops) {
+  static const int64_t cases[][5] = {{5, 4, 8, 7, 0}, {5, 4, 8, 7, 1}, {6, 6, 3, 4, 0}, {3, 5, 3, 5, 1}, {4, 3, 9, 2, 0}};
+  for (int bic = 0; bic < 2; bic++)
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+      const int64_t *c = cases[ci];
+      int64_t ih = c[0], iw = c[1], oh = c[2], ow = c[3];
+      int ac = (int)c[4];
+      kiln_scope_begin();
+      kiln_tensor *x = tu_data(KILN_F64, KILN_SHAPE(2, 3, ih, iw), 60, TU_SMALL);
+      kiln_tensor *y = kiln_interpolate(x, 2, (int64_t[]){oh, ow}, bic ? "bicubic" : "bilinear", ac);
+      ck_assert_msg(kiln_status_of(y) == KILN_OK, "%s", kiln_last_error());
+      const double *xv = values(x), *g = values(y);
+      for (int64_t pl = 0; pl < 6; pl++)
+        for (int64_t r = 0; r < oh; r++)
+          for (int64_t q = 0; q < ow; q++) {
+            double sh = ac ? (oh > 1 ? (double)r * (ih - 1) / (oh - 1) : 0) : (r + 0.5) * ih / oh - 0.5;
+            double sw = ac ? (ow > 1 ? (double)q * (iw - 1) / (ow - 1) : 0) : (q + 0.5) * iw / ow - 0.5;
+            double want = 0;
+            if (!bic) {
+              sh = sh < 0 ? 0 : sh, sw = sw < 0 ? 0 : sw;
+              int64_t h0 = (int64_t)sh, w0 = (int64_t)sw, h1 = h0 + (h0 < ih - 1), w1 = w0 + (w0 < iw - 1);
+              double lh = sh - h0, lw = sw - w0;
+              const double *p = xv + pl * ih * iw;
+              want = (1 - lh) * ((1 - lw) * p[h0 * iw + w0] + lw * p[h0 * iw + w1]) +
+                     lh * ((1 - lw) * p[h1 * iw + w0] + lw * p[h1 * iw + w1]);
+            } else {
+              int64_t h0 = (int64_t)floor(sh), w0 = (int64_t)floor(sw);
+              double th = sh - h0, tw = sw - w0;
+              for (int a = 0; a < 4; a++)
+                for (int b = 0; b < 4; b++) {
+                  int64_t hh = h0 - 1 + a, ww = w0 - 1 + b;
+                  hh = hh < 0 ? 0 : hh > ih - 1 ? ih - 1 : hh;
+                  ww = ww < 0 ? 0 : ww > iw - 1 ? iw - 1 : ww;
+                  double ch = cubic(a == 0 ? th + 1 : a == 1 ? th : a == 2 ? 1 - th : 2 - th, a == 0 || a == 3);
+                  double cw = cubic(b == 0 ? tw + 1 : b == 1 ? tw : b == 2 ? 1 - tw : 2 - tw, b == 0 || b == 3);
+                  want += ch * cw * xv[(pl * ih + hh) * iw + ww];
+                }
+            }
+            double got = g[(pl * oh + r) * ow + q];
+            ck_assert_msg(fabs(got - want) < 1e-12, "%s case %zu (%lld,%lld): got %.15g want %.15g",
+                          bic ? "bicubic" : "bilinear", ci, (long long)r, (long long)q, got, want);
+          }
+      kiln_scope_end();
+    }
+}
+END_TEST
+
 /* ---- convolution --------------------------------------------------------------- */
 typedef struct {
   int64_t n, c, h, w, o, kh, kw, s, p, d, g;   /* n = 0: unbatched; h = 0: conv1d over w */
@@ -239,6 +343,9 @@ static kiln_tensor *build_error(int i, int *line) {
   case 7: return kiln_conv2d(x, kiln_zeros(KILN_SHAPE(4, 3, 3, 3), KILN_F32), NULL, 0, NULL, 0, NULL, 0, NULL, 1);
   case 8: return kiln_conv2d(x, kiln_zeros(KILN_SHAPE(3, 1, 3, 3), KILN_F32), NULL, 0, NULL, 0, NULL, 0, NULL, 2);
   case 9: return kiln_conv2d(x, kiln_zeros(KILN_SHAPE(4, 2, 7, 7), KILN_F32), NULL, 0, NULL, 0, NULL, 0, NULL, 1);
+  case 10: return kiln_interpolate(x, 1, (int64_t[]){3}, "area", 0);
+  case 11: return kiln_interpolate(x, 1, (int64_t[]){3}, "linear", 0);
+  case 12: return kiln_interpolate(x, 1, (int64_t[]){3}, "nearest", 1);
   }
   return NULL;
 }
@@ -260,6 +367,12 @@ static const struct {
                    "divide the output channels"},
   {KILN_ERR_SHAPE, "conv2d: input of shape (1,2,5,5): the output size is too small (the window is larger than the "
                    "padded input)"},
+  {KILN_ERR_ARG, "interpolate: mode 'area' is not one of 'nearest', 'nearest-exact', 'linear', 'bilinear', 'bicubic', "
+                 "'trilinear'"},
+  {KILN_ERR_SHAPE, "interpolate: input of shape (1,2,5,5): the mode needs (N, C) plus 1 (linear), 2 (bilinear, "
+                   "bicubic) or 3 (trilinear) spatial dims"},
+  {KILN_ERR_ARG, "interpolate: align_corners option can only be set with the interpolating modes: linear | bilinear | "
+                 "bicubic | trilinear"},
 };
 
 START_TEST(error_paths) {
@@ -279,6 +392,10 @@ static Suite *window_suite(void) {
   tcase_add_loop_test(tu_tcase(s, "max"), max_pool_values, 0, NCASES);
   tcase_add_loop_test(tu_tcase(s, "avg"), avg_pool_values, 0, NCASES);
   tcase_add_loop_test(tu_tcase(s, "adaptive"), adaptive_values, 0, 5);
+  TCase *ip = tu_tcase(s, "interpolate");
+  tcase_add_test(ip, interpolate_1d_by_hand);
+  tcase_add_test(ip, interpolate_2d_loops);
+  tcase_add_test(ip, interpolate_trilinear_linear_field);
   TCase *cv = tu_tcase(s, "conv");
   tcase_add_loop_test(cv, conv_values, 0, (int)(sizeof convs / sizeof *convs));
   tcase_add_test(cv, conv_kernels);
