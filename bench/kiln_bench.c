@@ -1082,7 +1082,7 @@ static void openblas_coretype(char **argv) {
 
 #define NO_GPU_EXIT 3   /* --device cuda:0 and it cannot be used: nothing was timed */
 
-/* --device cuda:0: keeps the workloads that have GPU rows (W1-W7: W8 and W9
+/* --device cuda:0: keeps the workloads that have GPU rows (W1-W7: W8-W10
  * time the host's dispatch) and runs gpu.c's prologue (with --info, only
  * its first part); false, having said why, when cuda:0 cannot be used. */
 static bool gpu_start(options *o) {
