@@ -15,6 +15,7 @@
 #endif
 
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -441,6 +442,74 @@ static void w8_teardown(void *p) {
   free(s);
 }
 
+/* ---- W10: realizes on 2 threads at once against 1 ----------------------- *
+ * A sample is W10_PAIRS fresh graphs per thread, each a + b on f32[16] and
+ * softmax on f32[16,16], realized and checked: with no lock held for a
+ * whole realize, 2 threads should take about as long as 1 (on 2 free
+ * cores), a per-thread throughput close to the single thread's. */
+#define W10_PAIRS 200
+
+typedef struct {
+  float a[W8_N], b[W8_N], x[256];
+  bool bad[2];                   /* per thread: a wrong value */
+} w10_state;
+
+typedef struct {
+  w10_state *s;
+  int id;
+} w10_job;
+
+static void *w10_setup(void) {
+  w10_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  for (int i = 0; i < W8_N; i++) s->a[i] = (float)i, s->b[i] = 0.5f * (float)i;
+  fill_floats(s->x, 256, 10, -2.0, 2.0);
+  return s;
+}
+
+static void *w10_worker(void *p) {
+  w10_job *j = p;
+  w10_state *s = j->s;
+  for (int i = 0; i < W10_PAIRS && !s->bad[j->id]; i++) {
+    kiln_scope_begin();
+    const float *sum = kiln_data(kiln_add(kiln_from_buffer(s->a, KILN_F32, KILN_SHAPE(W8_N)),
+                                          kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(W8_N))));
+    const float *sm = kiln_data(kiln_softmax(kiln_from_buffer(s->x, KILN_F32, KILN_SHAPE(16, 16)), -1));
+    double row = 0;
+    for (int k = 0; sm && k < 16; k++) row += sm[k];
+    s->bad[j->id] = !sum || !sm || sum[W8_N - 1] != 1.5f * (W8_N - 1) || fabs(row - 1) > 1e-5;
+    kiln_scope_end();
+  }
+  return NULL;
+}
+
+static void w10_check(const w10_state *s, int n) {
+  for (int i = 0; i < n; i++)
+    if (s->bad[i]) {
+      printf("MISMATCH W10: thread %d: %s\n", i, kiln_last_error());
+      failed = 1;
+    }
+}
+
+static void w10_one(void *p, int threads) {
+  (void)threads;
+  w10_worker(&(w10_job){p, 0});
+  w10_check(p, 1);
+}
+
+static void w10_two(void *p, int threads) {
+  (void)threads;
+  pthread_t th;
+  w10_job second = {p, 1};
+  bool started = pthread_create(&th, NULL, w10_worker, &second) == 0;
+  w10_worker(&(w10_job){p, 0});
+  if (started) pthread_join(th, NULL);
+  else ((w10_state *)p)->bad[1] = true;
+  w10_check(p, 2);
+}
+
+static void w10_teardown(void *p) { free(p); }
+
 #ifdef KILN_BENCH_OPENBLAS
 /* ---- W7: matmul n^3 f32; W4: gelu(x @ W^T + b) -------------------------- *
  * OpenBLAS's cblas_sgemm is the comparison point and gives the expected
@@ -582,6 +651,8 @@ static const workload workloads[] = {
   W9_ROW("W9-rowsum", "sum(a*b, dim=1) on f32[16,16]: compile, cached dispatch", rowsum),
   W9_ROW("W9-softmax", "softmax(a, -1) on f32[16,16]: compile, cached dispatch", softmax),
   W9_ROW("W9-matmul", "f32[16,16] @ f32[16,16]: compile, cached dispatch", matmul),
+  {"W10", "a + b on f32[16] and softmax on f32[16,16], fresh graphs, on 1 thread and on 2 at once", 0, 20,
+   w10_setup, NULL, NULL, w10_teardown, {{"1-thread", 0, w10_one, 0}, {"2-threads", 0, w10_two, 0}}, 0, 0, NULL},
 };
 #define NUM_WORKLOADS ((int)(sizeof workloads / sizeof workloads[0]))
 
@@ -849,6 +920,16 @@ static void print_ratios(void) {
   }
 }
 
+/* W10: each thread's realizes per second, and the 2 threads' total over
+ * the single thread's (2.00x: no serialization at all). */
+static void print_thread_scaling(void) {
+  const result *one = find_result("W10", "1-thread"), *two = find_result("W10", "2-threads");
+  if (!one || !two) return;
+  double per_one = 2 * W10_PAIRS / (one->median_ms * 1e-3), per_two = 2 * W10_PAIRS / (two->median_ms * 1e-3);
+  printf("\nW10 realizes per second per thread: 1 thread %.0f, each of 2 threads %.0f; 2 threads' total / 1 thread's %.2fx\n",
+         per_one, per_two, 2 * per_two / per_one);
+}
+
 static void cpu_model(char *buf, size_t len) {
   snprintf(buf, len, "unknown");
   FILE *f = fopen("/proc/cpuinfo", "r");
@@ -1001,7 +1082,7 @@ static void openblas_coretype(char **argv) {
 
 #define NO_GPU_EXIT 3   /* --device cuda:0 and it cannot be used: nothing was timed */
 
-/* --device cuda:0: keeps the workloads that have GPU rows (W1-W7: W8 and W9
+/* --device cuda:0: keeps the workloads that have GPU rows (W1-W7: W8-W10
  * time the host's dispatch) and runs gpu.c's prologue (with --info, only
  * its first part); false, having said why, when cuda:0 cannot be used. */
 static bool gpu_start(options *o) {
@@ -1044,6 +1125,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < NUM_WORKLOADS; i++)
     if (o.chosen[i]) run_workload(&workloads[i], o.runs);
   print_ratios();
+  print_thread_scaling();
   print_peak_rss();
   kiln_shutdown();
   if (o.json && write_json(o.json)) failed = 1;

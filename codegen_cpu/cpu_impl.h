@@ -28,6 +28,7 @@ typedef struct {
   LLVMValueRef *accs;                 /* alloca of each accumulator (entry block) */
   LLVMValueRef *memo;                 /* by kexpr id: its value where it dominates, else NULL */
   int *defined, ndefined;             /* memoised ids in order, so a loop forgets its own on exit */
+  struct { const kexpr *e; int next; } *open;  /* emit_expr's explicit stack (nexprs deep at most) */
   int math_calls;                     /* transcendentals emitted so far (math.c) */
   int wide_math_calls;                /* of which f32 functions computed in f64 */
 } emitter;

@@ -318,13 +318,39 @@ static LLVMValueRef emit_expr_new(emitter *em, const kexpr *e) {
 
 /* An accumulator read is not memoised: the accumulator changes between
  * reads in different places. */
+static bool memoised(const emitter *em, const kexpr *e) { return e->kind == KX_ACC || em->memo[e->id]; }
+
+static void emit_memo(emitter *em, const kexpr *e) {
+  em->memo[e->id] = emit_expr_new(em, e);
+  em->defined[em->ndefined++] = e->id;
+}
+
+/* e and the operands below it not emitted yet, each after its own operands
+ * (a, b, c: the order emit_expr_new takes them), with an explicit stack, so
+ * that emit_expr_new's calls for operands find them memoised: a kernel's
+ * expression may be as deep as the chain of ops fused into it. */
 static LLVMValueRef emit_expr(emitter *em, const kexpr *e) {
   if (e->kind == KX_ACC) return emit_expr_new(em, e);
   if (em->memo[e->id]) return em->memo[e->id];
-  LLVMValueRef v = emit_expr_new(em, e);
-  em->memo[e->id] = v;
-  em->defined[em->ndefined++] = e->id;
-  return v;
+  int n = 0;
+  em->open[n].e = e;
+  em->open[n++].next = 0;
+  while (n) {
+    const kexpr *top = em->open[n - 1].e, *c = NULL;
+    while (!c && em->open[n - 1].next < 3) {
+      int i = em->open[n - 1].next++;
+      c = i == 0 ? top->a : i == 1 ? top->b : top->c;
+      if (c && memoised(em, c)) c = NULL;
+    }
+    if (c) {
+      em->open[n].e = c;
+      em->open[n++].next = 0;
+    } else {
+      emit_memo(em, top);
+      n--;
+    }
+  }
+  return em->memo[e->id];
 }
 
 /* ---- statements --------------------------------------------------------- */
@@ -598,15 +624,17 @@ void cpu_emitter_init(emitter *em, const cpu_cg *g, kernel *k) {
   em->vars = calloc((size_t)k->nvars + 1, sizeof *em->vars);
   em->memo = calloc((size_t)k->nexprs + 1, sizeof *em->memo);
   em->defined = calloc((size_t)k->nexprs + 1, sizeof *em->defined);
+  em->open = calloc((size_t)k->nexprs + 1, sizeof *em->open);
   em->bufs = calloc((size_t)k->nparams + 1, sizeof *em->bufs);
   em->accs = calloc((size_t)k->naccs + 1, sizeof *em->accs);
-  IR_ASSERT(em->vars && em->memo && em->defined && em->bufs && em->accs);
+  IR_ASSERT(em->vars && em->memo && em->defined && em->open && em->bufs && em->accs);
 }
 
 void cpu_emitter_free(emitter *em) {
   free(em->vars);
   free(em->memo);
   free(em->defined);
+  free(em->open);
   free(em->bufs);
   free(em->accs);
 }

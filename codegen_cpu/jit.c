@@ -1,7 +1,10 @@
 /* jit.c: the CPU JIT. One ORC LLJIT per process (host target, libm and the
  * process's symbols resolvable) and its target machines; per kernel: emit a
  * module (emit.c), verify, optimise, emit an object file, and load it under
- * its own resource tracker, so that freeing the kernel frees its code. */
+ * its own resource tracker, so that freeing the kernel frees its code.
+ * Threads: one compile or load at a time (build_mu: the target machines
+ * and the drivers are shared), and ORC's adds, lookups and removals under
+ * mu, so that code is freed on any thread while another thread compiles. */
 #include "codegen_cpu/cpu.h"
 #include "codegen_cpu/cpu_impl.h"
 
@@ -28,6 +31,8 @@ struct cpu_code {
 };
 
 struct cpu_jit {
+  pthread_mutex_t build_mu;  /* cpu_jit_compile, cpu_jit_load */
+  pthread_mutex_t mu;        /* ORC's dylib, the list of loaded code, session_err */
   LLVMOrcLLJITRef jit;
   LLVMTargetMachineRef tm;   /* the O3 pipeline's cost models */
   /* Emits the object files: what the LLJIT itself would generate code with
@@ -139,6 +144,8 @@ cpu_jit *cpu_jit_new(char **err) {
   LLVMInitializeNativeAsmPrinter();
   cpu_jit *j = calloc(1, sizeof *j);
   IR_ASSERT(j);
+  pthread_mutex_init(&j->build_mu, NULL);
+  pthread_mutex_init(&j->mu, NULL);
   j->live.prev = j->live.next = &j->live;
   LLVMOrcJITTargetMachineBuilderRef jtmb;
   LLVMErrorRef e = LLVMOrcJITTargetMachineBuilderDetectHost(&jtmb);
@@ -169,9 +176,12 @@ static void unload(cpu_code *c) {
  * drop them (a long run of new kernels measured 68 bytes of RSS growth per
  * kernel without this, 22 with it). */
 void cpu_code_free(cpu_code *c) {
-  LLVMOrcExecutionSessionRef es = LLVMOrcLLJITGetExecutionSession(c->jit->jit);
+  cpu_jit *j = c->jit;
+  LLVMOrcExecutionSessionRef es = LLVMOrcLLJITGetExecutionSession(j->jit);
+  pthread_mutex_lock(&j->mu);
   unload(c);
   LLVMOrcSymbolStringPoolClearDeadEntries(LLVMOrcExecutionSessionGetSymbolStringPool(es));
+  pthread_mutex_unlock(&j->mu);
 }
 
 void cpu_jit_free(cpu_jit *j) {
@@ -188,6 +198,8 @@ void cpu_jit_free(cpu_jit *j) {
   free(j->target);
   ir_str_free(&j->session_err);
   free(j->drivers);
+  pthread_mutex_destroy(&j->build_mu);
+  pthread_mutex_destroy(&j->mu);
   free(j);
 }
 
@@ -234,7 +246,7 @@ static char *jit_error(cpu_jit *j, const char *what, LLVMErrorRef e) {
 /* Adds the object file (owned from here on) under a new resource tracker and
  * links it by looking up name. A failure removes whatever was added, so the
  * name can be defined again. */
-static cpu_code *load_object(cpu_jit *j, const char *name, LLVMMemoryBufferRef obj, char **err) {
+static cpu_code *load_locked(cpu_jit *j, const char *name, LLVMMemoryBufferRef obj, char **err) {
   size_t bytes = LLVMGetBufferSize(obj);
   j->session_err.len = 0;
   LLVMOrcResourceTrackerRef rt = LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(j->jit));
@@ -252,6 +264,13 @@ static cpu_code *load_object(cpu_jit *j, const char *name, LLVMMemoryBufferRef o
   IR_ASSERT(c);
   *c = (cpu_code){j->live.prev, &j->live, j, rt, (cpu_kernel_fn)(uintptr_t)addr, bytes};
   c->prev->next = c->next->prev = c;
+  return c;
+}
+
+static cpu_code *load_object(cpu_jit *j, const char *name, LLVMMemoryBufferRef obj, char **err) {
+  pthread_mutex_lock(&j->mu);
+  cpu_code *c = load_locked(j, name, obj, err);
+  pthread_mutex_unlock(&j->mu);
   return c;
 }
 
@@ -328,6 +347,7 @@ cpu_code *cpu_jit_compile(cpu_jit *j, kernel *k, ir_str *obj, ir_str *llvm_ir, c
   }
   compiling = k->name;
   cpu_code *c = NULL;
+  pthread_mutex_lock(&j->build_mu);
   if (add_drivers(j, k, llvm_ir, err)) {
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef m = cpu_emit_module(ctx, k, LLVMOrcLLJITGetTripleString(j->jit), LLVMOrcLLJITGetDataLayoutStr(j->jit),
@@ -335,6 +355,7 @@ cpu_code *cpu_jit_compile(cpu_jit *j, kernel *k, ir_str *obj, ir_str *llvm_ir, c
     LLVMMemoryBufferRef buf = build(j, ctx, m, obj, llvm_ir, err);
     c = buf ? load_object(j, k->name, buf, err) : NULL;
   }
+  pthread_mutex_unlock(&j->build_mu);
   compiling = NULL;
   return c;
 }
@@ -342,10 +363,12 @@ cpu_code *cpu_jit_compile(cpu_jit *j, kernel *k, ir_str *obj, ir_str *llvm_ir, c
 cpu_code *cpu_jit_load(cpu_jit *j, const kernel *k, const char *name, const void *obj, size_t len, char **err) {
   compiling = name;
   cpu_code *c = NULL;
+  pthread_mutex_lock(&j->build_mu);
   if (add_drivers(j, k, NULL, err)) {
     LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, len, name);
     c = load_object(j, name, buf, err);
   }
+  pthread_mutex_unlock(&j->build_mu);
   compiling = NULL;
   return c;
 }

@@ -7,6 +7,7 @@
 #include "runtime/rt.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,9 @@ char *fe_format(const void *data, kiln_dtype dt, int ndim, const int64_t *shape,
 }
 
 /* ---- options ---------------------------------------------------------------- */
+/* The print options are process-wide; any thread may set them while others print. */
+static pthread_mutex_t print_mu = PTHREAD_MUTEX_INITIALIZER;
+
 kiln_status kiln_set_printoptions_at(const char *f, int l, int precision, int64_t threshold, int edgeitems,
                                      int linewidth, kiln_sci_mode sci_mode) {
   if (precision > MAX_PRECISION) {
@@ -254,12 +258,19 @@ kiln_status kiln_set_printoptions_at(const char *f, int l, int precision, int64_
     return KILN_ERR_ARG;
   }
   kiln_printoptions *o = &rt_opts()->print;
+  pthread_mutex_lock(&print_mu);
   if (precision >= 0) o->precision = precision;
   if (threshold >= 0) o->threshold = threshold;
   if (edgeitems >= 0) o->edgeitems = edgeitems;
   if (linewidth >= 0) o->linewidth = linewidth;
   o->sci_mode = sci_mode;   /* PyTorch sets it always: None is automatic */
+  pthread_mutex_unlock(&print_mu);
   return KILN_OK;
 }
 
-kiln_printoptions kiln_get_printoptions(void) { return rt_opts()->print; }
+kiln_printoptions kiln_get_printoptions(void) {
+  pthread_mutex_lock(&print_mu);
+  kiln_printoptions o = rt_opts()->print;
+  pthread_mutex_unlock(&print_mu);
+  return o;
+}

@@ -19,8 +19,8 @@
  * releases it at its end (unless kiln_keep moves it out or kiln_retain
  * takes one of the caller's own); outside any scope the caller releases it
  * with kiln_release. Sources a node was built from stay alive as long as
- * the node does. A handle may be used from any thread, but one graph should
- * be realized by one thread at a time.
+ * the node does. A handle may be used from any thread (see Threads for
+ * what may be done at the same time).
  *
  * @section errors Errors
  * A bad argument gives an error node (or, for functions returning a status,
@@ -44,20 +44,31 @@
  *
  * @section threads Threads
  * - Any number of threads may build and realize independent graphs at the
- *   same time, and read realized tensors another thread made. Results are
- *   correct, but kiln serializes the realizes themselves: one lock is held
- *   for the whole of each realize (the compile and the run), so two threads
- *   realizing do not run faster than one.
+ *   same time, and use tensors another thread realized as inputs (read
+ *   them, build on them, pass them to kiln_fn_run). No lock is held for a
+ *   whole realize: the plan and kernel caches, the JIT, the allocators and
+ *   the disk cache each lock briefly. Compiling a new kernel is serialized
+ *   (one compile at a time in the process) while realizes whose kernels are
+ *   cached go on. The CPU thread pool runs one parallel kernel at a time; a
+ *   kernel launched while it is busy runs on its caller's thread. On a GPU,
+ *   realizes from several threads queue on the device's one stream.
+ * - A pending (unrealized) tensor belongs to one thread at a time: two
+ *   threads must not build on it, realize it or read it at once (realize
+ *   rewrites the nodes it computes). kiln_data of a realized tensor that is
+ *   not contiguous replaces its storage with a contiguous copy: call it
+ *   before sharing the tensor, not while other threads use it.
  * - kiln_retain and kiln_release may be called on one handle from any
  *   threads (the counts are atomic). Scopes and kiln_last_error are per
  *   thread: a scope holds the handles its own thread made.
- * - Two threads must not build on one pending (unrealized) tensor while one
- *   of them realizes it: realize rewrites the nodes it computes.
- * - Settings are process-wide: the KILN_* variables are read once, and
- *   kiln_set_eager and kiln_manual_seed affect every thread (both are safe to
- *   call at any time). kiln_stats counters are atomic and count every thread.
+ * - Settings are process-wide, none is per thread: the KILN_* variables are
+ *   read once, at first use; kiln_set_eager, kiln_set_dynamic,
+ *   kiln_set_printoptions and kiln_manual_seed affect every thread and are
+ *   safe to call at any time. Random ops draw from one generator in the
+ *   order they are built, whichever thread builds them. kiln_stats counters
+ *   are atomic and count every thread.
  * - A compiled function (kiln_fn_run) may be run from several threads at
  *   once with different buffers; it takes no global lock.
+ * - kiln_shutdown must not run while another thread uses kiln.
  */
 #ifndef KILN_H
 #define KILN_H

@@ -220,6 +220,37 @@ void ir_node_set_view(ir_node *n, const ir_node *of, const int64_t *strides, int
   ir_node_set_storage(n, of->buf, strides, offset);
 }
 
+ir_node *ir_node_alias(const ir_node *leaf) {
+  ir_node *a = ir_node_new(IR_BUFFER, leaf->dtype, leaf->ndim, leaf->shape, 0, NULL, leaf->file, leaf->line);
+  a->device = leaf->device;
+  a->id = leaf->id;
+  a->api = leaf->api;
+  a->symbolic = leaf->symbolic;
+  a->pending = 0;
+  rt_buffer_retain(leaf->buf);
+  a->buf = leaf->buf;
+  memcpy(a->strides, leaf->strides, sizeof a->strides);
+  a->offset = leaf->offset;
+  return a;
+}
+
+void ir_graph_private_leaves(int n, ir_node **topo) {
+  IR_PTRMAP_ON_STACK(alias_of);   /* original leaf -> its position in topo */
+  for (int i = 0; i < n; i++)
+    if (topo[i]->op == IR_BUFFER) {
+      ir_ptrmap_put(&alias_of, topo[i], i);
+      topo[i] = ir_node_alias(topo[i]);
+    }
+  for (int i = 0; i < n; i++)
+    for (int s = 0; topo[i]->op != IR_BUFFER && s < topo[i]->nsrc; s++) {
+      int j = topo[i]->src[s]->op == IR_BUFFER ? ir_ptrmap_get(&alias_of, topo[i]->src[s]) : -1;
+      if (j >= 0) ir_node_set_src(topo[i], s, topo[j]);
+    }
+  for (int i = 0; i < n; i++)
+    if (topo[i]->op == IR_BUFFER) ir_node_release(topo[i]);   /* its readers hold it now */
+  ir_ptrmap_free(&alias_of);
+}
+
 /* Post-order DFS with an explicit stack: a node is emitted after all its
  * sources, so the output is a topological order. The graph is a DAG, so a
  * node marked on entry can never be reached again while still open. */

@@ -113,6 +113,15 @@ int ir_graph_collect(int nroots, ir_node *const *roots, ir_node ***out);
  * attributes, shape, location and id, reading the copies of its sources.
  * clones[i] holds one reference. Sets topo[i]->scratch = i. */
 void ir_graph_clone(int n, ir_node *const *topo, ir_node **clones);
+/* A new BUFFER node over leaf's storage and view (same dtype, shape,
+ * device, location and id), one reference for the caller. */
+ir_node *ir_node_alias(const ir_node *leaf);
+/* Realized tensors may be read by other threads while this one walks a
+ * graph over them, and walks write nodes' scratch: replaces every BUFFER
+ * topo[i] (topo from ir_graph_collect over roots that are not BUFFERs) by
+ * an alias of its own, in topo and in the edges of topo's other nodes. The
+ * aliases are held by those edges; no value changes. */
+void ir_graph_private_leaves(int n, ir_node **topo);
 /* First error node reachable from roots, or NULL. */
 ir_node *ir_graph_find_error(int nroots, ir_node *const *roots);
 

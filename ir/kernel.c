@@ -151,36 +151,82 @@ kexpr *kx_philox(kernel *k, kexpr *key, kexpr *counter, int word) {
   return kx_intern(k, &(kexpr){.kind = KX_PHILOX, .type = KILN_I64, .i = word, .a = counter, .b = key});
 }
 
+/* Operand i (0..2) of e, in the order every walk takes them. */
+static kexpr **operand(kexpr *e, int i) { return i == 0 ? &e->a : i == 1 ? &e->b : &e->c; }
+
+/* A rewrite in progress: e's copy p collects its rewritten operands. */
+typedef struct {
+  kexpr *e, p;
+  int next;             /* the operand to rewrite next; 3: all done */
+} kx_frame;
+
 typedef struct {
   kernel *k;
   kx_map_fn map;
   void *ctx;
   int n;                /* expressions that existed before: memo's size */
   kexpr **memo;         /* by id: the rewritten expression */
+  kx_frame *stack;      /* the expressions being rewritten, innermost last */
+  int depth, cap;
 } kx_rewriter;
 
-static kexpr *rewrite(kx_rewriter *w, kexpr *e) {
-  if (!e) return NULL;
-  if (e->id < w->n && w->memo[e->id]) return w->memo[e->id];
-  kexpr *r = w->map(w->ctx, e);
-  if (!r) {
-    kexpr p = *e;
-    p.a = rewrite(w, e->a);
-    p.b = rewrite(w, e->b);
-    p.c = rewrite(w, e->c);
-    r = p.a == e->a && p.b == e->b && p.c == e->c ? e
-        : p.kind == KX_OP ? kx_op(w->k, p.op, p.type, p.a, p.b, p.c)
-        : kx_intern(w->k, &p);
-  }
+static void memo_put(kx_rewriter *w, const kexpr *e, kexpr *r) {
   if (e->id < w->n) w->memo[e->id] = r;
+}
+
+/* e's rewrite when it is known at once (none, memoized, or what map gives);
+ * else false, with a frame pushed to rewrite its operands first. */
+static bool rewrite_known(kx_rewriter *w, kexpr *e, kexpr **out) {
+  *out = NULL;
+  if (!e) return true;
+  if (e->id < w->n && w->memo[e->id]) return (*out = w->memo[e->id]), true;
+  if ((*out = w->map(w->ctx, e))) {
+    memo_put(w, e, *out);
+    return true;
+  }
+  if (w->depth == w->cap) {
+    w->cap = w->cap ? 2 * w->cap : 64;
+    w->stack = realloc(w->stack, sizeof *w->stack * (size_t)w->cap);
+    IR_ASSERT(w->stack);
+  }
+  w->stack[w->depth++] = (kx_frame){e, *e, 0};
+  return false;
+}
+
+/* e with its rewritten operands p.a, p.b, p.c (e itself when none changed). */
+static kexpr *rebuild(kx_rewriter *w, kexpr *e, kexpr p) {
+  kexpr *r = p.a == e->a && p.b == e->b && p.c == e->c ? e
+             : p.kind == KX_OP ? kx_op(w->k, p.op, p.type, p.a, p.b, p.c)
+             : kx_intern(w->k, &p);
+  memo_put(w, e, r);
+  return r;
+}
+
+/* Operands first, each expression once (memo), with an explicit stack: a
+ * kernel's expression may be as deep as the chain of ops fused into it. */
+static kexpr *rewrite(kx_rewriter *w, kexpr *root) {
+  kexpr *r;
+  if (rewrite_known(w, root, &r)) return r;
+  while (w->depth) {
+    kx_frame *f = &w->stack[w->depth - 1];
+    if (f->next == 3) {
+      r = rebuild(w, f->e, f->p);
+      if (--w->depth) *operand(&w->stack[w->depth - 1].p, w->stack[w->depth - 1].next - 1) = r;
+      continue;
+    }
+    int i = f->next++;
+    kexpr *child = *operand(f->e, i), *done;
+    if (rewrite_known(w, child, &done)) *operand(&w->stack[w->depth - 1].p, i) = done;
+  }
   return r;
 }
 
 kexpr *kx_rewrite(kernel *k, kexpr *e, kx_map_fn map, void *ctx) {
-  kx_rewriter w = {k, map, ctx, k->nexprs, calloc((size_t)k->nexprs + 1, sizeof(kexpr *))};
+  kx_rewriter w = {k, map, ctx, k->nexprs, calloc((size_t)k->nexprs + 1, sizeof(kexpr *)), NULL, 0, 0};
   IR_ASSERT(w.memo);
   kexpr *r = rewrite(&w, e);
   free(w.memo);
+  free(w.stack);
   return r;
 }
 
@@ -332,15 +378,41 @@ typedef struct {
   kx_visit on_expr;
   ks_visit on_stmt;
   void *ctx;
+  struct { const kexpr *e; int next; } *stack;   /* walk_expr's open expressions */
+  int cap;
 } kwalk;
 
-static void walk_expr(kwalk *w, const kexpr *e, int depth) {
-  if (w->done[e->id]) return;
+static int walk_push(kwalk *w, int n, const kexpr *e) {
+  if (n == w->cap) {
+    w->cap = w->cap ? 2 * w->cap : 64;
+    w->stack = realloc(w->stack, sizeof *w->stack * (size_t)w->cap);
+    IR_ASSERT(w->stack);
+  }
   w->done[e->id] = 1;
-  if (e->a) walk_expr(w, e->a, depth);
-  if (e->b) walk_expr(w, e->b, depth);
-  if (e->c) walk_expr(w, e->c, depth);
-  w->on_expr(w->ctx, e, depth);
+  w->stack[n].e = e;
+  w->stack[n].next = 0;
+  return n + 1;
+}
+
+/* Post-order, each expression once, with an explicit stack (an expression
+ * is as deep as the chain of ops fused into it): e is visited after a, b
+ * and c, in that order, as a recursive walk would. */
+static void walk_expr(kwalk *w, const kexpr *root, int depth) {
+  if (w->done[root->id]) return;
+  int n = walk_push(w, 0, root);
+  while (n) {
+    const kexpr *e = w->stack[n - 1].e, *c = NULL;
+    while (!c && w->stack[n - 1].next < 3) {
+      c = *operand((kexpr *)e, w->stack[n - 1].next++);
+      if (c && w->done[c->id]) c = NULL;
+    }
+    if (c) {
+      n = walk_push(w, n, c);
+    } else {
+      w->on_expr(w->ctx, e, depth);
+      n--;
+    }
+  }
 }
 
 /* A statement's expressions are walked before it; loops and gemms print
@@ -364,10 +436,11 @@ static void walk_block(kwalk *w, const kstmt *s, int depth) {
 }
 
 static void k_walk(kernel *k, kx_visit on_expr, ks_visit on_stmt, void *ctx) {
-  kwalk w = {calloc((size_t)k->nexprs + 1, 1), on_expr, on_stmt, ctx};
+  kwalk w = {calloc((size_t)k->nexprs + 1, 1), on_expr, on_stmt, ctx, NULL, 0};
   IR_ASSERT(w.done);
   walk_block(&w, k->body, 1);
   free(w.done);
+  free(w.stack);
 }
 
 /* ---- binary key ---------------------------------------------------------- */

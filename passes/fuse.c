@@ -32,6 +32,8 @@
  * - CUDA only: a big reduction to few values is stored by a kernel of its
  *   own, with no other reduction, when more than its epilogue reads it (see
  *   grid_reduce below), so that kernel can use the whole grid.
+ * - A node at the end of a chain of FUSE_MAX_DEPTH inlined computing nodes
+ *   is stored, so no kernel's expression is deeper than that (see mark_deep).
  * With merge off (KILN_PASSES=-fuse) every computing node is its own kernel.
  * Invariant ensured: g->group_of and g->materialized as pass.h says; each
  * group's outputs share its shape and are its materialized nodes.
@@ -210,6 +212,32 @@ static void mark_forced(pass_graph *g, bool merge, bool *mat) {
   free(reach);
 }
 
+/* LLVM's passes recurse along a chain of instructions (Reassociate's ranks
+ * overflowed an 8 MiB stack at 300,000 fused adds): a node whose chain of
+ * inlined computing sources reaches FUSE_MAX_DEPTH is stored, and the
+ * chain goes on from its load. That bounds every kernel's expression, for
+ * LLVM and for every walk of the kernel IR; a 25,000-op chain becomes 7
+ * kernels instead of 1, at the cost of a store and a load per 4096 ops. */
+#define FUSE_MAX_DEPTH 4096
+
+static void mark_deep(const pass_graph *g, bool *mat) {
+  int *depth = calloc((size_t)g->n + 1, sizeof *depth);   /* inlined computing nodes ending here */
+  IR_ASSERT(depth);
+  for (int i = 0; i < g->n; i++) {
+    const ir_node *n = g->topo[i];
+    if (n->op == IR_BUFFER) continue;
+    for (int s = 0; s < n->nsrc; s++) {
+      int j = n->src[s]->scratch;
+      if (!mat[j] && depth[j] > depth[i]) depth[i] = depth[j];
+    }
+    if (++depth[i] >= FUSE_MAX_DEPTH) {
+      mat[i] = true;
+      depth[i] = 0;
+    }
+  }
+  free(depth);
+}
+
 /* Whether a node of kind `kind` and shape `n` may join group r. A GEMM's
  * epilogue computes the group's outputs at the GEMM's own (i, j): no view
  * may sit between them, even one that keeps the shape (flip(relu(x @ w))). */
@@ -287,14 +315,23 @@ static void build_users(pass_graph *g, fuse_ctx *c) {
   }
 }
 
-/* Whether `from` depends on `to` (a path along sources). seen: per node,
- * visited by this search (cleared by the caller). */
-static bool reaches(const ir_node *from, const ir_node *to, unsigned char *seen) {
-  if (from == to) return true;
-  if (seen[from->scratch]) return false;
+/* Whether `from` depends on `to` (a path along sources), by a depth-first
+ * search with an explicit stack (the path may be the whole graph). seen:
+ * per node, visited by this search (cleared by the caller); stack: room
+ * for g->n nodes. */
+static bool reaches(const ir_node *from, const ir_node *to, unsigned char *seen, const ir_node **stack) {
+  int n = 0;
+  stack[n++] = from;
   seen[from->scratch] = 1;
-  for (int s = 0; s < from->nsrc; s++)
-    if (reaches(from->src[s], to, seen)) return true;
+  while (n) {
+    const ir_node *x = stack[--n];
+    if (x == to) return true;
+    for (int s = x->nsrc - 1; s >= 0; s--)
+      if (!seen[x->src[s]->scratch]) {
+        seen[x->src[s]->scratch] = 1;
+        stack[n++] = x->src[s];
+      }
+  }
   return false;
 }
 
@@ -309,7 +346,8 @@ static bool column_reduce(const pass_graph *g, int i, const int *group) {
  * on it: topo order). */
 static void merge_columns(pass_graph *g, fuse_ctx *c, const int *group) {
   unsigned char *seen = calloc((size_t)g->n + 1, 1);
-  IR_ASSERT(seen);
+  const ir_node **stack = malloc(sizeof *stack * ((size_t)g->n + 1));
+  IR_ASSERT(seen && stack);
   for (int j = 0; j < g->n; j++) {
     if (!column_reduce(g, j, group)) continue;
     for (int i = 0; i < j; i++) {
@@ -319,7 +357,7 @@ static void merge_columns(pass_graph *g, fuse_ctx *c, const int *group) {
       for (int m = 0; ok && m < j; m++) {
         if (!column_reduce(g, m, group) || uf_find(c->parent, group[m]) != ri) continue;
         memset(seen, 0, (size_t)g->n + 1);
-        ok = !reaches(g->topo[j], g->topo[m], seen);
+        ok = !reaches(g->topo[j], g->topo[m], seen, stack);
       }
       if (!ok) continue;
       c->parent[rj] = ri;
@@ -328,6 +366,7 @@ static void merge_columns(pass_graph *g, fuse_ctx *c, const int *group) {
     }
   }
   free(seen);
+  free(stack);
 }
 
 /* Collects each root group's materialized nodes (topo order) as its outputs. */
@@ -370,6 +409,7 @@ void pass_fuse(pass_graph *g, bool merge) {
   IR_ASSERT(mat && group && c.parent && c.kinds && c.first_user && c.next_user);
   build_users(g, &c);
   mark_forced(g, merge, mat);
+  mark_deep(g, mat);
   bool *recompute = calloc((size_t)n + 1, sizeof *recompute);
   IR_ASSERT(recompute);
   if (merge) mark_recomputable(g, mat, recompute);

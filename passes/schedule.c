@@ -24,22 +24,30 @@ static void dep_add(dep_list *d, int u, int h, int j) {
 /* What group u reads through its source node j: j itself when it is stored
  * by another group; through a node it recomputes (no group, or inlined in
  * another group's kernel, reached from a recomputed one) the nodes that
- * reads in turn. Nodes of u itself are visited on their own. */
-static void deps_through(const pass_graph *g, int u, int j, dep_list *d) {
-  const ir_node *n = g->topo[j];
-  if (g->materialized[j]) {
-    if (g->group_of[j] != u) dep_add(d, u, g->group_of[j], j);
-    return;
+ * reads in turn. Nodes of u itself are visited on their own. An explicit
+ * stack (sources in order, as a recursive walk takes them): fusion bounds
+ * a recomputed chain, but nothing here needs to rely on it. */
+static void deps_through(const pass_graph *g, int u, int j, dep_list *d, dep_list *stack) {
+  stack->n = 0;
+  dep_add(stack, 0, 0, j);
+  while (stack->n) {
+    j = stack->v[--stack->n].j;
+    const ir_node *n = g->topo[j];
+    if (g->materialized[j]) {
+      if (g->group_of[j] != u) dep_add(d, u, g->group_of[j], j);
+      continue;
+    }
+    if (g->group_of[j] == u || n->op == IR_BUFFER) continue;
+    for (int s = n->nsrc - 1; s >= 0; s--) dep_add(stack, 0, 0, n->src[s]->scratch);
   }
-  if (g->group_of[j] == u || n->op == IR_BUFFER) return;
-  for (int s = 0; s < n->nsrc; s++) deps_through(g, u, n->src[s]->scratch, d);
 }
 
 static dep_list all_deps(const pass_graph *g) {
-  dep_list d = {0};
+  dep_list d = {0}, stack = {0};
   for (int i = 0; i < g->n; i++)
     for (int s = 0; g->group_of[i] >= 0 && s < g->topo[i]->nsrc; s++)
-      deps_through(g, g->group_of[i], g->topo[i]->src[s]->scratch, &d);
+      deps_through(g, g->group_of[i], g->topo[i]->src[s]->scratch, &d, &stack);
+  free(stack.v);
   return d;
 }
 

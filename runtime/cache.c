@@ -4,7 +4,11 @@
  * nothing. A miss looks in the disk cache (diskcache.c) before compiling.
  * The compiled code is kept within a budget of code bytes, least recently
  * used first out, and never evicted while held (rt_internal.h). Owns the
- * process's one CPU JIT. */
+ * process's one CPU JIT. Locking: cache.mu guards the table and is held
+ * only to look up, insert or unlink; a miss takes cache.miss (so that two
+ * threads missing one kernel compile it once) and compiles with cache.mu
+ * free, so hits on other threads go on meanwhile; evicted code is freed
+ * after cache.mu is dropped (unloading takes the JIT's own lock). */
 #include "rt.h"
 #include "rt_internal.h"
 
@@ -30,13 +34,14 @@ struct rt_kernel {
 
 static struct {
   pthread_mutex_t mu;
+  pthread_mutex_t miss; /* held by a miss: the disk load or compile, then the insert */
   cpu_jit *jit;
   uint64_t target_hash; /* the JIT's target string, hashed once */
   ir_str disk_prefix;   /* what, besides k_key, a disk entry's key holds: versions and target */
   rt_kernel *bucket[CACHE_BUCKETS];
   rt_kernel lru;        /* sentinel of the use list */
   uint64_t code_bytes;  /* object bytes of every cached kernel */
-} cache = {.mu = PTHREAD_MUTEX_INITIALIZER, .lru = {.older = &cache.lru, .newer = &cache.lru}};
+} cache = {.mu = PTHREAD_MUTEX_INITIALIZER, .miss = PTHREAD_MUTEX_INITIALIZER, .lru = {.older = &cache.lru, .newer = &cache.lru}};
 
 /* kiln's version and build (a hash of the code generator's sources, so a
  * changed back end never loads old objects), LLVM's version, the target. */
@@ -83,29 +88,40 @@ static void mark_used(rt_kernel *e) {
   e->older->newer = e->newer->older = e;
 }
 
-static void drop(rt_kernel *e) {
+/* Takes e out of the table (under cache.mu) onto *dead. */
+static void drop(rt_kernel *e, rt_kernel **dead) {
   rt_kernel **p = &cache.bucket[e->hash % CACHE_BUCKETS];
   while (*p != e) p = &(*p)->next;
   *p = e->next;
   unlink_use(e);
   cache.code_bytes -= cpu_code_bytes(e->code);
-  cpu_code_free(e->code);
-  free(e->key);
-  free(e);
+  e->next = *dead;
+  *dead = e;
+}
+
+/* Unloads what drop took out; without cache.mu. */
+static void free_dead(rt_kernel *dead) {
+  while (dead) {
+    rt_kernel *next = dead->next;
+    cpu_code_free(dead->code);
+    free(dead->key);
+    free(dead);
+    dead = next;
+  }
 }
 
 /* Least recently used first, skipping held kernels, until within budget. */
-static void evict(void) {
+static void evict(rt_kernel **dead) {
   uint64_t budget = (uint64_t)rt_opts()->kernel_cache_bytes;
   for (rt_kernel *e = cache.lru.newer, *n; e != &cache.lru && cache.code_bytes > budget; e = n) {
     n = e->newer;
     if (e->holds) continue;
-    drop(e);
-    rt_stats_mut()->evictions++;
+    drop(e, dead);
+    rt_count(&rt_stats_mut()->evictions, 1);
   }
 }
 
-static rt_kernel *insert(uint64_t h, const ir_str *key, cpu_code *code) {
+static rt_kernel *insert(uint64_t h, const ir_str *key, cpu_code *code, rt_kernel **dead) {
   rt_kernel *e = calloc(1, sizeof *e);
   IR_ASSERT(e);
   *e = (rt_kernel){cache.bucket[h % CACHE_BUCKETS], NULL, NULL, h, malloc(key->len + 1), key->len, code, 1};
@@ -114,7 +130,7 @@ static rt_kernel *insert(uint64_t h, const ir_str *key, cpu_code *code) {
   cache.bucket[h % CACHE_BUCKETS] = e;
   mark_used(e);
   cache.code_bytes += cpu_code_bytes(code);
-  evict();
+  evict(dead);
   return e;
 }
 
@@ -166,26 +182,51 @@ static cpu_code *load_or_compile(kernel *k, const ir_str *key, int debug, rt_ori
   return code;
 }
 
-rt_kernel *rt_kernel_get(kernel *k, const ir_str *key, int debug, rt_origin *origin) {
+/* The kernel of key held once, or NULL; under cache.mu. */
+static rt_kernel *hold(uint64_t h, const ir_str *key) {
+  rt_kernel *e = lookup(h, key);
+  if (e) {
+    e->holds++;
+    unlink_use(e);
+    mark_used(e);
+  }
+  return e;
+}
+
+/* A miss, under cache.miss: found after all (another thread's miss of the
+ * same kernel inserted it meanwhile), else loaded or compiled with
+ * cache.mu free, then inserted. */
+static rt_kernel *miss(kernel *k, const ir_str *key, uint64_t h, int debug, rt_origin *origin, char **err) {
+  rt_kernel *dead = NULL;
   pthread_mutex_lock(&cache.mu);
+  rt_kernel *e = hold(h, key);
+  pthread_mutex_unlock(&cache.mu);
+  if (e) return e;
+  cpu_code *code = load_or_compile(k, key, debug, origin, err);
+  if (!code) return NULL;
+  pthread_mutex_lock(&cache.mu);
+  e = insert(h, key, code, &dead);
+  pthread_mutex_unlock(&cache.mu);
+  free_dead(dead);
+  return e;
+}
+
+rt_kernel *rt_kernel_get(kernel *k, const ir_str *key, int debug, rt_origin *origin) {
   char *err = NULL;
   rt_kernel *e = NULL;
-  if (jit_get(&err)) {
-    uint64_t h = ir_hash_bytes(key->s, key->len, cache.target_hash);
-    e = lookup(h, key);
-    *origin = RT_MEMORY;
-    if (e) {
-      e->holds++;
-      unlink_use(e);
-      mark_used(e);
-    } else {
-      cpu_code *code = load_or_compile(k, key, debug, origin, &err);
-      if (code) e = insert(h, key, code);
-    }
+  pthread_mutex_lock(&cache.mu);
+  bool ok = jit_get(&err);
+  uint64_t h = ir_hash_bytes(key->s, key->len, cache.target_hash);
+  *origin = RT_MEMORY;
+  if (ok) e = hold(h, key);
+  pthread_mutex_unlock(&cache.mu);
+  if (ok && !e) {
+    pthread_mutex_lock(&cache.miss);
+    e = miss(k, key, h, debug, origin, &err);
+    pthread_mutex_unlock(&cache.miss);
   }
   if (!e) ir_error_setf("%s: compile failed: %s", k->name, err ? err : "unknown error");
   free(err);
-  pthread_mutex_unlock(&cache.mu);
   return e;
 }
 
@@ -201,9 +242,11 @@ void rt_kernel_retain(rt_kernel *e) {
 
 void rt_kernel_release(rt_kernel *e) {
   if (!e) return;
+  rt_kernel *dead = NULL;
   pthread_mutex_lock(&cache.mu);
-  if (--e->holds == 0) evict();
+  if (--e->holds == 0) evict(&dead);
   pthread_mutex_unlock(&cache.mu);
+  free_dead(dead);
 }
 
 uint64_t rt_kernel_cache_bytes(void) {
@@ -214,8 +257,10 @@ uint64_t rt_kernel_cache_bytes(void) {
 }
 
 void rt_cache_shutdown(void) {
+  rt_kernel *dead = NULL;
   pthread_mutex_lock(&cache.mu);
-  while (cache.lru.newer != &cache.lru) drop(cache.lru.newer);
+  while (cache.lru.newer != &cache.lru) drop(cache.lru.newer, &dead);
+  free_dead(dead);
   cpu_jit_free(cache.jit);
   cache.jit = NULL;
   ir_str_free(&cache.disk_prefix);

@@ -40,11 +40,12 @@
 #define LT_FIELD(fn) __typeof__(&fn) fn;
 static struct {
   pthread_mutex_t lock;
+  pthread_mutex_t call;  /* one matmul queued at a time: the handles and workspaces are shared */
   ir_dl_lib dl;
   struct { LT_FUNCTIONS(LT_FIELD) } f;
   cublasLtHandle_t handle[MAX_DEVICES];
   rt_buffer *work[MAX_DEVICES];  /* workspaces */
-} lt = {.lock = PTHREAD_MUTEX_INITIALIZER, .dl = IR_DL_LIB_INIT};
+} lt = {.lock = PTHREAD_MUTEX_INITIALIZER, .call = PTHREAD_MUTEX_INITIALIZER, .dl = IR_DL_LIB_INIT};
 
 /* ---- loading -------------------------------------------------------------- */
 /* $KILN_CUBLASLT as given, or the soname of the toolkit kiln was built with,
@@ -234,8 +235,7 @@ static char *at(void *base, const cuda_gemm_matrix *x, int64_t off) {
   return (char *)base + (size_t)(x->off + off) * ir_dtypes[x->dtype].size;
 }
 
-kiln_status rt_cublas_matmul(int index, const cuda_gemm *g, void *const *bufs, void *temp, int debug) {
-  if (!g->call) return KILN_OK;
+static kiln_status matmul_locked(int index, const cuda_gemm *g, void *const *bufs, void *temp, int debug) {
   cublasLtHandle_t h = NULL;
   cudaStream_t stream = NULL;
   kiln_status st = device_handle(index, &h, &stream);
@@ -256,6 +256,15 @@ kiln_status rt_cublas_matmul(int index, const cuda_gemm *g, void *const *bufs, v
               at(d, &g->d, off[2]));
   }
   teardown(&ds);
+  return st;
+}
+
+/* Only queued: the lock is held for the calls' setup, not their run. */
+kiln_status rt_cublas_matmul(int index, const cuda_gemm *g, void *const *bufs, void *temp, int debug) {
+  if (!g->call) return KILN_OK;
+  pthread_mutex_lock(&lt.call);
+  kiln_status st = matmul_locked(index, g, bufs, temp, debug);
+  pthread_mutex_unlock(&lt.call);
   return st;
 }
 

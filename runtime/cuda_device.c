@@ -14,9 +14,10 @@
  * goes back to the driver.
  *
  * Locking: `cd.lock` guards device setup, the free lists, the statistics and
- * the module tables (buffers are released from any thread). Copies and
- * launches come from realize(), one at a time, so the staging buffers need
- * no lock of their own. */
+ * the module tables (buffers are released from any thread). Realizes on
+ * several threads queue on the one stream at once: a large copy holds
+ * `cd.stage` while it uses the staging buffers; two threads compiling one
+ * kernel keep the module loaded first. */
 #include "runtime/device.h"
 
 #include <stdio.h>
@@ -89,9 +90,10 @@ typedef struct {
 
 static struct {
   pthread_mutex_t lock;
+  pthread_mutex_t stage;  /* the staging buffers of every device */
   bool loaded;          /* cu holds every function */
   cuda_dev dev[MAX_DEVICES];
-} cd = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} cd = {.lock = PTHREAD_MUTEX_INITIALIZER, .stage = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- errors --------------------------------------------------------------- */
 /* KILN_OK, or the status of a failed driver call with "CUDA error <name> in
@@ -303,6 +305,7 @@ static kiln_status copy_in(rt_buffer *dst, const void *src, size_t bytes) {
   cuda_dev *d = device(dst->device.index);
   if (!d) return KILN_ERR_DEVICE;
   if (bytes < STAGE_MIN) return cu_check(cu.cuMemcpyHtoDAsync(dptr(dst), src, bytes, d->stream), "cuMemcpyHtoDAsync");
+  pthread_mutex_lock(&cd.stage);
   kiln_status st = ensure_staging(d);
   for (size_t off = 0, i = 0; st == KILN_OK && off < bytes; off += STAGE_CHUNK, i ^= 1) {
     size_t n = bytes - off < STAGE_CHUNK ? bytes - off : STAGE_CHUNK;
@@ -312,6 +315,7 @@ static kiln_status copy_in(rt_buffer *dst, const void *src, size_t bytes) {
     st = cu_check(cu.cuMemcpyHtoDAsync(dptr(dst) + off, d->stage[i], n, d->stream), "cuMemcpyHtoDAsync");
     if (st == KILN_OK) st = cu_check(cu.cuEventRecord(d->staged[i], d->stream), "cuEventRecord");
   }
+  pthread_mutex_unlock(&cd.stage);
   return st;
 }
 
@@ -326,6 +330,7 @@ static kiln_status copy_out(void *dst, const rt_buffer *src, size_t off, size_t 
     st = cu_check(cu.cuMemcpyDtoHAsync(dst, dptr(src) + off, bytes, d->stream), "cuMemcpyDtoHAsync");
     return st == KILN_OK ? cu_check(cu.cuStreamSynchronize(d->stream), "cuStreamSynchronize") : st;
   }
+  pthread_mutex_lock(&cd.stage);
   st = ensure_staging(d);
   for (size_t done = 0; st == KILN_OK && done < bytes; done += STAGE_CHUNK) {
     size_t n = bytes - done < STAGE_CHUNK ? bytes - done : STAGE_CHUNK;
@@ -333,6 +338,7 @@ static kiln_status copy_out(void *dst, const rt_buffer *src, size_t off, size_t 
     if (st == KILN_OK) st = cu_check(cu.cuStreamSynchronize(d->stream), "cuStreamSynchronize");
     if (st == KILN_OK) memcpy((char *)dst + done, d->stage[0], n);
   }
+  pthread_mutex_unlock(&cd.stage);
   return st;
 }
 
@@ -430,10 +436,19 @@ static kiln_status dev_compile(int index, kernel *k, int debug, rt_device_kernel
       IR_ASSERT(*out && m.key);
       memcpy(m.key, key.s, key.len);
       pthread_mutex_lock(&cd.lock);
-      m.next = d->modules[h % MODULE_BUCKETS];
-      **out = m;
-      d->modules[h % MODULE_BUCKETS] = *out;
+      rt_device_kernel *first = module_lookup(d, h, &key);   /* another thread's compile of k */
+      if (!first) {
+        m.next = d->modules[h % MODULE_BUCKETS];
+        **out = m;
+        d->modules[h % MODULE_BUCKETS] = *out;
+      }
       pthread_mutex_unlock(&cd.lock);
+      if (first) {
+        unload(&m);
+        free(m.key);
+        free(*out);
+        *out = first;
+      }
     }
   }
   ir_str_free(&key);

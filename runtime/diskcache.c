@@ -203,11 +203,14 @@ static void account(const char *dir, int64_t bytes) {
   pthread_mutex_unlock(&disk.mu);
 }
 
-/* Writes the entry to path.tmp.<pid> and renames it into place (over
- * whatever is there, a FIFO included). NULL or why not. */
+/* Writes the entry to path.tmp.<pid>.<n> (n: this process's writes so far,
+ * so two threads storing one entry never share a temporary file) and
+ * renames it into place (over whatever is there, a FIFO included). NULL or
+ * why not. */
 static const char *write_entry(const char *path, const void *key, size_t keylen, const void *data, size_t len) {
+  static _Atomic unsigned long writes;
   char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", path, (long)getpid(), (unsigned long)writes++);
   disk_header h = {DISK_MAGIC, keylen, len, ir_hash_bytes(data, len, key_hash(key, keylen))};
   FILE *f = fopen(tmp, "wb");
   if (!f) return strerror(errno);

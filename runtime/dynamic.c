@@ -2,11 +2,12 @@
  * shape-generic lowering) is compiled for its exact shape the first time it
  * is seen; when it comes back with another shape, its generic variant (sizes
  * and strides as launch arguments) serves that and every later shape, so a
- * loop over batch sizes compiles each structure at most twice. Called under
- * realize's lock. Only hashes are kept: a false match picks the other
+ * loop over batch sizes compiles each structure at most twice. Realizes on
+ * several threads plan at once: a lock guards the table. Only hashes are kept: a false match picks the other
  * variant, which computes the same values. */
 #include "rt_internal.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 typedef struct {
@@ -16,9 +17,10 @@ typedef struct {
 } dyn_entry;
 
 static struct {
+  pthread_mutex_t mu;
   dyn_entry *slot;
   size_t cap, used;
-} dyn;
+} dyn = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static dyn_entry *dyn_find(uint64_t h) {
   size_t mask = dyn.cap - 1, i = h & mask;
@@ -37,8 +39,8 @@ static void dyn_grow(void) {
   free(old);
 }
 
-bool rt_dynamic_generic(uint64_t structure, uint64_t shape) {
-  structure |= structure == 0;  /* 0 marks an empty slot */
+/* Under dyn.mu. */
+static bool generic_locked(uint64_t structure, uint64_t shape) {
   if (2 * (dyn.used + 1) > dyn.cap) dyn_grow();
   dyn_entry *e = dyn_find(structure);
   if (!e->structure) {
@@ -51,8 +53,18 @@ bool rt_dynamic_generic(uint64_t structure, uint64_t shape) {
   return e->generic;
 }
 
+bool rt_dynamic_generic(uint64_t structure, uint64_t shape) {
+  structure |= structure == 0;  /* 0 marks an empty slot */
+  pthread_mutex_lock(&dyn.mu);
+  bool g = generic_locked(structure, shape);
+  pthread_mutex_unlock(&dyn.mu);
+  return g;
+}
+
 void rt_dynamic_shutdown(void) {
+  pthread_mutex_lock(&dyn.mu);
   free(dyn.slot);
   dyn.slot = NULL;
   dyn.cap = dyn.used = 0;
+  pthread_mutex_unlock(&dyn.mu);
 }

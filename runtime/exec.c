@@ -212,7 +212,7 @@ static uint64_t key_hash(kernel *k) {
  * back with another shape. Both lowerings bind the same inputs in the same
  * order. */
 static kernel *cpu_kernel_for(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg) {
-  int mode = rt_opts()->dynamic;
+  int mode = __atomic_load_n(&rt_opts()->dynamic, __ATOMIC_RELAXED);   /* kiln_set_dynamic may run meanwhile */
   pass_config c = *cfg;
   c.generic = mode != KILN_DYNAMIC_OFF;
   kernel *k = pass_run_kernel(g, gi, inputs, ninputs, &c);

@@ -33,7 +33,9 @@ struct kiln_fn {
   int nin, nout;
   int ntmpl;
   ir_node **tmpl;           /* retained: the graph as built (sources first) */
+  int (*src_pos)[3];        /* per tmpl node: its sources' positions in tmpl */
   int *out_node;            /* per output: its position in tmpl */
+  int *leaf_pos;            /* per leaf: its position in tmpl, -1 when no output reads it */
   int nleaves;              /* the placeholders (nin), then the constants */
   ir_node **leaves;         /* retained: of tmpl */
   bool dynamic;             /* a placeholder has a -1 dim: planned per size */
@@ -65,7 +67,9 @@ void kiln_fn_free(kiln_fn *fn) {
   free(fn->variants);
   release_all(fn->nleaves, fn->leaves);
   release_all(fn->ntmpl, fn->tmpl);
+  free(fn->src_pos);
   free(fn->out_node);
+  free(fn->leaf_pos);
   pthread_mutex_destroy(&fn->mu);
   free(fn);
 }
@@ -228,12 +232,11 @@ static ir_node *stand_in(const ir_node *p, int ndim, const int64_t *shape) {
 static ir_node **variant_graph(const kiln_fn *fn, int64_t size) {
   ir_node **g = calloc((size_t)fn->ntmpl + 1, sizeof *g);
   IR_ASSERT(g);
-  for (int i = 0; i < fn->ntmpl; i++) fn->tmpl[i]->scratch = i;
   for (int i = 0; i < fn->ntmpl; i++) {
     ir_node *o = fn->tmpl[i];
     int64_t shape[KILN_MAX_DIMS];
     ir_node *src[3];
-    for (int s = 0; s < o->nsrc; s++) src[s] = g[o->src[s]->scratch];
+    for (int s = 0; s < o->nsrc; s++) src[s] = g[fn->src_pos[i][s]];
     const char *why = variant_shape(o, src, size, shape);
     if (why) {
       ir_error_setf("%s:%d: compile: %s: %s is not supported", o->file ? o->file : "?", o->line, ir_ops[o->op].name, why);
@@ -241,8 +244,8 @@ static ir_node **variant_graph(const kiln_fn *fn, int64_t size) {
       return NULL;
     }
     if (o->op == IR_BUFFER) {
-      if (o->symbolic) g[i] = stand_in(o, o->ndim, shape);
-      else ir_node_retain(g[i] = o);
+      /* the constants are other threads' to read too: planning writes its own */
+      g[i] = o->symbolic ? stand_in(o, o->ndim, shape) : ir_node_alias(o);
       continue;
     }
     ir_node *c = g[i] = ir_node_new(o->op, o->dtype, o->ndim, shape, o->nsrc, src, o->file, o->line);
@@ -266,7 +269,11 @@ static fn_variant *variant(kiln_fn *fn, int64_t size, kiln_status *st) {
     fn_variant nv = {size, NULL, malloc(sizeof *nv.in * ((size_t)fn->nin + 1)), malloc(sizeof *nv.out * (size_t)fn->nout),
                      malloc(sizeof *nv.leaves * (size_t)fn->nleaves)};
     IR_ASSERT(nv.in && nv.out && nv.leaves);
-    for (int i = 0; i < fn->nleaves; i++) ir_node_retain(nv.leaves[i] = g[fn->leaves[i]->scratch]);
+    for (int i = 0; i < fn->nleaves; i++) {
+      int at = fn->leaf_pos[i];
+      if (at >= 0) ir_node_retain(g[at]);
+      nv.leaves[i] = at >= 0 ? g[at] : ir_node_alias(fn->leaves[i]);
+    }
     for (int i = 0; i < fn->nin; i++) value_of(&nv.in[i], nv.leaves[i]);
     for (int o = 0; o < fn->nout; o++) value_of(&nv.out[o], g[fn->out_node[o]]);
     pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1, .symbolic_ok = true};
@@ -287,6 +294,24 @@ static fn_variant *variant(kiln_fn *fn, int64_t size, kiln_status *st) {
   return v;
 }
 
+/* Where each template node's sources, each output and each leaf are in the
+ * template, kept so that planning a variant writes nothing in the template
+ * (its constants may be in other threads' graphs, whose walks write nodes'
+ * scratch). */
+static void positions(kiln_fn *fn, int nout, kiln_tensor *const *out) {
+  IR_PTRMAP_ON_STACK(pos);
+  for (int i = 0; i < fn->ntmpl; i++) ir_ptrmap_put(&pos, fn->tmpl[i], i);
+  fn->src_pos = malloc(sizeof *fn->src_pos * ((size_t)fn->ntmpl + 1));
+  fn->out_node = malloc(sizeof *fn->out_node * (size_t)nout);
+  fn->leaf_pos = malloc(sizeof *fn->leaf_pos * ((size_t)fn->nleaves + 1));
+  IR_ASSERT(fn->src_pos && fn->out_node && fn->leaf_pos);
+  for (int i = 0; i < fn->ntmpl; i++)
+    for (int s = 0; s < fn->tmpl[i]->nsrc; s++) fn->src_pos[i][s] = ir_ptrmap_get(&pos, fn->tmpl[i]->src[s]);
+  for (int o = 0; o < nout; o++) fn->out_node[o] = ir_ptrmap_get(&pos, out[o]);
+  for (int i = 0; i < fn->nleaves; i++) fn->leaf_pos[i] = ir_ptrmap_get(&pos, fn->leaves[i]);
+  ir_ptrmap_free(&pos);
+}
+
 kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *in, int nout, kiln_tensor *const *out) {
   kiln_fn *fn = check_compile(f, l, nin, in, nout, out);
   if (!fn) return NULL;
@@ -299,10 +324,7 @@ kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *in, 
     for (int i = 0; i < fn->ntmpl; i++) ir_node_retain(fn->tmpl[i]);
     st = take_leaves(fn, nin, in, fn->ntmpl, fn->tmpl);
   }
-  fn->out_node = malloc(sizeof *fn->out_node * (size_t)nout);
-  IR_ASSERT(fn->out_node);
-  for (int i = 0; i < fn->ntmpl; i++) fn->tmpl[i]->scratch = i;
-  for (int o = 0; o < nout; o++) fn->out_node[o] = out[o]->scratch;
+  if (st == KILN_OK) positions(fn, nout, out);
   for (int i = 0; i < nin; i++)
     for (int d = 0; d < in[i]->ndim; d++) fn->dynamic |= is_dynamic(in[i]->shape[d]);
   /* A static function is planned now; a dynamic one is checked at a small

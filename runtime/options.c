@@ -1,8 +1,10 @@
 /* options.c: kiln's settings, read once from the environment (KILN_DEBUG,
  * KILN_EAGER, KILN_NUM_THREADS, KILN_PASSES, KILN_MAX_PENDING,
  * KILN_ALLOW_TF32, KILN_CUBLASLT, KILN_VALIDATE, KILN_DYNAMIC,
- * KILN_CHECK_HANDLES, KILN_KERNEL_CACHE_MB, KILN_CACHE, KILN_CACHE_MAX_MB). The struct
- * stays mutable so kiln_set_eager can flip the mode at run time. */
+ * KILN_CHECK_HANDLES, KILN_KERNEL_CACHE_MB, KILN_CACHE, KILN_CACHE_MAX_MB). All are
+ * process-wide. What can change at run time (kiln_set_eager, kiln_set_dynamic:
+ * atomic words; the print options: print.c's lock) may change while other
+ * threads read it. */
 #include "runtime/rt.h"
 
 #include "passes/pass.h"
@@ -122,5 +124,6 @@ void kiln_set_eager(int on) { __atomic_store_n(&rt_opts()->eager, on != 0, __ATO
 int kiln_get_eager(void) { return __atomic_load_n(&rt_opts()->eager, __ATOMIC_RELAXED); }
 
 void kiln_set_dynamic(int mode) {
-  rt_opts()->dynamic = mode == KILN_DYNAMIC_OFF || mode == KILN_DYNAMIC_ON ? mode : KILN_DYNAMIC_AUTO;
+  int m = mode == KILN_DYNAMIC_OFF || mode == KILN_DYNAMIC_ON ? mode : KILN_DYNAMIC_AUTO;
+  __atomic_store_n(&rt_opts()->dynamic, m, __ATOMIC_RELAXED);
 }

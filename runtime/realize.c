@@ -13,14 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Graph nodes are not thread safe; one realize runs at a time. */
-static pthread_mutex_t realize_mu = PTHREAD_MUTEX_INITIALIZER;
-
 /* ---- the plan cache: structure -> plan --------------------------------------
  * A plan holds its kernels' code (the kernel cache never evicts held code),
  * so the plans kept are bounded by the same budget, KILN_KERNEL_CACHE_MB:
  * past it the least recently used plans go, and their kernels become
- * evictable. */
+ * evictable. Realizes on several threads share it: plans.mu is held only to
+ * find, insert or unlink an entry; a plan runs with no lock, held by its
+ * runners (an entry unlinked meanwhile is freed by its last runner). */
 #define PLAN_BUCKETS 1024
 
 typedef struct plan_entry {
@@ -29,13 +28,16 @@ typedef struct plan_entry {
   ir_str key;
   rt_exec *plan;
   size_t bytes;         /* the code it holds */
+  int runners;          /* realizes running the plan now (under plans.mu) */
+  bool unlinked;        /* evicted while running: the last runner frees it */
 } plan_entry;
 
 static struct {
+  pthread_mutex_t mu;
   plan_entry *bucket[PLAN_BUCKETS];
   plan_entry *oldest, *newest;
   size_t bytes;
-} plans;
+} plans = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void use_list_unlink(plan_entry *e) {
   if (e->older) e->older->newer = e->newer;
@@ -52,45 +54,92 @@ static void use_list_push(plan_entry *e) {
   plans.newest = e;
 }
 
-static void plan_unlink(plan_entry *e) {
-  plan_entry **p = &plans.bucket[e->hash % PLAN_BUCKETS];
-  while (*p != e) p = &(*p)->next;
-  *p = e->next;
-  use_list_unlink(e);
-  plans.bytes -= e->bytes;
+static void entry_free(plan_entry *e) {
   ir_str_free(&e->key);
   rt_exec_free(e->plan);
   free(e);
 }
 
-static rt_exec *plan_find(uint64_t h, const ir_str *key) {
+/* Under plans.mu; an entry nobody runs goes on *dead, to be freed after the
+ * lock is dropped (freeing releases its kernels, which takes the kernel
+ * cache's lock). */
+static void plan_unlink(plan_entry *e, plan_entry **dead) {
+  plan_entry **p = &plans.bucket[e->hash % PLAN_BUCKETS];
+  while (*p != e) p = &(*p)->next;
+  *p = e->next;
+  use_list_unlink(e);
+  plans.bytes -= e->bytes;
+  e->unlinked = true;
+  if (e->runners) return;
+  e->next = *dead;
+  *dead = e;
+}
+
+static void free_dead(plan_entry *dead) {
+  while (dead) {
+    plan_entry *next = dead->next;
+    entry_free(dead);
+    dead = next;
+  }
+}
+
+static plan_entry *lookup(uint64_t h, const ir_str *key) {
   for (plan_entry *e = plans.bucket[h % PLAN_BUCKETS]; e; e = e->next)
-    if (e->hash == h && e->key.len == key->len && !memcmp(e->key.s, key->s, key->len)) {
-      use_list_unlink(e);
-      use_list_push(e);
-      return e->plan;
-    }
+    if (e->hash == h && e->key.len == key->len && !memcmp(e->key.s, key->s, key->len)) return e;
   return NULL;
 }
 
-/* Keeps plan as the newest; evicts the oldest past the budget (plan itself
- * too when it alone is over it: KILN_KERNEL_CACHE_MB=0 keeps nothing). */
-static void plan_insert(uint64_t h, const ir_str *key, rt_exec *plan) {
-  plan_entry *e = calloc(1, sizeof *e);
-  IR_ASSERT(e);
-  *e = (plan_entry){.next = plans.bucket[h % PLAN_BUCKETS], .hash = h, .plan = plan, .bytes = rt_exec_code_bytes(plan)};
-  ir_str_append(&e->key, key->s, key->len);
-  plans.bucket[h % PLAN_BUCKETS] = e;
-  use_list_push(e);
-  plans.bytes += e->bytes;
-  while (plans.bytes > (size_t)rt_opts()->kernel_cache_bytes && plans.oldest) plan_unlink(plans.oldest);
+/* The plan of this structure, held for a run (plan_done gives it back). */
+static plan_entry *plan_find(uint64_t h, const ir_str *key) {
+  pthread_mutex_lock(&plans.mu);
+  plan_entry *e = lookup(h, key);
+  if (e) {
+    e->runners++;
+    use_list_unlink(e);
+    use_list_push(e);
+  }
+  pthread_mutex_unlock(&plans.mu);
+  return e;
 }
 
-static ir_str key_buf;   /* the key of the graph being realized (under realize_mu) */
+static void plan_done(plan_entry *e) {
+  pthread_mutex_lock(&plans.mu);
+  bool last = --e->runners == 0 && e->unlinked;
+  pthread_mutex_unlock(&plans.mu);
+  if (last) entry_free(e);
+}
 
+/* Keeps plan (run once already) as the newest; evicts the oldest past the
+ * budget (plan itself too when it alone is over it: KILN_KERNEL_CACHE_MB=0
+ * keeps nothing). When another thread planned the same structure meanwhile,
+ * its plan stays and this one goes. */
+static void plan_insert(uint64_t h, const ir_str *key, rt_exec *plan) {
+  plan_entry *e = calloc(1, sizeof *e), *dead = NULL;
+  IR_ASSERT(e);
+  *e = (plan_entry){.hash = h, .plan = plan, .bytes = rt_exec_code_bytes(plan)};
+  ir_str_append(&e->key, key->s, key->len);
+  pthread_mutex_lock(&plans.mu);
+  if (lookup(h, key)) {
+    e->next = dead;
+    dead = e;
+  } else {
+    e->next = plans.bucket[h % PLAN_BUCKETS];
+    plans.bucket[h % PLAN_BUCKETS] = e;
+    use_list_push(e);
+    plans.bytes += e->bytes;
+    while (plans.bytes > (size_t)rt_opts()->kernel_cache_bytes && plans.oldest) plan_unlink(plans.oldest, &dead);
+  }
+  pthread_mutex_unlock(&plans.mu);
+  free_dead(dead);
+}
+
+/* kiln_shutdown: no realize may run meanwhile. */
 static void plans_free(void) {
-  while (plans.oldest) plan_unlink(plans.oldest);
-  ir_str_free(&key_buf);
+  plan_entry *dead = NULL;
+  pthread_mutex_lock(&plans.mu);
+  while (plans.oldest) plan_unlink(plans.oldest, &dead);
+  pthread_mutex_unlock(&plans.mu);
+  free_dead(dead);
 }
 
 /* ---- a graph's structure --------------------------------------------------- */
@@ -220,46 +269,55 @@ static kiln_status run_plan(const rt_exec *p, int nt, ir_node *const *targets, i
   return st;
 }
 
-static kiln_status realize_locked(int n, ir_node *const *nodes) {
+static kiln_status realize_graph(int n, ir_node *const *nodes) {
   /* Running drops the targets' sources: hold every node until the whole
    * realize is done. */
   ir_node **held, **leaves;
   int nheld = ir_graph_collect(n, nodes, &held);
+  ir_graph_private_leaves(nheld, held);
   for (int i = 0; i < nheld; i++) ir_node_retain(held[i]);
   int nleaves = collect_leaves(nheld, held, &leaves);
   pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1};
-  key_buf.len = 0;
-  graph_key(&key_buf, nheld, held, n, nodes, &cfg);
-  uint64_t h = ir_hash_bytes(key_buf.s, key_buf.len, 0);
-  rt_exec *p = plan_find(h, &key_buf);
-  bool fresh = !p;
+  ir_str key = {0};
+  graph_key(&key, nheld, held, n, nodes, &cfg);
+  uint64_t h = ir_hash_bytes(key.s, key.len, 0);
+  plan_entry *e = plan_find(h, &key);
+  rt_exec *p = e ? e->plan : NULL;
   kiln_status st = KILN_OK;
-  if (fresh) {
+  if (!e) {
     int small[16], *tpos = n <= 16 ? small : malloc(sizeof *tpos * (size_t)n);
     IR_ASSERT(tpos);
     for (int t = 0; t < n; t++) tpos[t] = nodes[t]->scratch;
     p = rt_exec_build(nheld, held, n, tpos, nleaves, leaves, &cfg, &st);
     if (tpos != small) free(tpos);
   }
-  if (p) st = run_plan(p, n, nodes, nheld, held, nleaves, leaves, fresh, cfg.debug);
-  if (p && fresh) plan_insert(h, &key_buf, p);   /* after its run: inserting may free it */
+  if (p) st = run_plan(p, n, nodes, nheld, held, nleaves, leaves, !e, cfg.debug);
+  if (e) plan_done(e);
+  else if (p) plan_insert(h, &key, p);   /* after its run: inserting may free it */
+  ir_str_free(&key);
   for (int i = 0; i < nheld; i++) ir_node_release(held[i]);
   free(held);
   free(leaves);
   return st;
 }
 
+/* No lock is held for a realize: its graph is its own (the leaves it reads
+ * become private aliases), and what it shares (plans, kernels, the JIT, the
+ * allocator, the pool) locks itself briefly. Targets already realized need
+ * nothing, and other threads may be reading them. */
 kiln_status rt_realize(int n, ir_node *const *nodes) {
-  pthread_mutex_lock(&realize_mu);
-  kiln_status st = realize_locked(n, nodes);
-  pthread_mutex_unlock(&realize_mu);
+  ir_node *small[16], **pending = n <= 16 ? small : malloc(sizeof *pending * (size_t)n);
+  IR_ASSERT(pending);
+  int np = 0;
+  for (int i = 0; i < n; i++)
+    if (nodes[i]->op != IR_BUFFER) pending[np++] = nodes[i];
+  kiln_status st = np ? realize_graph(np, pending) : KILN_OK;
+  if (pending != small) free(pending);
   return st;
 }
 
 void rt_shutdown(void) {
-  pthread_mutex_lock(&realize_mu);
   plans_free();
-  pthread_mutex_unlock(&realize_mu);
   rt_cache_shutdown();
   rt_dynamic_shutdown();
   rt_pool_shutdown();

@@ -16,8 +16,8 @@ typedef struct {
   bool allow_tf32;      /* KILN_ALLOW_TF32=1: f32 matmuls on a GPU may round their inputs to TF32 */
   const char *cublaslt; /* KILN_CUBLASLT: the cuBLASLt library to dlopen, NULL for the default */
   bool validate;        /* KILN_VALIDATE=1: every device kernel is checked against the CPU back end */
-  kiln_printoptions print;  /* kiln_set_printoptions; PyTorch's defaults */
-  int dynamic;          /* KILN_DYNAMIC / kiln_set_dynamic: KILN_DYNAMIC_OFF, _ON or _AUTO (default) */
+  kiln_printoptions print;  /* kiln_set_printoptions; PyTorch's defaults; under print.c's lock */
+  int dynamic;          /* KILN_DYNAMIC / kiln_set_dynamic: KILN_DYNAMIC_OFF, _ON or _AUTO (default); atomic */
   bool check_handles;   /* KILN_CHECK_HANDLES=1 (default in Debug builds): freed nodes are quarantined */
   int64_t kernel_cache_bytes;  /* KILN_KERNEL_CACHE_MB: compiled CPU code kept in memory */
   bool disk_cache;      /* KILN_CACHE (default 1): compiled kernels kept in the disk cache */

@@ -18,8 +18,8 @@
  * it back with rt_kernel_release. The entry point of a held kernel stays
  * valid until its last release; a release may evict it (and others) when
  * the cache is over budget. kiln_shutdown frees every kernel, held or not:
- * holders must let go before it. All of these lock the cache briefly (a
- * compile holds it for the compile). */
+ * holders must let go before it. All of these lock the cache briefly; a
+ * miss compiles with it unlocked (misses wait for each other, not hits). */
 typedef struct rt_kernel rt_kernel;
 /* The compiled kernel for k (whose k_key is `key`), held once: found in
  * memory, loaded from the disk cache or compiled (*origin says which). NULL

@@ -4,6 +4,7 @@
  * accuracy of the f32 transcendentals against libm (max ulp over sweeps). */
 #include "check_main.h"
 #include "codegen_cpu/cpu.h"
+#include "codegen_cpu/cpu_impl.h"
 #include "ir/philox.h"
 
 #include <float.h>
@@ -734,6 +735,67 @@ START_TEST(test_fatal_error_names_kiln) {
 }
 END_TEST
 
+/* ---- an expression 200,000 deep ---------------------------------------------
+ * Fusion keeps kernels far shallower (passes/fuse.c), but every walk of the
+ * kernel IR takes any depth on its own stack: keying, printing, rewriting
+ * and the code generator (the loop-nest function, without LLVM's passes). */
+enum { DEEP = 200000 };
+
+typedef struct {
+  kernel *k;
+  int from, to;
+} retarget;
+
+/* Loads of param from become loads of param to. */
+static kexpr *load_elsewhere(void *ctx, kexpr *x) {
+  retarget *r = ctx;
+  return x->kind == KX_LOAD && x->buf == r->from ? kx_load(r->k, r->to, x->a, x->type) : NULL;
+}
+
+static int64_t count_instructions(LLVMValueRef fn) {
+  int64_t n = 0;
+  for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(fn); b; b = LLVMGetNextBasicBlock(b))
+    for (LLVMValueRef ins = LLVMGetFirstInstruction(b); ins; ins = LLVMGetNextInstruction(ins)) n++;
+  return n;
+}
+
+START_TEST(test_deep_expression_walks) {
+  kernel *k = k_new();
+  int out = k_param(k, KILN_I32, true, 4), in = k_param(k, KILN_I32, false, 4), other = k_param(k, KILN_I32, false, 4);
+  int v = k_var(k);
+  kstmt *loop = ks_loop(k, v, 4, KL_SERIAL);
+  kexpr *i = kx_var(k, v), *x = kx_load(k, in, i, KILN_I32), *e = x;
+  for (int d = 0; d < DEEP; d++) e = kx_op(k, IR_ADD, KILN_I32, e, x, NULL);   /* x * (DEEP + 1) */
+  loop->body = ks_store(k, out, i, e);
+  k->body = loop;
+  ir_str key = {0}, text = {0};
+  k_key(k, &key);
+  k_print(&text, k);
+  ck_assert_uint_gt(text.len, (size_t)DEEP * 10);   /* a line per expression */
+  kexpr *moved = kx_rewrite(k, e, load_elsewhere, &(retarget){k, in, other});
+  int depth = 0;
+  const kexpr *m = moved;
+  for (; m->kind == KX_OP; m = m->a->kind == KX_OP ? m->a : m->b) {   /* operands may be in either order */
+    ck_assert_int_eq((m->a->kind == KX_LOAD ? m->a : m->b)->buf, other);
+    depth++;
+  }
+  ck_assert_int_eq(depth, DEEP);
+  ck_assert_int_eq(m->buf, other);
+  LLVMContextRef ctx = LLVMContextCreate();
+  char *triple = LLVMGetDefaultTargetTriple();
+  LLVMModuleRef mod = cpu_emit_module(ctx, k, triple, "", "", "");
+  int64_t body = 0;
+  for (LLVMValueRef fn = LLVMGetFirstFunction(mod); fn; fn = LLVMGetNextFunction(fn)) body += count_instructions(fn);
+  ck_assert_int_ge(body, DEEP);   /* an add per level */
+  LLVMDisposeModule(mod);
+  LLVMDisposeMessage(triple);
+  LLVMContextDispose(ctx);
+  ir_str_free(&key);
+  ir_str_free(&text);
+  k_free(k);
+}
+END_TEST
+
 static Suite *cpu_codegen_suite(void) {
   Suite *s = suite_create("cpu_codegen");
   TCase *tc = tcase_create("ops");
@@ -753,6 +815,7 @@ static Suite *cpu_codegen_suite(void) {
   tcase_add_test(tc, test_compile_time);
   tcase_add_test(tc, test_object_files);
   tcase_add_test(tc, test_fatal_error_names_kiln);
+  tcase_add_test(tc, test_deep_expression_walks);
   suite_add_tcase(s, tc);
   tc = tcase_create("accuracy");
   tcase_add_checked_fixture(tc, setup, teardown);

@@ -65,6 +65,21 @@ START_TEST(chain_of_250000_auto_realizes) {
 }
 END_TEST
 
+/* 100,000 ops in one realize (KILN_MAX_PENDING raised past them): fusion
+ * stores every 4096th node of the chain (LLVM's passes recurse along a
+ * chain of instructions), so 25 kernels, each walked on kiln's own stacks. */
+START_TEST(one_realize_of_100000_ops) {
+  setenv("KILN_MAX_PENDING", "1000000", 1);   /* read when this forked test first asks */
+  kiln_reset_stats();
+  kiln_tensor *x = add_chain(100000);
+  ck_assert_int_eq(kiln_realize(x), KILN_OK);
+  ck_assert_uint_eq(kiln_stats().auto_realizes, 0);
+  ck_assert_uint_eq(kiln_stats().kernels_launched, 25);
+  expect_all(x, 100000);
+  kiln_release(x);
+}
+END_TEST
+
 /* A 25,000-op chain never realized is dumped and freed without recursion. */
 START_TEST(chain_dumped_and_freed) {
   kiln_tensor *x = add_chain(25000);
@@ -454,6 +469,7 @@ static Suite *robust_suite(void) {
   tcase_add_test(deep, chain_of_25000_realizes);
   tcase_add_test(deep, chain_of_250000_auto_realizes);
   tcase_add_test(deep, chain_dumped_and_freed);
+  tcase_add_test(deep, one_realize_of_100000_ops);
   TCase *size = tu_tcase(s, "overflow");
   tcase_add_test(size, broadcast_overflow_is_a_shape_error);
   tcase_add_test(size, matmul_batch_overflow_is_a_shape_error);
