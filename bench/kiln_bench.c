@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -498,6 +500,111 @@ static void w10_teardown(void *p) {
   free(p);
 }
 
+/* ---- W11: a second process ----------------------------------------------- *
+ * A child process (this program again, --child-program DIR) runs a 2-layer
+ * MLP forward once with KILN_CACHE_DIR=DIR and reports its compiles and
+ * disk hits. first-process empties DIR before each run, so it compiles
+ * everything; second-process finds DIR filled by the run before, so it
+ * compiles nothing. Each row times the whole child: start-up, LLVM's
+ * initialisation and the realize. */
+#define W11_CHILD_FLAG "--child-program"
+
+typedef struct {
+  char dir[64];
+  long long compiles, disk_hits;   /* the last child's */
+  const char *shown;               /* the row whose counts were printed last, and they */
+  long long shown_compiles, shown_hits;
+} w11_state;
+
+static int w11_child(const char *dir) {
+  setenv("KILN_CACHE_DIR", dir, 1);
+  setenv("KILN_CACHE", "1", 1);
+  kiln_manual_seed(11);
+  kiln_tensor *x = kiln_rand(KILN_SHAPE(64, 32), KILN_F32), *w1 = kiln_rand(KILN_SHAPE(48, 32), KILN_F32);
+  kiln_tensor *w2 = kiln_rand(KILN_SHAPE(10, 48), KILN_F32), *b1 = kiln_zeros(KILN_SHAPE(48), KILN_F32);
+  kiln_tensor *y = kiln_softmax(kiln_linear(kiln_relu(kiln_linear(x, w1, b1)), w2, NULL), -1);
+  kiln_status st = kiln_realize(y);
+  kiln_stats_t s = kiln_stats();
+  printf("%llu %llu\n", (unsigned long long)s.compiles, (unsigned long long)s.disk_hits);
+  kiln_shutdown();
+  return st == KILN_OK ? 0 : 1;
+}
+
+/* Runs the child on s->dir; false (having said why) when it fails. */
+static bool w11_run_child(w11_state *s) {
+  int fd[2];
+  if (pipe(fd)) return false;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fd[1], STDOUT_FILENO);
+    close(fd[0]);
+    execl("/proc/self/exe", "kiln_bench", W11_CHILD_FLAG, s->dir, (char *)NULL);
+    _exit(127);
+  }
+  close(fd[1]);
+  FILE *f = pid > 0 ? fdopen(fd[0], "r") : NULL;
+  bool ok = f && fscanf(f, "%lld %lld", &s->compiles, &s->disk_hits) == 2;
+  if (f) fclose(f);
+  else close(fd[0]);
+  int status = 0;
+  ok = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok;
+  if (!ok) {
+    printf("ERROR W11: the child process on %s failed\n", s->dir);
+    failed = 1;
+  }
+  return ok;
+}
+
+static void w11_empty(const char *dir) {
+  DIR *d = opendir(dir);
+  char path[512];
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  if (d) closedir(d);
+}
+
+/* Prints the child's counts when they differ from those printed last. */
+static void w11_report(const char *row, w11_state *s) {
+  if (s->shown == row && s->shown_compiles == s->compiles && s->shown_hits == s->disk_hits) return;
+  s->shown = row, s->shown_compiles = s->compiles, s->shown_hits = s->disk_hits;
+  printf("%-10s %-13s child compiled %lld kernels, %lld from the disk cache\n", "W11-process", row, s->compiles,
+         s->disk_hits);
+}
+
+static void w11_first(void *p, int threads) {
+  (void)threads;   /* the child reads KILN_NUM_THREADS, which set_threads set */
+  w11_state *s = p;
+  w11_empty(s->dir);
+  if (w11_run_child(s)) w11_report("first-process", s);
+}
+
+static void w11_second(void *p, int threads) {
+  (void)threads;
+  w11_state *s = p;
+  if (w11_run_child(s)) w11_report("second-process", s);
+}
+
+static void *w11_setup(void) {
+  w11_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  snprintf(s->dir, sizeof s->dir, "/tmp/kiln_bench_w11_XXXXXX");
+  if (!mkdtemp(s->dir)) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+static void w11_teardown(void *p) {
+  w11_state *s = p;
+  w11_empty(s->dir);
+  rmdir(s->dir);
+  free(s);
+}
+
 #ifdef KILN_BENCH_OPENBLAS
 /* ---- W7: matmul n^3 f32; W4: gelu(x @ W^T + b) -------------------------- *
  * OpenBLAS's cblas_sgemm is the comparison point and gives the expected
@@ -641,6 +748,9 @@ static const workload workloads[] = {
   W9_ROW("W9-matmul", "f32[16,16] @ f32[16,16]: compile, cached dispatch", matmul),
   {"W10-batch", "relu(x*w + 1), x f32[batch,16] with a new batch size every call: plans, no compile", 0, W10_RUNS,
    w10_setup, w10_build, w10_expected, w10_teardown, {KILN_FUSED}, 0, 0, NULL},
+  {"W11-process", "a 2-layer MLP forward in a new process: its disk cache empty, then filled by the last run", 0, 0,
+   w11_setup, NULL, NULL, w11_teardown,
+   {{"first-process", 0, w11_first, 0}, {"second-process", 0, w11_second, 0}}, 0, 0, NULL},
 };
 #define NUM_WORKLOADS ((int)(sizeof workloads / sizeof workloads[0]))
 
@@ -1078,6 +1188,7 @@ static bool gpu_start(options *o) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], W11_CHILD_FLAG)) return w11_child(argv[2]);
 #ifdef KILN_BENCH_OPENBLAS
   openblas_coretype(argv);
 #endif
