@@ -46,6 +46,9 @@ typedef struct {
 #define KILN_GENERIC {"kiln-generic", 2, NULL, 0}
 #define KILN_FN_MODE 3
 #define KILN_FN {"kiln-fn", KILN_FN_MODE, NULL, 0}
+/* the kernels' own times of a kiln-fn replay, summed (KILN_DEBUG=1 in a child) */
+#define KILN_KERNELS_MODE 4
+#define KILN_KERNELS {"kernels-sum", KILN_KERNELS_MODE, NULL, 0}
 
 /* The state of a workload with a kiln-fn row starts with its input tensors:
  * the row builds the expression on placeholders in their place, compiles it
@@ -530,24 +533,37 @@ static int w11_child(const char *dir) {
   return st == KILN_OK ? 0 : 1;
 }
 
-/* Runs the child on s->dir; false (having said why) when it fails. */
-static bool w11_run_child(w11_state *s) {
+/* This program again as a child, `kiln_bench flag arg`: its standard
+ * output to read (NULL when it cannot start), *pid to reap. */
+static FILE *spawn_self(const char *flag, const char *arg, pid_t *pid) {
   int fd[2];
-  if (pipe(fd)) return false;
-  pid_t pid = fork();
-  if (pid == 0) {
+  if (pipe(fd)) return NULL;
+  *pid = fork();
+  if (*pid == 0) {
     dup2(fd[1], STDOUT_FILENO);
     close(fd[0]);
-    execl("/proc/self/exe", "kiln_bench", W11_CHILD_FLAG, s->dir, (char *)NULL);
+    execl("/proc/self/exe", "kiln_bench", flag, arg, (char *)NULL);
     _exit(127);
   }
   close(fd[1]);
-  FILE *f = pid > 0 ? fdopen(fd[0], "r") : NULL;
-  bool ok = f && fscanf(f, "%lld %lld", &s->compiles, &s->disk_hits) == 2;
+  FILE *f = *pid > 0 ? fdopen(fd[0], "r") : NULL;
+  if (!f) close(fd[0]);
+  return f;
+}
+
+/* Closes the child's output and waits for it: true when it exited with 0. */
+static bool reap_self(FILE *f, pid_t pid) {
   if (f) fclose(f);
-  else close(fd[0]);
   int status = 0;
-  ok = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok;
+  return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* Runs the child on s->dir; false (having said why) when it fails. */
+static bool w11_run_child(w11_state *s) {
+  pid_t pid = -1;
+  FILE *f = spawn_self(W11_CHILD_FLAG, s->dir, &pid);
+  bool ok = f && fscanf(f, "%lld %lld", &s->compiles, &s->disk_hits) == 2;
+  ok = reap_self(f, pid) && ok;
   if (!ok) {
     printf("ERROR W11: the child process on %s failed\n", s->dir);
     failed = 1;
@@ -603,6 +619,89 @@ static void w11_teardown(void *p) {
   w11_empty(s->dir);
   rmdir(s->dir);
   free(s);
+}
+
+/* ---- W12: a 2-layer MLP replayed, against its kernels' own times ---------- *
+ * softmax(linear(relu(linear(x, w1, b1)), w2, b2), -1), x f32[256,784],
+ * w1 f32[512,784], w2 f32[10,512]: kiln-fn replays it; kernels-sum is what
+ * its kernels alone took (KILN_DEBUG=1's per-kernel times, read in a child
+ * process: kiln reads KILN_DEBUG once), so the difference is kiln_fn_run's
+ * own cost. */
+#define W12_B 256
+#define W12_IN 784
+#define W12_H 512
+#define W12_OUT 10
+#define W12_CHILD_FLAG "--child-kernels"
+
+typedef struct {
+  fn_inputs in;                  /* x */
+  float *x, *w1, *b1, *w2, *b2, *want;
+  kiln_tensor *tw1, *tb1, *tw2, *tb2;
+} w12_state;
+
+static void w12_teardown(void *p) {
+  w12_state *s = p;
+  kiln_release(s->in.t[0]);
+  kiln_release(s->tw1);
+  kiln_release(s->tb1);
+  kiln_release(s->tw2);
+  kiln_release(s->tb2);
+  free(s->x), free(s->w1), free(s->b1), free(s->w2), free(s->b2), free(s->want);
+  free(s);
+}
+
+/* The reference in double: the rows' softmax of the two layers. */
+static void w12_ref(w12_state *s) {
+  double h[W12_H], z[W12_OUT];
+  for (int r = 0; r < W12_B; r++) {
+    for (int j = 0; j < W12_H; j++) {
+      double a = s->b1[j];
+      for (int k = 0; k < W12_IN; k++) a += (double)s->x[r * W12_IN + k] * s->w1[j * W12_IN + k];
+      h[j] = a > 0 ? a : 0;
+    }
+    double mx = -INFINITY, sum = 0;
+    for (int j = 0; j < W12_OUT; j++) {
+      z[j] = s->b2[j];
+      for (int k = 0; k < W12_H; k++) z[j] += h[k] * s->w2[j * W12_H + k];
+      mx = fmax(mx, z[j]);
+    }
+    for (int j = 0; j < W12_OUT; j++) sum += exp(z[j] - mx);
+    for (int j = 0; j < W12_OUT; j++) s->want[r * W12_OUT + j] = (float)(exp(z[j] - mx) / sum);
+  }
+}
+
+static void *w12_setup(void) {
+  w12_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->x = random_floats_in(W12_B * W12_IN, 120, -1, 1);
+  s->w1 = random_floats_in(W12_H * W12_IN, 121, -0.05, 0.05);
+  s->b1 = random_floats_in(W12_H, 122, -0.1, 0.1);
+  s->w2 = random_floats_in(W12_OUT * W12_H, 123, -0.1, 0.1);
+  s->b2 = random_floats_in(W12_OUT, 124, -0.1, 0.1);
+  s->want = malloc(sizeof *s->want * W12_B * W12_OUT);
+  if (!s->x || !s->w1 || !s->b1 || !s->w2 || !s->b2 || !s->want) {
+    free(s->x), free(s->w1), free(s->b1), free(s->w2), free(s->b2), free(s->want);
+    free(s);
+    return NULL;
+  }
+  w12_ref(s);
+  s->in = (fn_inputs){1, {kiln_from_buffer(s->x, KILN_F32, KILN_SHAPE(W12_B, W12_IN))}};
+  s->tw1 = kiln_from_buffer(s->w1, KILN_F32, KILN_SHAPE(W12_H, W12_IN));
+  s->tb1 = kiln_from_buffer(s->b1, KILN_F32, KILN_SHAPE(W12_H));
+  s->tw2 = kiln_from_buffer(s->w2, KILN_F32, KILN_SHAPE(W12_OUT, W12_H));
+  s->tb2 = kiln_from_buffer(s->b2, KILN_F32, KILN_SHAPE(W12_OUT));
+  return s;
+}
+
+static kiln_tensor *w12_build(void *p) {
+  w12_state *s = p;
+  kiln_tensor *h = kiln_relu(kiln_linear(s->in.t[0], s->tw1, s->tb1));
+  return kiln_softmax(kiln_linear(h, s->tw2, s->tb2), -1);
+}
+
+static const float *w12_expected(void *p, int64_t *n) {
+  *n = W12_B * W12_OUT;
+  return ((w12_state *)p)->want;
 }
 
 #ifdef KILN_BENCH_OPENBLAS
@@ -748,6 +847,9 @@ static const workload workloads[] = {
   W9_ROW("W9-matmul", "f32[16,16] @ f32[16,16]: compile, cached dispatch", matmul),
   {"W10-batch", "relu(x*w + 1), x f32[batch,16] with a new batch size every call: plans, no compile", 0, W10_RUNS,
    w10_setup, w10_build, w10_expected, w10_teardown, {KILN_FUSED}, 0, 0, NULL},
+  {"W12-mlp", "softmax(linear(relu(linear(x, w1, b1)), w2, b2)), x f32[256,784], hidden 512: kiln_fn vs its kernels", 0, 50,
+   w12_setup, w12_build, w12_expected, w12_teardown, {KILN_FUSED, KILN_FN, KILN_KERNELS}, 2.0 * W12_B * W12_H * (W12_IN + W12_OUT),
+   1e-4, NULL},
   {"W11-process", "a 2-layer MLP forward in a new process: its disk cache empty, then filled by the last run", 0, 0,
    w11_setup, NULL, NULL, w11_teardown,
    {{"first-process", 0, w11_first, 0}, {"second-process", 0, w11_second, 0}}, 0, 0, NULL},
@@ -969,6 +1071,70 @@ static void measure_native(const workload *w, const impl *im, void *st, double *
   add_timed_row(w, im, ms, runs, -1);
 }
 
+static const result *find_result(const char *workload, const char *impl);
+static int parse_count(const char *s);
+
+/* The sum of the kernel times in KILN_DEBUG=1's lines ("... 0.012 ms ...")
+ * of text[0..n). */
+static double kernel_ms(char *text, ssize_t n) {
+  double sum = 0, ms;
+  text[n > 0 ? n : 0] = 0;
+  for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+    if (sscanf(line, "kiln: %*s %*d elems %lf ms", &ms) == 1) sum += ms;
+  return sum;
+}
+
+/* The child of a kernels-sum row (W12's workload): with KILN_DEBUG=1 and
+ * its standard error in a temporary file, replays the function runs + 1
+ * times and prints, for each run after the first, its kernels' times summed. */
+static int kernels_child(const char *arg) {
+  int runs = parse_count(arg);
+  const workload *w = NULL;
+  for (int i = 0; i < NUM_WORKLOADS; i++)
+    if (!strcmp(workloads[i].name, "W12-mlp")) w = &workloads[i];
+  FILE *log = tmpfile();
+  void *st = w && runs && log && dup2(fileno(log), STDERR_FILENO) >= 0 ? w->setup() : NULL;
+  if (!st) return 1;
+  setenv("KILN_DEBUG", "1", 1);
+  static char text[1 << 16];
+  kiln_fn *f = compile_fn(w, st);
+  kiln_tensor *out = NULL;
+  bool ok = f != NULL;
+  for (int i = 0; ok && i <= runs; i++) {
+    ok = !ftruncate(STDERR_FILENO, 0) && lseek(STDERR_FILENO, 0, SEEK_SET) == 0;
+    ok = ok && kiln_fn_run(f, ((fn_inputs *)st)->t, &out) == KILN_OK;
+    ok = ok && lseek(STDERR_FILENO, 0, SEEK_SET) == 0;
+    ssize_t n = ok ? read(STDERR_FILENO, text, sizeof text - 1) : 0;
+    if (ok && i > 0) printf("%.6f\n", kernel_ms(text, n));
+  }
+  kiln_release(out);
+  kiln_fn_free(f);
+  w->teardown(st);
+  kiln_shutdown();
+  return ok ? 0 : 1;
+}
+
+/* kernels-sum: the child's per-run sums as timed runs; then kiln-fn's
+ * overhead over them. */
+static void measure_kernels(const workload *w, const impl *im, double *ms, int runs) {
+  char arg[16];
+  snprintf(arg, sizeof arg, "%d", runs);
+  pid_t pid = -1;
+  FILE *f = spawn_self(W12_CHILD_FLAG, arg, &pid);
+  int got = 0;
+  while (f && got < runs && fscanf(f, "%lf", &ms[got]) == 1) got++;
+  if (!reap_self(f, pid) || got < runs) {
+    printf("ERROR %s %s: the KILN_DEBUG=1 child failed\n", w->name, im->name);
+    failed = 1;
+    return;
+  }
+  double kernels = add_timed_row(w, im, ms, runs, -1);
+  const result *fn = find_result(w->name, "kiln-fn");
+  if (fn && kernels > 0)
+    printf("%-10s kiln-fn / kernels-sum %.3fx: kiln_fn_run's own cost %+.1f%% of its kernels' (medians)\n", w->name,
+           fn->median_ms / kernels, 100.0 * (fn->median_ms / kernels - 1.0));
+}
+
 static void run_workload(const workload *w, int runs) {
   printf("# %s: %s\n", w->name, w->what);
   void *st = w->setup();
@@ -983,7 +1149,8 @@ static void run_workload(const workload *w, int runs) {
     const impl *im = &w->impls[i];
     if (im->native && !on_gpu) measure_native(w, im, st, ms, n);   /* host code: no GPU row */
     else if (im->mode == KILN_FN_MODE && !on_gpu) measure_fn(w, im, st, ms, n);   /* placeholders are host tensors */
-    else if (!im->native && im->mode != KILN_FN_MODE) measure_kiln(w, im, st, ms, n);
+    else if (im->mode == KILN_KERNELS_MODE && !on_gpu) measure_kernels(w, im, ms, n);
+    else if (!im->native && im->mode < KILN_FN_MODE) measure_kiln(w, im, st, ms, n);
   }
 #ifdef KILN_BENCH_CUDA
   if (on_gpu && ms) measure_yardsticks(w, st, ms, n);
@@ -1189,6 +1356,7 @@ static bool gpu_start(options *o) {
 
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], W11_CHILD_FLAG)) return w11_child(argv[2]);
+  if (argc == 3 && !strcmp(argv[1], W12_CHILD_FLAG)) return kernels_child(argv[2]);
 #ifdef KILN_BENCH_OPENBLAS
   openblas_coretype(argv);
 #endif
