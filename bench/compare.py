@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""compare.py: times the workloads W1-W7 of bench/README.md in NumPy and PyTorch
-(CPU), whichever are installed, so kiln's numbers can be placed next to
-theirs. With kiln_bench's JSON (default build/bench.json, from `make bench`)
-it adds kiln-fused's median for the same workload and the ratio.
+"""compare.py: times the workloads W1-W7 of bench/README.md in kiln, NumPy and
+PyTorch (CPU) in one invocation, so the ratios compare numbers taken on the
+same machine at the same time: it runs kiln_bench (default
+build/bench/kiln_bench) on the selected workloads first, with the same runs
+and threads, then each installed library, and gives each library's median
+next to kiln-fused's. A library that is not installed is skipped; --json FILE
+reads kiln's numbers from an earlier kiln_bench run instead.
 
-    python3 bench/compare.py [--runs 5] [--threads N] [--only W1,W7-1024] [--json FILE]
+    python3 bench/compare.py [--runs 5] [--threads N] [--only W1,W7-1024] [--kiln-bench PATH | --json FILE]
 
 Same rules as kiln_bench: one warm-up, then the median of --runs timed runs
 (at least 5), inputs made before the clock starts, outputs allocated by each
@@ -15,7 +18,9 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 MIN_RUNS = 5
@@ -26,7 +31,8 @@ def parse_args():
     p.add_argument("--runs", type=int, default=7, help="timed runs per row (at least 5)")
     p.add_argument("--threads", type=int, help="threads for BLAS and PyTorch (default: theirs)")
     p.add_argument("--only", help="comma-separated workload names (W1,...,W7-1024,W7-2048)")
-    p.add_argument("--json", default="build/bench.json", help="kiln_bench's JSON for the kiln column")
+    p.add_argument("--kiln-bench", default="build/bench/kiln_bench", help="the kiln_bench to run for the kiln column")
+    p.add_argument("--json", help="kiln_bench's JSON of an earlier run, instead of running it")
     return p.parse_args()
 
 
@@ -125,6 +131,24 @@ def kiln_medians(path):
             if r.get("impl") == "kiln-fused" and r.get("median_ms") is not None}
 
 
+def run_kiln(names, runs):
+    """Runs kiln_bench on the workloads names (with --runs/--threads) and
+    returns its medians; {} (and says why) when it cannot."""
+    exe = ARGS.kiln_bench
+    if not os.access(exe, os.X_OK):
+        print("kiln: %s not found (build it, or pass --kiln-bench/--json); kiln column skipped" % exe)
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "kiln.json")
+        cmd = [exe, "--only", ",".join(names), "--runs", str(runs), "--json", out]
+        if ARGS.threads:
+            cmd += ["--threads", str(ARGS.threads)]
+        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False)
+        if done.returncode != 0:
+            print("kiln: %s exited with %d; its numbers may be incomplete" % (" ".join(cmd), done.returncode))
+        return kiln_medians(out)
+
+
 def libraries():
     libs = []
     if np is not None:
@@ -147,10 +171,11 @@ def main():
     if unknown:
         sys.exit("compare.py: unknown workload(s) %s; known: %s"
                  % (",".join(sorted(unknown)), " ".join(w[0] for w in WORKLOADS)))
+    names = [w[0] for w in WORKLOADS if not only or w[0] in only]
+    kiln = kiln_medians(ARGS.json) if ARGS.json else run_kiln(names, runs)
     libs = libraries()
     if not libs:
-        sys.exit("compare.py: neither NumPy nor PyTorch is installed; nothing to time")
-    kiln = kiln_medians(ARGS.json)
+        print("neither NumPy nor PyTorch is installed: kiln's medians only")
     print("%-8s %-16s %11s %11s %11s %13s %9s"
           % ("work", "impl", "median_ms", "min_ms", "max_ms", "kiln-fused_ms", "vs kiln"))
     for name, what, shapes, builders in WORKLOADS:
@@ -158,13 +183,15 @@ def main():
             continue
         print("# %s: %s" % (name, what))
         kiln_ms = kiln.get(name)
+        if kiln_ms:
+            print("%-8s %-16s %11.4f %11s %11s %13.4f %9s" % (name, "kiln-fused", kiln_ms, "-", "-", kiln_ms, "1.00x"))
         for lib, version, make_inputs in libs:
             med, lo, hi = median_ms(builders[lib](make_inputs(shapes)), runs)
             ratio = "%8.2fx" % (med / kiln_ms) if kiln_ms else "%9s" % "-"
             kcol = "%13.4f" % kiln_ms if kiln_ms else "%13s" % "-"
             print("%-8s %-16s %11.4f %11.4f %11.4f %s %s" % (name, lib + " " + version, med, lo, hi, kcol, ratio))
-    print("\nvs kiln: the library's median / kiln-fused's (> 1: kiln-fused is faster)."
-          + ("" if kiln else " No kiln numbers: run `make bench` first or pass --json."))
+    print("\nvs kiln: the library's median / kiln-fused's, timed in this run (> 1: kiln-fused is faster)."
+          + ("" if kiln else " No kiln numbers: build kiln_bench or pass --json."))
 
 
 if __name__ == "__main__":

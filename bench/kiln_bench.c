@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +47,9 @@ typedef struct {
 #define KILN_GENERIC {"kiln-generic", 2, NULL, 0}
 #define KILN_FN_MODE 3
 #define KILN_FN {"kiln-fn", KILN_FN_MODE, NULL, 0}
+/* the kernels' own times of a kiln-fn replay, summed (KILN_DEBUG=1 in a child) */
+#define KILN_KERNELS_MODE 4
+#define KILN_KERNELS {"kernels-sum", KILN_KERNELS_MODE, NULL, 0}
 
 /* The state of a workload with a kiln-fn row starts with its input tensors:
  * the row builds the expression on placeholders in their place, compiles it
@@ -104,10 +109,10 @@ static void fill_floats(float *p, int64_t n, uint64_t seed, double lo, double hi
     p[i] = (float)(lo + (double)(rng_next(&seed) >> 11) * 0x1p-53 * (hi - lo));
 }
 
-/* n floats uniform in [lo, hi), allocated like kiln's own buffers;
+/* n floats uniform in [lo, hi), 64-byte aligned like kiln's own buffers;
  * writing them also faults every page in before timing. */
 static float *random_floats_in(int64_t n, uint64_t seed, double lo, double hi) {
-  float *p = bench_alloc((size_t)n * sizeof(float));
+  float *p = aligned_alloc(64, ((size_t)n * sizeof(float) + 63) / 64 * 64);
   if (p) fill_floats(p, n, seed, lo, hi);
   return p;
 }
@@ -442,35 +447,35 @@ static void w8_teardown(void *p) {
   free(s);
 }
 
-/* ---- W10: realizes on 2 threads at once against 1 ----------------------- *
- * A sample is W10_PAIRS fresh graphs per thread, each a + b on f32[16] and
+/* ---- W8-threads: realizes on 2 threads at once against 1 ----------------------- *
+ * A sample is W8T_PAIRS fresh graphs per thread, each a + b on f32[16] and
  * softmax on f32[16,16], realized and checked: with no lock held for a
  * whole realize, 2 threads should take about as long as 1 (on 2 free
  * cores), a per-thread throughput close to the single thread's. */
-#define W10_PAIRS 200
+#define W8T_PAIRS 200
 
 typedef struct {
   float a[W8_N], b[W8_N], x[256];
   bool bad[2];                   /* per thread: a wrong value */
-} w10_state;
+} w8t_state;
 
 typedef struct {
-  w10_state *s;
+  w8t_state *s;
   int id;
-} w10_job;
+} w8t_job;
 
-static void *w10_setup(void) {
-  w10_state *s = calloc(1, sizeof *s);
+static void *w8t_setup(void) {
+  w8t_state *s = calloc(1, sizeof *s);
   if (!s) return NULL;
   for (int i = 0; i < W8_N; i++) s->a[i] = (float)i, s->b[i] = 0.5f * (float)i;
   fill_floats(s->x, 256, 10, -2.0, 2.0);
   return s;
 }
 
-static void *w10_worker(void *p) {
-  w10_job *j = p;
-  w10_state *s = j->s;
-  for (int i = 0; i < W10_PAIRS && !s->bad[j->id]; i++) {
+static void *w8t_worker(void *p) {
+  w8t_job *j = p;
+  w8t_state *s = j->s;
+  for (int i = 0; i < W8T_PAIRS && !s->bad[j->id]; i++) {
     kiln_scope_begin();
     const float *sum = kiln_data(kiln_add(kiln_from_buffer(s->a, KILN_F32, KILN_SHAPE(W8_N)),
                                           kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(W8_N))));
@@ -483,32 +488,290 @@ static void *w10_worker(void *p) {
   return NULL;
 }
 
-static void w10_check(const w10_state *s, int n) {
+static void w8t_check(const w8t_state *s, int n) {
   for (int i = 0; i < n; i++)
     if (s->bad[i]) {
-      printf("MISMATCH W10: thread %d: %s\n", i, kiln_last_error());
+      printf("MISMATCH W8-threads: thread %d: %s\n", i, kiln_last_error());
       failed = 1;
     }
 }
 
-static void w10_one(void *p, int threads) {
+static void w8t_one(void *p, int threads) {
   (void)threads;
-  w10_worker(&(w10_job){p, 0});
-  w10_check(p, 1);
+  w8t_worker(&(w8t_job){p, 0});
+  w8t_check(p, 1);
 }
 
-static void w10_two(void *p, int threads) {
+static void w8t_two(void *p, int threads) {
   (void)threads;
   pthread_t th;
-  w10_job second = {p, 1};
-  bool started = pthread_create(&th, NULL, w10_worker, &second) == 0;
-  w10_worker(&(w10_job){p, 0});
+  w8t_job second = {p, 1};
+  bool started = pthread_create(&th, NULL, w8t_worker, &second) == 0;
+  w8t_worker(&(w8t_job){p, 0});
   if (started) pthread_join(th, NULL);
-  else ((w10_state *)p)->bad[1] = true;
-  w10_check(p, 2);
+  else ((w8t_state *)p)->bad[1] = true;
+  w8t_check(p, 2);
 }
 
-static void w10_teardown(void *p) { free(p); }
+static void w8t_teardown(void *p) { free(p); }
+
+/* ---- W8-batch: a new batch size every call ------------------------------------ *
+ * relu(x * w + 1) on x f32[batch, 16] over the first batch rows of one
+ * buffer: setup realizes two sizes, so the structure runs its shape-generic
+ * kernel from then on, and each timed call (batch 3, 4, ... : never 1,
+ * which would broadcast) plans its new shape but compiles nothing. */
+#define W8B_COLS 16
+#define W8B_ROWS 1026
+#define W8B_RUNS 1000
+
+typedef struct {
+  float x[W8B_ROWS * W8B_COLS], w[W8B_COLS], want[W8B_ROWS * W8B_COLS];
+  kiln_tensor *tw;
+  int64_t calls, batch;
+} w8b_state;
+
+static kiln_tensor *w8b_expr(w8b_state *s, int64_t batch) {
+  kiln_tensor *x = kiln_from_buffer(s->x, KILN_F32, KILN_SHAPE(batch, W8B_COLS));
+  return kiln_relu(kiln_adds(kiln_mul(x, s->tw), 1.0));
+}
+
+static void *w8b_setup(void) {
+  w8b_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  fill_floats(s->x, W8B_ROWS * W8B_COLS, 10, -2.0, 2.0);
+  fill_floats(s->w, W8B_COLS, 11, -2.0, 2.0);
+  for (int i = 0; i < W8B_ROWS * W8B_COLS; i++) s->want[i] = fmaxf(s->x[i] * s->w[i % W8B_COLS] + 1.0f, 0.0f);
+  s->tw = kiln_from_buffer(s->w, KILN_F32, KILN_SHAPE(W8B_COLS));
+  for (int64_t b = W8B_ROWS; b > W8B_ROWS - 2; b--) {
+    kiln_scope_begin();
+    bool ok = kiln_realize(w8b_expr(s, b)) == KILN_OK;
+    kiln_scope_end();
+    if (!ok) {
+      kiln_release(s->tw);
+      free(s);
+      return NULL;
+    }
+  }
+  return s;
+}
+
+static kiln_tensor *w8b_build(void *p) {
+  w8b_state *s = p;
+  s->batch = 2 + s->calls++ % (W8B_ROWS - 4);
+  return w8b_expr(s, s->batch);
+}
+
+static const float *w8b_expected(void *p, int64_t *n) {
+  w8b_state *s = p;
+  *n = s->batch * W8B_COLS;
+  return s->want;
+}
+
+static void w8b_teardown(void *p) {
+  kiln_release(((w8b_state *)p)->tw);
+  free(p);
+}
+
+/* ---- W8-process: a second process ----------------------------------------------- *
+ * A child process (this program again, --child-program DIR) runs a 2-layer
+ * MLP forward once with KILN_CACHE_DIR=DIR and reports its compiles and
+ * disk hits. first-process empties DIR before each run, so it compiles
+ * everything; second-process finds DIR filled by the run before, so it
+ * compiles nothing. Each row times the whole child: start-up, LLVM's
+ * initialisation and the realize. */
+#define W8P_CHILD_FLAG "--child-program"
+
+typedef struct {
+  char dir[64];
+  long long compiles, disk_hits;   /* the last child's */
+  const char *shown;               /* the row whose counts were printed last, and they */
+  long long shown_compiles, shown_hits;
+} w8p_state;
+
+static int w8p_child(const char *dir) {
+  setenv("KILN_CACHE_DIR", dir, 1);
+  setenv("KILN_CACHE", "1", 1);
+  kiln_manual_seed(11);
+  kiln_tensor *x = kiln_rand(KILN_SHAPE(64, 32), KILN_F32), *w1 = kiln_rand(KILN_SHAPE(48, 32), KILN_F32);
+  kiln_tensor *w2 = kiln_rand(KILN_SHAPE(10, 48), KILN_F32), *b1 = kiln_zeros(KILN_SHAPE(48), KILN_F32);
+  kiln_tensor *y = kiln_softmax(kiln_linear(kiln_relu(kiln_linear(x, w1, b1)), w2, NULL), -1);
+  kiln_status st = kiln_realize(y);
+  kiln_stats_t s = kiln_stats();
+  printf("%llu %llu\n", (unsigned long long)s.compiles, (unsigned long long)s.disk_hits);
+  kiln_shutdown();
+  return st == KILN_OK ? 0 : 1;
+}
+
+/* This program again as a child, `kiln_bench flag arg`: its standard
+ * output to read (NULL when it cannot start), *pid to reap. */
+static FILE *spawn_self(const char *flag, const char *arg, pid_t *pid) {
+  int fd[2];
+  if (pipe(fd)) return NULL;
+  *pid = fork();
+  if (*pid == 0) {
+    dup2(fd[1], STDOUT_FILENO);
+    close(fd[0]);
+    execl("/proc/self/exe", "kiln_bench", flag, arg, (char *)NULL);
+    _exit(127);
+  }
+  close(fd[1]);
+  FILE *f = *pid > 0 ? fdopen(fd[0], "r") : NULL;
+  if (!f) close(fd[0]);
+  return f;
+}
+
+/* Closes the child's output and waits for it: true when it exited with 0. */
+static bool reap_self(FILE *f, pid_t pid) {
+  if (f) fclose(f);
+  int status = 0;
+  return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* Runs the child on s->dir; false (having said why) when it fails. */
+static bool w8p_run_child(w8p_state *s) {
+  pid_t pid = -1;
+  FILE *f = spawn_self(W8P_CHILD_FLAG, s->dir, &pid);
+  bool ok = f && fscanf(f, "%lld %lld", &s->compiles, &s->disk_hits) == 2;
+  ok = reap_self(f, pid) && ok;
+  if (!ok) {
+    printf("ERROR W8-process: the child process on %s failed\n", s->dir);
+    failed = 1;
+  }
+  return ok;
+}
+
+static void w8p_empty(const char *dir) {
+  DIR *d = opendir(dir);
+  char path[512];
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  if (d) closedir(d);
+}
+
+/* Prints the child's counts when they differ from those printed last. */
+static void w8p_report(const char *row, w8p_state *s) {
+  if (s->shown == row && s->shown_compiles == s->compiles && s->shown_hits == s->disk_hits) return;
+  s->shown = row, s->shown_compiles = s->compiles, s->shown_hits = s->disk_hits;
+  printf("%-10s %-13s child compiled %lld kernels, %lld from the disk cache\n", "W8-process", row, s->compiles,
+         s->disk_hits);
+}
+
+static void w8p_first(void *p, int threads) {
+  (void)threads;   /* the child reads KILN_NUM_THREADS, which set_threads set */
+  w8p_state *s = p;
+  w8p_empty(s->dir);
+  if (w8p_run_child(s)) w8p_report("first-process", s);
+}
+
+static void w8p_second(void *p, int threads) {
+  (void)threads;
+  w8p_state *s = p;
+  if (w8p_run_child(s)) w8p_report("second-process", s);
+}
+
+static void *w8p_setup(void) {
+  w8p_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  snprintf(s->dir, sizeof s->dir, "/tmp/kiln_bench_w8p_XXXXXX");
+  if (!mkdtemp(s->dir)) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+static void w8p_teardown(void *p) {
+  w8p_state *s = p;
+  w8p_empty(s->dir);
+  rmdir(s->dir);
+  free(s);
+}
+
+/* ---- W9-mlp: a 2-layer MLP replayed, against its kernels' own times ---------- *
+ * softmax(linear(relu(linear(x, w1, b1)), w2, b2), -1), x f32[256,784],
+ * w1 f32[512,784], w2 f32[10,512]: kiln-fn replays it; kernels-sum is what
+ * its kernels alone took (KILN_DEBUG=1's per-kernel times, read in a child
+ * process: kiln reads KILN_DEBUG once), so the difference is kiln_fn_run's
+ * own cost. */
+#define W9M_B 256
+#define W9M_IN 784
+#define W9M_H 512
+#define W9M_OUT 10
+#define W9M_CHILD_FLAG "--child-kernels"
+
+typedef struct {
+  fn_inputs in;                  /* x */
+  float *x, *w1, *b1, *w2, *b2, *want;
+  kiln_tensor *tw1, *tb1, *tw2, *tb2;
+} w9m_state;
+
+static void w9m_teardown(void *p) {
+  w9m_state *s = p;
+  kiln_release(s->in.t[0]);
+  kiln_release(s->tw1);
+  kiln_release(s->tb1);
+  kiln_release(s->tw2);
+  kiln_release(s->tb2);
+  free(s->x), free(s->w1), free(s->b1), free(s->w2), free(s->b2), free(s->want);
+  free(s);
+}
+
+/* The reference in double: the rows' softmax of the two layers. */
+static void w9m_ref(w9m_state *s) {
+  double h[W9M_H], z[W9M_OUT];
+  for (int r = 0; r < W9M_B; r++) {
+    for (int j = 0; j < W9M_H; j++) {
+      double a = s->b1[j];
+      for (int k = 0; k < W9M_IN; k++) a += (double)s->x[r * W9M_IN + k] * s->w1[j * W9M_IN + k];
+      h[j] = a > 0 ? a : 0;
+    }
+    double mx = -INFINITY, sum = 0;
+    for (int j = 0; j < W9M_OUT; j++) {
+      z[j] = s->b2[j];
+      for (int k = 0; k < W9M_H; k++) z[j] += h[k] * s->w2[j * W9M_H + k];
+      mx = fmax(mx, z[j]);
+    }
+    for (int j = 0; j < W9M_OUT; j++) sum += exp(z[j] - mx);
+    for (int j = 0; j < W9M_OUT; j++) s->want[r * W9M_OUT + j] = (float)(exp(z[j] - mx) / sum);
+  }
+}
+
+static void *w9m_setup(void) {
+  w9m_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->x = random_floats_in(W9M_B * W9M_IN, 120, -1, 1);
+  s->w1 = random_floats_in(W9M_H * W9M_IN, 121, -0.05, 0.05);
+  s->b1 = random_floats_in(W9M_H, 122, -0.1, 0.1);
+  s->w2 = random_floats_in(W9M_OUT * W9M_H, 123, -0.1, 0.1);
+  s->b2 = random_floats_in(W9M_OUT, 124, -0.1, 0.1);
+  s->want = malloc(sizeof *s->want * W9M_B * W9M_OUT);
+  if (!s->x || !s->w1 || !s->b1 || !s->w2 || !s->b2 || !s->want) {
+    free(s->x), free(s->w1), free(s->b1), free(s->w2), free(s->b2), free(s->want);
+    free(s);
+    return NULL;
+  }
+  w9m_ref(s);
+  s->in = (fn_inputs){1, {kiln_from_buffer(s->x, KILN_F32, KILN_SHAPE(W9M_B, W9M_IN))}};
+  s->tw1 = kiln_from_buffer(s->w1, KILN_F32, KILN_SHAPE(W9M_H, W9M_IN));
+  s->tb1 = kiln_from_buffer(s->b1, KILN_F32, KILN_SHAPE(W9M_H));
+  s->tw2 = kiln_from_buffer(s->w2, KILN_F32, KILN_SHAPE(W9M_OUT, W9M_H));
+  s->tb2 = kiln_from_buffer(s->b2, KILN_F32, KILN_SHAPE(W9M_OUT));
+  return s;
+}
+
+static kiln_tensor *w9m_build(void *p) {
+  w9m_state *s = p;
+  kiln_tensor *h = kiln_relu(kiln_linear(s->in.t[0], s->tw1, s->tb1));
+  return kiln_softmax(kiln_linear(h, s->tw2, s->tb2), -1);
+}
+
+static const float *w9m_expected(void *p, int64_t *n) {
+  *n = W9M_B * W9M_OUT;
+  return ((w9m_state *)p)->want;
+}
 
 #ifdef KILN_BENCH_OPENBLAS
 /* ---- W7: matmul n^3 f32; W4: gelu(x @ W^T + b) -------------------------- *
@@ -651,8 +914,16 @@ static const workload workloads[] = {
   W9_ROW("W9-rowsum", "sum(a*b, dim=1) on f32[16,16]: compile, cached dispatch", rowsum),
   W9_ROW("W9-softmax", "softmax(a, -1) on f32[16,16]: compile, cached dispatch", softmax),
   W9_ROW("W9-matmul", "f32[16,16] @ f32[16,16]: compile, cached dispatch", matmul),
-  {"W10", "a + b on f32[16] and softmax on f32[16,16], fresh graphs, on 1 thread and on 2 at once", 0, 20,
-   w10_setup, NULL, NULL, w10_teardown, {{"1-thread", 0, w10_one, 0}, {"2-threads", 0, w10_two, 0}}, 0, 0, NULL},
+  {"W8-threads", "a + b on f32[16] and softmax on f32[16,16], fresh graphs, on 1 thread and on 2 at once", 0, 20,
+   w8t_setup, NULL, NULL, w8t_teardown, {{"1-thread", 0, w8t_one, 0}, {"2-threads", 0, w8t_two, 0}}, 0, 0, NULL},
+  {"W8-batch", "relu(x*w + 1), x f32[batch,16] with a new batch size every call: plans, no compile", 0, W8B_RUNS,
+   w8b_setup, w8b_build, w8b_expected, w8b_teardown, {KILN_FUSED}, 0, 0, NULL},
+  {"W9-mlp", "softmax(linear(relu(linear(x, w1, b1)), w2, b2)), x f32[256,784], hidden 512: kiln_fn vs its kernels", 0, 50,
+   w9m_setup, w9m_build, w9m_expected, w9m_teardown, {KILN_FUSED, KILN_FN, KILN_KERNELS}, 2.0 * W9M_B * W9M_H * (W9M_IN + W9M_OUT),
+   1e-4, NULL},
+  {"W8-process", "a 2-layer MLP forward in a new process: its disk cache empty, then filled by the last run", 0, 0,
+   w8p_setup, NULL, NULL, w8p_teardown,
+   {{"first-process", 0, w8p_first, 0}, {"second-process", 0, w8p_second, 0}}, 0, 0, NULL},
 };
 #define NUM_WORKLOADS ((int)(sizeof workloads / sizeof workloads[0]))
 
@@ -813,7 +1084,9 @@ static void measure_kiln(const workload *w, const impl *im, void *st, double *ms
     ms[i] = last.ms;
     compiles += last.compiles;
   }
-  if (compiles) printf("%-10s %-13s compiled %lld kernels during its timed runs\n", w->name, im->name, (long long)compiles);
+  if (compiles || !strcmp(w->name, "W8-batch"))   /* that row is there to show how many */
+    printf("%-10s %-13s compiled %lld kernels during its %d timed runs (%.4f per call)\n", w->name, im->name,
+           (long long)compiles, runs, (double)compiles / runs);
   kiln_set_eager(0);
   kiln_set_dynamic(KILN_DYNAMIC_AUTO);
   if (!last.ok) {
@@ -869,6 +1142,70 @@ static void measure_native(const workload *w, const impl *im, void *st, double *
   add_timed_row(w, im, ms, runs, -1);
 }
 
+static const result *find_result(const char *workload, const char *impl);
+static int parse_count(const char *s);
+
+/* The sum of the kernel times in KILN_DEBUG=1's lines ("... 0.012 ms ...")
+ * of text[0..n). */
+static double kernel_ms(char *text, ssize_t n) {
+  double sum = 0, ms;
+  text[n > 0 ? n : 0] = 0;
+  for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+    if (sscanf(line, "kiln: %*s %*d elems %lf ms", &ms) == 1) sum += ms;
+  return sum;
+}
+
+/* The child of a kernels-sum row (W9-mlp's workload): with KILN_DEBUG=1 and
+ * its standard error in a temporary file, replays the function runs + 1
+ * times and prints, for each run after the first, its kernels' times summed. */
+static int kernels_child(const char *arg) {
+  int runs = parse_count(arg);
+  const workload *w = NULL;
+  for (int i = 0; i < NUM_WORKLOADS; i++)
+    if (!strcmp(workloads[i].name, "W9-mlp")) w = &workloads[i];
+  FILE *log = tmpfile();
+  void *st = w && runs && log && dup2(fileno(log), STDERR_FILENO) >= 0 ? w->setup() : NULL;
+  if (!st) return 1;
+  setenv("KILN_DEBUG", "1", 1);
+  static char text[1 << 16];
+  kiln_fn *f = compile_fn(w, st);
+  kiln_tensor *out = NULL;
+  bool ok = f != NULL;
+  for (int i = 0; ok && i <= runs; i++) {
+    ok = !ftruncate(STDERR_FILENO, 0) && lseek(STDERR_FILENO, 0, SEEK_SET) == 0;
+    ok = ok && kiln_fn_run(f, ((fn_inputs *)st)->t, &out) == KILN_OK;
+    ok = ok && lseek(STDERR_FILENO, 0, SEEK_SET) == 0;
+    ssize_t n = ok ? read(STDERR_FILENO, text, sizeof text - 1) : 0;
+    if (ok && i > 0) printf("%.6f\n", kernel_ms(text, n));
+  }
+  kiln_release(out);
+  kiln_fn_free(f);
+  w->teardown(st);
+  kiln_shutdown();
+  return ok ? 0 : 1;
+}
+
+/* kernels-sum: the child's per-run sums as timed runs; then kiln-fn's
+ * overhead over them. */
+static void measure_kernels(const workload *w, const impl *im, double *ms, int runs) {
+  char arg[16];
+  snprintf(arg, sizeof arg, "%d", runs);
+  pid_t pid = -1;
+  FILE *f = spawn_self(W9M_CHILD_FLAG, arg, &pid);
+  int got = 0;
+  while (f && got < runs && fscanf(f, "%lf", &ms[got]) == 1) got++;
+  if (!reap_self(f, pid) || got < runs) {
+    printf("ERROR %s %s: the KILN_DEBUG=1 child failed\n", w->name, im->name);
+    failed = 1;
+    return;
+  }
+  double kernels = add_timed_row(w, im, ms, runs, -1);
+  const result *fn = find_result(w->name, "kiln-fn");
+  if (fn && kernels > 0)
+    printf("%-10s kiln-fn / kernels-sum %.3fx: kiln_fn_run's own cost %+.1f%% of its kernels' (medians)\n", w->name,
+           fn->median_ms / kernels, 100.0 * (fn->median_ms / kernels - 1.0));
+}
+
 static void run_workload(const workload *w, int runs) {
   printf("# %s: %s\n", w->name, w->what);
   void *st = w->setup();
@@ -883,7 +1220,8 @@ static void run_workload(const workload *w, int runs) {
     const impl *im = &w->impls[i];
     if (im->native && !on_gpu) measure_native(w, im, st, ms, n);   /* host code: no GPU row */
     else if (im->mode == KILN_FN_MODE && !on_gpu) measure_fn(w, im, st, ms, n);   /* placeholders are host tensors */
-    else if (!im->native && im->mode != KILN_FN_MODE) measure_kiln(w, im, st, ms, n);
+    else if (im->mode == KILN_KERNELS_MODE && !on_gpu) measure_kernels(w, im, ms, n);
+    else if (!im->native && im->mode < KILN_FN_MODE) measure_kiln(w, im, st, ms, n);
   }
 #ifdef KILN_BENCH_CUDA
   if (on_gpu && ms) measure_yardsticks(w, st, ms, n);
@@ -900,6 +1238,17 @@ static const result *find_result(const char *workload, const char *impl) {
       return &results[i];
   return NULL;
 }
+
+/* W8-threads: each thread's realizes per second, and the 2 threads' total over
+ * the single thread's (2.00x: no serialization at all). */
+static void print_thread_scaling(void) {
+  const result *one = find_result("W8-threads", "1-thread"), *two = find_result("W8-threads", "2-threads");
+  if (!one || !two) return;
+  double per_one = 2 * W8T_PAIRS / (one->median_ms * 1e-3), per_two = 2 * W8T_PAIRS / (two->median_ms * 1e-3);
+  printf("\nW8-threads realizes per second per thread: 1 thread %.0f, each of 2 threads %.0f; 2 threads' total / 1 thread's %.2fx\n",
+         per_one, per_two, 2 * per_two / per_one);
+}
+
 
 /* Speed of kiln-fused relative to every other timed row of its workload:
  * the ratio of GB/s where both rows have it (the same as the ratio of
@@ -918,16 +1267,6 @@ static void print_ratios(void) {
                                                          : r->median_ms / fused->median_ms;
     printf("  %-7s kiln-fused vs %-12s %6.2fx\n", r->workload, r->impl, ratio);
   }
-}
-
-/* W10: each thread's realizes per second, and the 2 threads' total over
- * the single thread's (2.00x: no serialization at all). */
-static void print_thread_scaling(void) {
-  const result *one = find_result("W10", "1-thread"), *two = find_result("W10", "2-threads");
-  if (!one || !two) return;
-  double per_one = 2 * W10_PAIRS / (one->median_ms * 1e-3), per_two = 2 * W10_PAIRS / (two->median_ms * 1e-3);
-  printf("\nW10 realizes per second per thread: 1 thread %.0f, each of 2 threads %.0f; 2 threads' total / 1 thread's %.2fx\n",
-         per_one, per_two, 2 * per_two / per_one);
 }
 
 static void cpu_model(char *buf, size_t len) {
@@ -1082,7 +1421,7 @@ static void openblas_coretype(char **argv) {
 
 #define NO_GPU_EXIT 3   /* --device cuda:0 and it cannot be used: nothing was timed */
 
-/* --device cuda:0: keeps the workloads that have GPU rows (W1-W7: W8-W10
+/* --device cuda:0: keeps the workloads that have GPU rows (W1-W7: W8 and W9
  * time the host's dispatch) and runs gpu.c's prologue (with --info, only
  * its first part); false, having said why, when cuda:0 cannot be used. */
 static bool gpu_start(options *o) {
@@ -1098,6 +1437,8 @@ static bool gpu_start(options *o) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], W8P_CHILD_FLAG)) return w8p_child(argv[2]);
+  if (argc == 3 && !strcmp(argv[1], W9M_CHILD_FLAG)) return kernels_child(argv[2]);
 #ifdef KILN_BENCH_OPENBLAS
   openblas_coretype(argv);
 #endif

@@ -281,7 +281,7 @@ static LLVMValueRef emit_load(emitter *em, const kexpr *e) {
   return emit_cast(&em->g, widen(&em->g, v, st), st, e->type);
 }
 
-/* k->args[e->i] as e->type: the bits k_arg_int / k_arg_float wrote. */
+/* k->args[e->i] as e->type: the bits k_arg_int / k_float_bits wrote. */
 static LLVMValueRef emit_arg(emitter *em, const kexpr *e) {
   cpu_cg *g = &em->g;
   LLVMValueRef idx = LLVMConstInt(g->i64, (unsigned long long)e->i, 0);

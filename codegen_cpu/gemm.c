@@ -31,6 +31,7 @@ enum {
   MC = 48,     /* row block (a multiple of MR): MC x KC of A (384 KiB) stays in L2 */
   NC = 1024,   /* column block: KC x NC of B stays in L3 */
   VBYTES = 64, /* one zmm register */
+  STACK_BYTES = 64 * 1024, /* buffers up to this (all three) live on the stack */
 };
 
 /* The driver's parameters, in order (cpu_impl.h has the C view). */
@@ -47,6 +48,7 @@ typedef struct {
   LLVMValueRef kcur;         /* inside the depth loop: the depth of the current block */
   LLVMValueRef multi;        /* more than one depth block: the sums of all rows wait in sums */
   LLVMValueRef ap, bp, sums; /* packed A block, packed B block, the sums (scratch C or one row block) */
+  LLVMValueRef on_stack;     /* the three fit in STACK_BYTES: one alloca holds them */
   LLVMValueRef acc[MR * NV]; /* accumulator vectors: allocas that SROA turns into registers */
 } gemm;
 
@@ -108,16 +110,58 @@ static LLVMValueRef libc_call(gemm *c, const char *name, LLVMTypeRef ret, LLVMTy
   return LLVMBuildCall2(c->b, ft, fn, args, n, "");
 }
 
-/* n elements of the compute type, 64-byte aligned (n rounded up so
- * aligned_alloc's size is a multiple of the alignment). */
-static LLVMValueRef buffer_alloc(gemm *c, LLVMValueRef n) {
+/* Bytes of n elements of the compute type, rounded up to whole vectors (so
+ * each buffer stays 64-byte aligned, and aligned_alloc's size is a multiple
+ * of the alignment). */
+static LLVMValueRef buffer_bytes(gemm *c, LLVMValueRef n) {
   LLVMValueRef bytes = mulc(c, n, (int64_t)(VBYTES / c->lanes));
-  bytes = LLVMBuildAnd(c->b, add(c, bytes, c64(c, VBYTES - 1)), c64(c, -VBYTES), "");
+  return LLVMBuildAnd(c->b, add(c, bytes, c64(c, VBYTES - 1)), c64(c, -VBYTES), "");
+}
+
+static LLVMValueRef heap_alloc(gemm *c, LLVMValueRef bytes) {
   return libc_call(c, "aligned_alloc", c->g->ptr, (LLVMTypeRef[]){c->g->i64, c->g->i64}, 2,
                    (LLVMValueRef[]){c64(c, VBYTES), bytes});
 }
 
-static void buffer_free(gemm *c, LLVMValueRef p) { libc_call(c, "free", c->g->vd, &c->g->ptr, 1, &p); }
+static LLVMValueRef phi2(gemm *c, LLVMValueRef a, LLVMBasicBlockRef from_a, LLVMValueRef b, LLVMBasicBlockRef from_b) {
+  LLVMValueRef p = LLVMBuildPhi(c->b, c->g->ptr, "");
+  LLVMAddIncoming(p, (LLVMValueRef[]){a, b}, (LLVMBasicBlockRef[]){from_a, from_b}, 2);
+  return p;
+}
+
+/* The packed A block, packed B block and sums of n[0], n[1], n[2]
+ * elements. A small product's go on the stack in one alloca: three
+ * aligned_allocs and frees per call cost more than a 16x16x16 product
+ * (malloc consolidating its free lists on each request of a few KiB). */
+static void buffers_alloc(gemm *c, LLVMValueRef na, LLVMValueRef nb, LLVMValueRef ns) {
+  LLVMValueRef ba = buffer_bytes(c, na), bb = buffer_bytes(c, nb), bs = buffer_bytes(c, ns);
+  LLVMValueRef total = add(c, add(c, ba, bb), bs);
+  c->on_stack = icmp(c, LLVMIntULE, total, c64(c, STACK_BYTES));
+  LLVMBasicBlockRef stack = block(c, "gemm.stack"), heap = block(c, "gemm.heap"), join = block(c, "gemm.bufs");
+  LLVMBuildCondBr(c->b, c->on_stack, stack, heap);
+  LLVMPositionBuilderAtEnd(c->b, stack);
+  LLVMValueRef one = LLVMBuildArrayAlloca(c->b, c->g->i8, total, "");
+  LLVMSetAlignment(one, VBYTES);
+  LLVMValueRef sa = one, sb = gep(c, c->g->i8, one, ba), ss = gep(c, c->g->i8, one, add(c, ba, bb));
+  LLVMBuildBr(c->b, join);
+  LLVMPositionBuilderAtEnd(c->b, heap);
+  LLVMValueRef ha = heap_alloc(c, ba), hb = heap_alloc(c, bb), hs = heap_alloc(c, bs);
+  LLVMBuildBr(c->b, join);
+  LLVMPositionBuilderAtEnd(c->b, join);
+  c->ap = phi2(c, sa, stack, ha, heap);
+  c->bp = phi2(c, sb, stack, hb, heap);
+  c->sums = phi2(c, ss, stack, hs, heap);
+}
+
+static void buffers_free(gemm *c) {
+  LLVMBasicBlockRef heap = block(c, "gemm.free"), done = block(c, "gemm.freed");
+  LLVMBuildCondBr(c->b, c->on_stack, done, heap);
+  LLVMPositionBuilderAtEnd(c->b, heap);
+  LLVMValueRef bufs[] = {c->sums, c->bp, c->ap};
+  for (int i = 0; i < 3; i++) libc_call(c, "free", c->g->vd, &c->g->ptr, 1, &bufs[i]);
+  LLVMBuildBr(c->b, done);
+  LLVMPositionBuilderAtEnd(c->b, done);
+}
 
 /* ---- control flow ------------------------------------------------------- */
 typedef cpu_loop gloop;
@@ -164,29 +208,31 @@ static LLVMValueRef load_elem(gemm *c, const operand *o, LLVMValueRef idx) {
   return LLVMBuildBitCast(c->b, v, g->f32, "");
 }
 
-/* dst[p*w + q] = element (x0 + q, p0 + p); with limit, columns q >= limit
- * are zero (the edge panel) and their loads are clamped to x0. */
+/* dst[p*w + q] = element (x0 + q, p0 + p). */
 static void pack_elem(gemm *c, const operand *o, LLVMValueRef dst, LLVMValueRef x0, LLVMValueRef p0,
-                      LLVMValueRef p, LLVMValueRef q, LLVMValueRef limit) {
-  LLVMValueRef valid = limit ? icmp(c, LLVMIntSLT, q, limit) : NULL;
-  LLVMValueRef x = add(c, x0, valid ? LLVMBuildSelect(c->b, valid, q, c64(c, 0), "") : q);
-  LLVMValueRef idx = add(c, mul(c, x, o->sx), mul(c, add(c, p0, p), o->sp));
-  LLVMValueRef v = load_elem(c, o, idx);
-  if (valid) v = LLVMBuildSelect(c->b, valid, v, LLVMConstNull(c->t), "");
-  LLVMBuildStore(c->b, v, gep(c, c->t, dst, add(c, mulc(c, p, o->w), q)));
+                      LLVMValueRef p, LLVMValueRef q) {
+  LLVMValueRef idx = add(c, mul(c, add(c, x0, q), o->sx), mul(c, add(c, p0, p), o->sp));
+  LLVMBuildStore(c->b, load_elem(c, o, idx), gep(c, c->t, dst, add(c, mulc(c, p, o->w), q)));
 }
 
 /* One panel with the inner loop along p (p_inner) or along x. Only the
  * inner loop of a unit-stride nest may be vectorized: vectorizing every
  * variant gave gathers and scatters in each unrolled copy, 2.7 s of compile
- * for nests that are rarely run (other strides, the edge panel). */
+ * for nests that are rarely run (other strides, the edge panel). With
+ * limit (the edge panel) the panel is zeroed first and only its columns
+ * q < limit are copied: a select per element made packing the whole cost
+ * of a 16x16x16 product. */
 static void pack_loops(gemm *c, const operand *o, bool p_inner, bool scalar, LLVMValueRef dst, LLVMValueRef x0,
                        LLVMValueRef p0, LLVMValueRef limit) {
   gloop lo, li;
-  LLVMValueRef zero = c64(c, 0), one = c64(c, 1), w = c64(c, o->w);
+  LLVMValueRef zero = c64(c, 0), one = c64(c, 1), w = limit ? limit : c64(c, o->w);
+  if (limit) {
+    LLVMValueRef bytes = mulc(c, c->kcur, o->w * (int64_t)(VBYTES / c->lanes));
+    LLVMBuildMemSet(c->b, dst, LLVMConstInt(c->g->i8, 0, 0), bytes, VBYTES);
+  }
   LLVMValueRef outer = loop_open(c, &lo, zero, p_inner ? w : c->kcur, one);
   LLVMValueRef inner = loop_open(c, &li, zero, p_inner ? c->kcur : w, one);
-  pack_elem(c, o, dst, x0, p0, p_inner ? inner : outer, p_inner ? outer : inner, limit);
+  pack_elem(c, o, dst, x0, p0, p_inner ? inner : outer, p_inner ? outer : inner);
   LLVMValueRef br = loop_close(c, &li);
   if (scalar) cpu_loop_scalar(c->g, br);
   cpu_loop_scalar(c->g, loop_close(c, &lo));
@@ -370,14 +416,10 @@ static void driver_body(gemm *c, const cpu_gemm_driver *d) {
   LLVMValueRef empty = LLVMBuildOr(c->b, icmp(c, LLVMIntSGE, c->i0, c->i1), icmp(c, LLVMIntSLE, c->n, c64(c, 0)), "");
   LLVMBuildCondBr(c->b, empty, done, work);
   LLVMPositionBuilderAtEnd(c->b, work);
-  c->ap = buffer_alloc(c, mul(c, c->mc, c->kc));
-  c->bp = buffer_alloc(c, mul(c, c->nc, c->kc));
   LLVMValueRef rows = LLVMBuildSelect(c->b, c->multi, round_up(c, sub(c, c->i1, c->i0), MR), c->mc, "");
-  c->sums = buffer_alloc(c, mul(c, rows, c->nc));
+  buffers_alloc(c, mul(c, c->mc, c->kc), mul(c, c->nc, c->kc), mul(c, rows, c->nc));
   blocked(c, &a, &b);
-  buffer_free(c, c->sums);
-  buffer_free(c, c->bp);
-  buffer_free(c, c->ap);
+  buffers_free(c);
   LLVMBuildBr(c->b, done);
   LLVMPositionBuilderAtEnd(c->b, done);
   LLVMBuildRetVoid(c->b);

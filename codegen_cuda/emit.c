@@ -244,7 +244,7 @@ static void expr_text(cuda_em *em, const kexpr *e, ir_str *o) {
   case KX_PHILOX:
     ir_str_printf(o, "(long long)kiln_philox(%s, %s, %d)", use(em, e->a).s, use(em, e->b).s, (int)e->i);
     return;
-  case KX_ARG: {  /* the bits k_arg_int / k_arg_float wrote */
+  case KX_ARG: {  /* the bits k_arg_int / k_float_bits wrote */
     int p = k_args_param(em->k);
     long long i = (long long)e->i;
     if (e->type == KILN_F64) ir_str_printf(o, "__longlong_as_double(p%d.v[%lld])", p, i);

@@ -66,7 +66,7 @@ static kiln_stats_t stats_delta(kiln_stats_t a, kiln_stats_t b) {
   return (kiln_stats_t){b.kernels_launched - a.kernels_launched, b.compiles - a.compiles,
                         b.cache_hits - a.cache_hits, b.bytes_moved - a.bytes_moved,
                         b.auto_realizes - a.auto_realizes, b.disk_hits - a.disk_hits,
-                        b.evictions - a.evictions, b.code_bytes};
+                        b.evictions - a.evictions, b.code_bytes, b.plans - a.plans};
 }
 
 /* One forward pass, timed from building the graph to the result: graph

@@ -210,6 +210,8 @@ typedef struct {
   uint64_t disk_hits;        /**< kernels whose code came from the disk cache (not compiled) */
   uint64_t evictions;        /**< compiled CPU kernels dropped from memory for KILN_KERNEL_CACHE_MB */
   uint64_t code_bytes;       /**< bytes of compiled CPU code held now (object file sizes); not reset */
+  uint64_t plans;            /**< realize plans made (passes and lowering ran); a graph of a structure
+                                  seen before runs its plan, new constant values bound as arguments */
 } kiln_stats_t;
 /** @return the counters (a copy). */
 KILN_API kiln_stats_t kiln_stats(void);

@@ -22,6 +22,7 @@ void k_free(kernel *k) {
   if (k->dims) free(k->dims->arg);
   free(k->params);
   free(k->args);
+  free(k->arg_src);
   ir_arena_free(k->arena);
   free(k);
 }
@@ -243,11 +244,16 @@ int k_arg_push(kernel *k, int64_t bits) {
     k->params[p].args = true;
   }
   if ((k->nargs & (k->nargs - 1)) == 0) {  /* grow at powers of two */
-    int64_t *a = realloc(k->args, sizeof *a * (size_t)(k->nargs ? 2 * k->nargs : 2));
+    size_t cap = (size_t)(k->nargs ? 2 * k->nargs : 2);
+    int64_t *a = realloc(k->args, sizeof *a * cap);
     IR_ASSERT(a);
     k->args = a;
+    karg_src *from = realloc(k->arg_src, sizeof *from * cap);
+    IR_ASSERT(from);
+    k->arg_src = from;
   }
   k->args[k->nargs] = bits;
+  k->arg_src[k->nargs] = (karg_src){.node = NULL};
   k->params[p].numel = k->nargs + 1;
   return k->nargs++;
 }
@@ -277,7 +283,7 @@ kexpr *k_arg_int(kernel *k, kiln_dtype t, int64_t v) {
   return kx_arg(k, t, k_arg_push(k, t == KILN_BOOL ? v != 0 : v));
 }
 
-kexpr *k_arg_float(kernel *k, kiln_dtype t, double v) {
+int64_t k_float_bits(kiln_dtype t, double v) {
   IR_ASSERT(t == KILN_F32 || t == KILN_F64);
   int64_t bits = 0;
   if (t == KILN_F64) {
@@ -288,7 +294,12 @@ kexpr *k_arg_float(kernel *k, kiln_dtype t, double v) {
     memcpy(&u, &f, sizeof u);
     bits = u;
   }
-  return kx_arg(k, t, k_arg_push(k, bits));
+  return bits;
+}
+
+void k_arg_from(kernel *k, int i, const kiln_tensor *node, int field, kiln_dtype type) {
+  IR_ASSERT(i >= 0 && i < k->nargs);
+  k->arg_src[i] = (karg_src){node, field, type};
 }
 
 /* ---- statements --------------------------------------------------------- */

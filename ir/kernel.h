@@ -106,6 +106,16 @@ typedef struct {
   int64_t numel;        /* elements addressable through it (for bounds and GB/s) */
 } kparam;
 
+/* Where a launch argument's value came from, so a plan can take it from the
+ * next graph of the same structure (runtime/exec.c): the graph node and
+ * attribute (pass_arg_field, passes/pass.h) lowering read, converted to
+ * type. node NULL: a size (kx_dim) or a literal of the kernel. */
+typedef struct {
+  const kiln_tensor *node;
+  int field;
+  kiln_dtype type;
+} karg_src;
+
 typedef struct kx_table kx_table;
 typedef struct {
   char name[32];        /* "k_" + 16 hex digits of the hash */
@@ -115,6 +125,7 @@ typedef struct {
   int64_t *args;        /* the bits of the KX_ARG values, by number: bound to
                            the params entry flagged args, so a kernel that
                            differs only in them is the same kernel (one compile) */
+  karg_src *arg_src;    /* per argument: its source (k_arg_from), while the kernel lives */
   int nvars;
   int naccs;
   int nexprs;
@@ -145,14 +156,17 @@ kexpr *kx_cast(kernel *k, kexpr *a, kiln_dtype t);
 kexpr *kx_idiv(kernel *k, kexpr *a, kexpr *b);
 kexpr *kx_imod(kernel *k, kexpr *a, kexpr *b);
 kexpr *kx_philox(kernel *k, kexpr *key, kexpr *counter, int word);
-/* A new launch argument (KX_ARG) of type t holding v: k_arg_int for bool
- * and integer types, k_arg_float for F32 (v rounded to float) and F64.
- * k_arg_push appends raw bits (creating the args param on first use) and
- * returns their number; kx_arg reads argument number i as t. */
+/* A new launch argument (KX_ARG): k_arg_push appends raw bits (creating
+ * the args param on first use) and returns their number; kx_arg reads
+ * argument number i as t; k_arg_int is both for a bool or integer v. */
 int k_arg_push(kernel *k, int64_t bits);
 kexpr *kx_arg(kernel *k, kiln_dtype t, int i);
 kexpr *k_arg_int(kernel *k, kiln_dtype t, int64_t v);
-kexpr *k_arg_float(kernel *k, kiln_dtype t, double v);
+/* The bits of v as an argument of type t: F32 rounds to float, its IEEE
+ * bits in the low 32; F64 its 64. */
+int64_t k_float_bits(kiln_dtype t, double v);
+/* Records that argument i holds field of node, as type (karg_src). */
+void k_arg_from(kernel *k, int i, const kiln_tensor *node, int field, kiln_dtype type);
 /* The params entry bound to k->args, or -1 when the kernel has no arguments. */
 int k_args_param(const kernel *k);
 /* A size, stride or offset (i64) v: a literal in a shape-specialised kernel,

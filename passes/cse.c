@@ -41,6 +41,7 @@ void pass_cse(pass_graph *g) {
     size_t j = node_hash(n) & (cap - 1);
     while (table[j] && !same_node(table[j], n)) j = (j + 1) & (cap - 1);
     if (!table[j]) table[j] = n;
+    else pass_pin_value(g, n), pass_pin_value(g, table[j]);   /* merged because their values are equal */
     canon[i] = table[j];
   }
   free(table);

@@ -140,18 +140,22 @@ static kexpr *emit_load(lower_ctx *c, ir_node *n, kexpr *const *idx) {
 /* ---- sources ------------------------------------------------------------ */
 static kexpr *fop(kernel *k, ir_op op, kiln_dtype t, kexpr *a, kexpr *b) { return kx_op(k, op, t, a, b, NULL); }
 
-/* Values are launch arguments (passes/values.c says which are code). */
-static kexpr *value_arg(kernel *k, kiln_dtype t, double v) {
-  if (ir_is_float(t)) return k_arg_float(k, t, v);
-  return k_arg_int(k, t, t == KILN_BOOL ? v != 0 : (int64_t)v);
+/* Field f of n as a launch argument of type t (passes/values.c says which
+ * values are code instead), recorded as coming from n: a plan made from
+ * this graph takes it from the next graph of the same structure. */
+static kexpr *node_arg(kernel *k, const ir_node *n, pass_arg_field f, kiln_dtype t) {
+  int i = k_arg_push(k, pass_arg_bits(n, f, t));
+  k_arg_from(k, i, n, f, t);
+  return kx_arg(k, t, i);
 }
 
-static kexpr *f64_arg(kernel *k, double v) { return value_arg(k, KILN_F64, v); }
+static kexpr *f64_arg(kernel *k, const ir_node *n, pass_arg_field f) { return node_arg(k, n, f, KILN_F64); }
+static kexpr *i64_arg(kernel *k, const ir_node *n, pass_arg_field f) { return node_arg(k, n, f, KILN_I64); }
 
 /* A CONST's value, or a PAD's fill: one argument per node. */
 static kexpr *emit_const(lower_ctx *c, const ir_node *n) {
   kexpr **v = &c->value_of[n->scratch];
-  if (!*v) *v = value_arg(c->k, ct(n->dtype), n->attr.value);
+  if (!*v) *v = node_arg(c->k, n, PASS_ARG_VALUE, ct(n->dtype));
   return *v;
 }
 
@@ -159,21 +163,20 @@ static kexpr *emit_const(lower_ctx *c, const ir_node *n) {
  * once to the result dtype, as the reference evaluator does. */
 static kexpr *emit_arange(kernel *k, const ir_node *n, kexpr *flat) {
   if (!ir_is_float(n->dtype)) {
-    kexpr *v = kx_iadd(k, k_arg_int(k, KILN_I64, (int64_t)n->attr.start),
-                       kx_imul(k, flat, k_arg_int(k, KILN_I64, (int64_t)n->attr.step)));
+    kexpr *v = kx_iadd(k, i64_arg(k, n, PASS_ARG_START), kx_imul(k, flat, i64_arg(k, n, PASS_ARG_STEP)));
     return kx_cast(k, v, ct(n->dtype));
   }
-  kexpr *v = fop(k, IR_ADD, KILN_F64, f64_arg(k, n->attr.start),
-                 fop(k, IR_MUL, KILN_F64, kx_cast(k, flat, KILN_F64), f64_arg(k, n->attr.step)));
+  kexpr *v = fop(k, IR_ADD, KILN_F64, f64_arg(k, n, PASS_ARG_START),
+                 fop(k, IR_MUL, KILN_F64, kx_cast(k, flat, KILN_F64), f64_arg(k, n, PASS_ARG_STEP)));
   return kx_cast(k, v, ct(n->dtype));
 }
 
 static kexpr *emit_linspace(kernel *k, const ir_node *n, kexpr *flat) {
   int64_t cnt = ir_numel(n->ndim, n->shape);
-  kexpr *step = f64_arg(k, n->attr.step);
-  kexpr *lo = fop(k, IR_ADD, KILN_F64, f64_arg(k, n->attr.start), fop(k, IR_MUL, KILN_F64, kx_cast(k, flat, KILN_F64), step));
+  kexpr *step = f64_arg(k, n, PASS_ARG_STEP);
+  kexpr *lo = fop(k, IR_ADD, KILN_F64, f64_arg(k, n, PASS_ARG_START), fop(k, IR_MUL, KILN_F64, kx_cast(k, flat, KILN_F64), step));
   kexpr *back = kx_iadd(k, kx_dim(k, cnt - 1), kx_imul(k, flat, kx_int(k, KILN_I64, -1)));
-  kexpr *hi = fop(k, IR_SUB, KILN_F64, f64_arg(k, n->attr.end), fop(k, IR_MUL, KILN_F64, kx_cast(k, back, KILN_F64), step));
+  kexpr *hi = fop(k, IR_SUB, KILN_F64, f64_arg(k, n, PASS_ARG_END), fop(k, IR_MUL, KILN_F64, kx_cast(k, back, KILN_F64), step));
   kexpr *first_half = kx_op(k, IR_LT, KILN_BOOL, flat, kx_dim(k, cnt / 2), NULL);
   return kx_cast(k, kx_op(k, IR_WHERE, KILN_F64, first_half, lo, hi), ct(n->dtype));
 }
@@ -211,16 +214,16 @@ static kexpr *normal(kernel *k, kiln_dtype dt, kexpr *const *w) {
 
 static kexpr *emit_random(kernel *k, const ir_node *n, kexpr *flat) {
   /* seed and offset are launch arguments: drawing again reuses the kernel */
-  kexpr *ctr = kx_iadd(k, k_arg_int(k, KILN_I64, (int64_t)n->attr.offset), flat);
-  kexpr *key = k_arg_int(k, KILN_I64, (int64_t)n->attr.seed);
+  kexpr *ctr = kx_iadd(k, i64_arg(k, n, PASS_ARG_OFFSET), flat);
+  kexpr *key = i64_arg(k, n, PASS_ARG_SEED);
   kexpr *w[4];
   for (int i = 0; i < 4; i++) w[i] = kx_philox(k, key, ctr, i);
   kiln_dtype t = ct(n->dtype);
   if (n->op == IR_RAND) return kx_cast(k, uniform(k, n->dtype, w[0], w[1]), t);
   if (n->op == IR_RANDN) return kx_cast(k, normal(k, n->dtype, w), t);
   kexpr *hi = kx_imul(k, kx_imod(k, w[1], kx_int(k, KILN_I64, 1ll << 31)), kx_int(k, KILN_I64, 1ll << 32));
-  kexpr *r = kx_imod(k, kx_iadd(k, hi, w[0]), k_arg_int(k, KILN_I64, n->attr.high - n->attr.low));
-  return kx_cast(k, kx_iadd(k, k_arg_int(k, KILN_I64, n->attr.low), r), t);
+  kexpr *r = kx_imod(k, kx_iadd(k, hi, w[0]), i64_arg(k, n, PASS_ARG_RANGE));
+  return kx_cast(k, kx_iadd(k, i64_arg(k, n, PASS_ARG_LOW), r), t);
 }
 
 static kexpr *emit_source(lower_ctx *c, const ir_node *n, kexpr *const *idx) {

@@ -41,6 +41,7 @@ typedef struct {
                            with the graph: running a kernel drops its sources */
   int target;           /* pass_config.target, set by pass_run_graph */
   bool symbolic_ok;     /* pass_config.symbolic_ok, set by pass_run_graph */
+  ir_ptrmap pinned;     /* nodes whose values passes decided on (pass_pin_value) */
 } pass_graph;
 
 kiln_status pass_verify(pass_graph *g);
@@ -75,6 +76,23 @@ bool pass_view_strides(const ir_node *n, const int64_t *s, int64_t *strides, int
  * is a launch argument. */
 bool pass_const_of(const ir_node *n, double *v);
 bool pass_value_is_code(const ir_node *user, int slot, double *value);
+/* The attribute values lowering makes launch arguments (karg_src.field).
+ * RANGE is randint's high - low. */
+typedef enum {
+  PASS_ARG_VALUE, PASS_ARG_START, PASS_ARG_STEP, PASS_ARG_END,
+  PASS_ARG_SEED, PASS_ARG_OFFSET, PASS_ARG_LOW, PASS_ARG_RANGE, PASS_NARG_FIELDS
+} pass_arg_field;
+/* Bit f set: op's field f is a launch argument wherever lowering reads it. */
+unsigned pass_arg_fields(ir_op op);
+/* Field f of n as the bits of a launch argument of type t, as lowering
+ * writes them (k_arg_int / k_float_bits); t I64 or F64 gives the attribute
+ * exactly (real fields as F64, integer ones as I64: pass_arg_raw). */
+int64_t pass_arg_bits(const ir_node *n, int f, kiln_dtype t);
+int64_t pass_arg_raw(const ir_node *n, int f);
+/* A pass that decided something from n's values (folded them, removed an
+ * identity, merged equal ones) pins them: a plan made from this graph is
+ * for those values only (runtime/exec.c). Looks through broadcasts. */
+void pass_pin_value(pass_graph *g, const ir_node *n);
 /* merge=false (KILN_PASSES=-fuse) gives one kernel per computing node. */
 void pass_fuse(pass_graph *g, bool merge);
 bool pass_schedule(pass_graph *g);

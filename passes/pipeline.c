@@ -70,6 +70,7 @@ void pass_graph_release(pass_graph *g) {
   free(g->created);
   g->created = NULL;
   g->ncreated = 0;
+  ir_ptrmap_free(&g->pinned);
 }
 
 bool pass_enabled(const pass_config *cfg, const char *name) {

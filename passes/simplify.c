@@ -31,8 +31,9 @@ static const identity identities[] = {
   {IR_POW, 0, 1, 1, false},  /* x ** 1 -> x */
 };
 
-/* x when n computes x unchanged (same dtype), else NULL. */
-static ir_node *identity_of(const ir_node *n) {
+/* x when n computes x unchanged (same dtype), else NULL; the constant
+ * that made it an identity is pinned. */
+static ir_node *identity_of(pass_graph *g, const ir_node *n) {
   if (n->op == IR_NEG && n->src[0]->op == IR_NEG && n->src[0]->src[0]->dtype == n->dtype)
     return n->src[0]->src[0];  /* -(-x) -> x */
   for (size_t r = 0; r < sizeof identities / sizeof *identities; r++) {
@@ -40,6 +41,7 @@ static ir_node *identity_of(const ir_node *n) {
     if (n->op != id->op || !is_const(n->src[id->other], id->value)) continue;
     ir_node *x = n->src[id->keep];
     if (x->dtype != n->dtype || n->attr.compute != n->dtype || (id->ints_only && ir_is_float(n->dtype))) continue;
+    pass_pin_value(g, n->src[id->other]);
     return x;
   }
   return NULL;
@@ -47,7 +49,7 @@ static ir_node *identity_of(const ir_node *n) {
 
 /* Ops over constants whose f64 result rounds once to the node's float dtype
  * exactly as the kernel computes it. */
-static bool fold_const(ir_node *n) {
+static bool fold_const(pass_graph *g, ir_node *n) {
   double a, b = 0, v;
   bool foldable = n->op == IR_ADD || n->op == IR_SUB || n->op == IR_MUL || n->op == IR_DIV || n->op == IR_NEG;
   if (!foldable || (n->dtype != KILN_F32 && n->dtype != KILN_F64) || n->attr.compute != n->dtype) return false;
@@ -59,6 +61,7 @@ static bool fold_const(ir_node *n) {
   case IR_DIV: v = a / b; break;
   default: v = -a;
   }
+  for (int s = 0; s < n->nsrc; s++) pass_pin_value(g, n->src[s]);
   ir_node_set_const(n, n->dtype == KILN_F32 ? (double)(float)v : v);
   return true;
 }
@@ -69,8 +72,8 @@ void pass_simplify(pass_graph *g) {
     if (n->op == IR_BUFFER || ir_op_has(n->op, IR_SRC)) continue;
     for (int s = 0; s < n->nsrc; s++) {
       ir_node *x;
-      while ((x = identity_of(n->src[s])) && x->ndim == n->src[s]->ndim) ir_node_set_src(n, s, x);
+      while ((x = identity_of(g, n->src[s])) && x->ndim == n->src[s]->ndim) ir_node_set_src(n, s, x);
     }
-    fold_const(n);
+    fold_const(g, n);
   }
 }

@@ -35,3 +35,46 @@ bool pass_value_is_code(const ir_node *user, int slot, double *value) {
   *value = v;
   return true;
 }
+
+#define BIT(f) (1u << PASS_ARG_##f)
+
+unsigned pass_arg_fields(ir_op op) {
+  switch (op) {
+  case IR_CONST:
+  case IR_PAD: return BIT(VALUE);
+  case IR_ARANGE: return BIT(START) | BIT(STEP);
+  case IR_LINSPACE: return BIT(START) | BIT(STEP) | BIT(END);
+  case IR_RAND:
+  case IR_RANDN: return BIT(SEED) | BIT(OFFSET);
+  case IR_RANDINT: return BIT(SEED) | BIT(OFFSET) | BIT(LOW) | BIT(RANGE);
+  default: return 0;
+  }
+}
+
+static bool field_is_real(int f) { return f <= PASS_ARG_END; }
+
+static int64_t int_field(const ir_attr *a, int f) {
+  switch (f) {
+  case PASS_ARG_SEED: return (int64_t)a->seed;
+  case PASS_ARG_OFFSET: return (int64_t)a->offset;
+  case PASS_ARG_LOW: return a->low;
+  default: return a->high - a->low;
+  }
+}
+
+int64_t pass_arg_bits(const ir_node *n, int f, kiln_dtype t) {
+  const ir_attr *a = &n->attr;
+  if (!field_is_real(f)) return t == KILN_BOOL ? int_field(a, f) != 0 : int_field(a, f);
+  double v = f == PASS_ARG_VALUE ? a->value : f == PASS_ARG_START ? a->start : f == PASS_ARG_STEP ? a->step : a->end;
+  if (ir_is_float(t)) return k_float_bits(t, v);
+  return t == KILN_BOOL ? v != 0 : (int64_t)v;
+}
+
+int64_t pass_arg_raw(const ir_node *n, int f) {
+  return pass_arg_bits(n, f, field_is_real(f) ? KILN_F64 : KILN_I64);
+}
+
+void pass_pin_value(pass_graph *g, const ir_node *n) {
+  while (n->op == IR_EXPAND) n = n->src[0];
+  if (pass_arg_fields(n->op)) ir_ptrmap_put(&g->pinned, n, 1);
+}

@@ -19,6 +19,19 @@
 
 typedef enum { STEP_KERNEL, STEP_DEVICE, STEP_GEMM, STEP_COPY } step_kind;
 
+/* Launch argument arg of a step's kernel is field of the planned graph's
+ * node (lowering's karg_src): each run takes it from the graph it runs for. */
+typedef struct {
+  int arg, node, field;
+  kiln_dtype type;
+} plan_bind;
+
+/* A value the plan was made for: node's field had raw bits (pass_arg_raw). */
+typedef struct {
+  int node, field;
+  int64_t raw;
+} plan_pin;
+
 typedef struct {
   step_kind kind;
   kernel *k;                /* KERNEL, DEVICE, GEMM */
@@ -34,6 +47,8 @@ typedef struct {
   size_t *bytes;            /* per output */
   size_t copy_off;          /* COPY: byte offset in the source slot */
   int free_lo, free_hi;     /* plan->frees[free_lo..free_hi): slots dead after it */
+  int nbind;                /* KERNEL: the arguments each run binds */
+  plan_bind *binds;
   char file[96];            /* where the user built the group's first output, for messages */
   int line;
   const char *api;          /* the op the user called (a composite's name, or ir_ops') */
@@ -49,6 +64,8 @@ struct rt_exec {
   ir_ptrmap slot_of;        /* while planning: rt_buffer * (a leaf's or a stand-in) -> slot */
   int nviews;
   rt_exec_view *views;      /* per node of the planned graph: where its value is */
+  int npins;
+  plan_pin *pins;           /* values that are not arguments: the plan serves graphs with these only */
 };
 
 /* ---- execution helpers --------------------------------------------------- */
@@ -153,6 +170,11 @@ typedef struct {
   const pass_config *cfg;
   ir_node **inputs;         /* scratch for pass_run_kernel */
   int cap_slots;
+  ir_node *const *nodes;    /* the graph planned, and g's copies of its nodes (same positions) */
+  ir_node *const *clones;
+  ir_ptrmap index_of;       /* a copy -> its position */
+  unsigned *bound;          /* per node: the argument fields (pass_arg_fields) some step binds */
+  bool *pinned;             /* per node: a value a step cannot bind (or a pass decided on) */
 } builder;
 
 static int new_slot(builder *b, rt_buffer *stub) {
@@ -229,6 +251,35 @@ static kernel *cpu_kernel_for(pass_graph *g, int gi, ir_node **inputs, int *ninp
   return spec;
 }
 
+/* Which of k's arguments are values of the planned graph's nodes: a CPU
+ * kernel binds them on each run; other steps keep the planned values, so
+ * their nodes are pinned. An argument from a node a pass made, or one whose
+ * value a pass changed, is the kernel's own (fold_const pinned what it
+ * came from). */
+static kiln_status plan_binds(builder *b, plan_step *s, const kernel *k) {
+  for (int a = 0; a < k->nargs; a++) {
+    const karg_src *from = &k->arg_src[a];
+    int i = from->node ? ir_ptrmap_get(&b->index_of, from->node) : -1;
+    if (i < 0) continue;
+    const ir_node *n = b->nodes[i];
+    if (s->kind != STEP_KERNEL || n->op != from->node->op || pass_arg_bits(n, from->field, from->type) != k->args[a]) {
+      b->pinned[i] = true;
+      continue;
+    }
+    if ((s->nbind & (s->nbind - 1)) == 0) {  /* grow at powers of two */
+      plan_bind *grown = realloc(s->binds, sizeof *grown * (size_t)(s->nbind ? 2 * s->nbind : 2));
+      if (!grown) {
+        ir_error_setf("out of memory planning %s's launch arguments", s->api);
+        return KILN_ERR_MEMORY;
+      }
+      s->binds = grown;
+    }
+    s->binds[s->nbind++] = (plan_bind){a, i, from->field, from->type};
+    b->bound[i] |= 1u << from->field;
+  }
+  return KILN_OK;
+}
+
 static kiln_status plan_kernel_group(builder *b, int gi) {
   pass_group *pg = &b->g->groups[gi];
   int ninputs = 0;
@@ -265,6 +316,7 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
     free(err);
   }
   s->compile_ms = now_ms() - t0;
+  if (st == KILN_OK) st = plan_binds(b, s, k);
   if (st == KILN_OK && s->origin != RT_MEMORY)
     rt_count(s->origin == RT_DISK ? &rt_stats_mut()->disk_hits : &rt_stats_mut()->compiles, 1);
   stub_outputs(b, s, pg->outs);
@@ -346,6 +398,33 @@ static void record_views(rt_exec *p, int n, ir_node *const *clones) {
   }
 }
 
+/* The values the plan is for: those of every node with argument fields
+ * that no step binds, or that a step cannot bind, or that a pass decided
+ * on. Other graphs of the structure run the plan only with these values. */
+static kiln_status plan_pins(builder *b, int n) {
+  rt_exec *p = b->p;
+  int cap = 0;
+  for (int i = 0; i < n; i++) {
+    unsigned fields = pass_arg_fields(b->nodes[i]->op);
+    if (!fields || (!b->pinned[i] && ir_ptrmap_get(&b->g->pinned, b->clones[i]) < 0 && (b->bound[i] & fields) == fields))
+      continue;
+    for (int f = 0; f < PASS_NARG_FIELDS; f++) {
+      if (!(fields >> f & 1)) continue;
+      if (p->npins == cap) {
+        cap = cap ? 2 * cap : 4;
+        plan_pin *grown = realloc(p->pins, sizeof *grown * (size_t)cap);
+        if (!grown) {
+          ir_error_setf("out of memory planning the values of a graph of %d nodes", n);
+          return KILN_ERR_MEMORY;
+        }
+        p->pins = grown;
+      }
+      p->pins[p->npins++] = (plan_pin){i, f, pass_arg_raw(b->nodes[i], f)};
+    }
+  }
+  return KILN_OK;
+}
+
 static kiln_status build_steps(builder *b) {
   pass_graph *g = b->g;
   kiln_status st = KILN_OK;
@@ -370,8 +449,11 @@ rt_exec *rt_exec_build(int n, ir_node *const *nodes, int nt, const int *tpos, in
   for (int t = 0; t < nt; t++) targets[t] = clones[tpos[t]];
   pass_graph g = {.ntargets = nt, .targets = targets, .arena = ir_arena_new(), .n = n,
                   .topo = malloc(sizeof(ir_node *) * ((size_t)n + 1))};
-  builder b = {.p = p, .g = &g, .cfg = cfg, .inputs = malloc(sizeof(ir_node *) * ((size_t)n + 1))};
-  IR_ASSERT(g.topo && b.inputs);
+  builder b = {.p = p, .g = &g, .cfg = cfg, .inputs = malloc(sizeof(ir_node *) * ((size_t)n + 1)),
+               .nodes = nodes, .clones = clones, .bound = calloc((size_t)n + 1, sizeof *b.bound),
+               .pinned = calloc((size_t)n + 1, sizeof *b.pinned)};
+  IR_ASSERT(g.topo && b.inputs && b.bound && b.pinned);
+  for (int i = 0; i < n; i++) ir_ptrmap_put(&b.index_of, clones[i], i);
   memcpy(g.topo, clones, sizeof(ir_node *) * (size_t)n);
   p->nleaves = nleaves;
   for (int i = 0; i < nleaves; i++) {
@@ -389,6 +471,7 @@ rt_exec *rt_exec_build(int n, ir_node *const *nodes, int nt, const int *tpos, in
     for (int t = 0; t < nt; t++)
       if (p->views[tpos[t]].slot >= 0) p->keep[p->views[tpos[t]].slot] = true;
     plan_frees(p);
+    st = plan_pins(&b, n);
   }
   drop_stubs(p);
   pass_graph_release(&g);
@@ -396,6 +479,9 @@ rt_exec *rt_exec_build(int n, ir_node *const *nodes, int nt, const int *tpos, in
   free(g.topo);
   ir_arena_free(g.arena);
   free(b.inputs);
+  free(b.bound);
+  free(b.pinned);
+  ir_ptrmap_free(&b.index_of);
   free(clones);
   free(targets);
   *status = st;
@@ -414,12 +500,20 @@ void rt_exec_free(rt_exec *p) {
     k_free(s->k);
     free(s->slots);
     free(s->bytes);
+    free(s->binds);
   }
   free(p->steps);
   free(p->frees);
   free(p->keep);
   free(p->views);
+  free(p->pins);
   free(p);
+}
+
+bool rt_exec_values_match(const rt_exec *p, ir_node *const *nodes) {
+  for (int i = 0; i < p->npins; i++)
+    if (pass_arg_raw(nodes[p->pins[i].node], p->pins[i].field) != p->pins[i].raw) return false;
+  return true;
 }
 
 /* ---- running ------------------------------------------------------------- */
@@ -458,12 +552,20 @@ static void count_launch(const plan_step *s, bool hit) {
   if (hit) rt_count(&st->cache_hits, 1);
 }
 
-/* A kernel's arguments: outputs, k->args, the inputs' buffers, in param order. */
-static void bind_params(const plan_step *s, rt_buffer **slots, void **bufs) {
+/* A kernel's arguments: outputs, its launch arguments, the inputs' buffers,
+ * in param order. The launch arguments are k->args as planned, or with
+ * values given, a copy in args (this run's, so runs of one plan on several
+ * threads never share them) with the bound ones taken from values. */
+static void bind_params(const plan_step *s, rt_buffer **slots, void **bufs, int64_t *args, ir_node *const *values) {
   const kernel *k = s->k;
+  if (args) {
+    memcpy(args, k->args, sizeof *args * (size_t)k->nargs);
+    for (int i = 0; i < s->nbind; i++)
+      args[s->binds[i].arg] = pass_arg_bits(values[s->binds[i].node], s->binds[i].field, s->binds[i].type);
+  }
   for (int p = 0, o = 0, i = 0; p < k->nparams; p++) {
     if (k->params[p].args) {
-      bufs[p] = (void *)k->args;
+      bufs[p] = args ? (void *)args : (void *)k->args;
       continue;
     }
     int slot = k->params[p].output ? s->slots[o++] : s->slots[s->nout + i++];
@@ -471,7 +573,7 @@ static void bind_params(const plan_step *s, rt_buffer **slots, void **bufs) {
   }
 }
 
-static kiln_status run_step(const plan_step *s, rt_buffer **slots, bool hit, int debug) {
+static kiln_status run_step(const plan_step *s, rt_buffer **slots, bool hit, int debug, ir_node *const *values) {
   for (int o = 0; o < s->nout; o++) {
     if (slots[s->slots[o]]) continue;   /* bound by the caller (a function's given output) */
     if (!(slots[s->slots[o]] = alloc_on(s->dev, s->bytes[o]))) return locate_error(s, KILN_ERR_MEMORY);
@@ -482,7 +584,16 @@ static kiln_status run_step(const plan_step *s, rt_buffer **slots, bool hit, int
   }
   void *small[16], **bufs = s->k->nparams <= 16 ? small : malloc(sizeof *bufs * (size_t)s->k->nparams);
   IR_ASSERT(bufs);
-  bind_params(s, slots, bufs);
+  int64_t small_args[16], *args = NULL;
+  if (values && s->nbind) {
+    args = s->k->nargs <= 16 ? small_args : malloc(sizeof *args * (size_t)s->k->nargs);
+    if (!args) {
+      if (bufs != small) free(bufs);
+      ir_error_setf("out of memory binding %d launch arguments", s->k->nargs);
+      return locate_error(s, KILN_ERR_MEMORY);
+    }
+  }
+  bind_params(s, slots, bufs, args, values);
   kiln_status st = KILN_OK;
   double t0 = debug >= 1 ? now_ms() : 0;
   if (s->k->work > 0) {
@@ -498,17 +609,19 @@ static kiln_status run_step(const plan_step *s, rt_buffer **slots, bool hit, int
     }
   }
   if (bufs != small) free(bufs);
+  if (args != small_args) free(args);
   if (st != KILN_OK) return locate_error(s, st);
   count_launch(s, hit);
   if (debug >= 1) debug_line(s, now_ms() - t0, hit);
   return KILN_OK;
 }
 
-kiln_status rt_exec_run(const rt_exec *p, rt_buffer **slots, const bool *hold, bool fresh, int debug) {
+kiln_status rt_exec_run(const rt_exec *p, rt_buffer **slots, const bool *hold, bool fresh, int debug,
+                        ir_node *const *values) {
   kiln_status st = KILN_OK;
   for (int i = 0; st == KILN_OK && i < p->nsteps; i++) {
     const plan_step *s = &p->steps[i];
-    st = run_step(s, slots, !(fresh && s->origin != RT_MEMORY), debug);
+    st = run_step(s, slots, !(fresh && s->origin != RT_MEMORY), debug, values);
     for (int f = s->free_lo; st == KILN_OK && f < s->free_hi; f++) {
       if (hold && hold[p->frees[f]]) continue;
       rt_buffer_release(slots[p->frees[f]]);

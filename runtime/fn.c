@@ -491,7 +491,7 @@ kiln_status kiln_fn_run_at(const char *f, int l, kiln_fn *fn, kiln_tensor *const
   memset(slots, 0, sizeof *slots * (size_t)ns);
   memset(borrowed, 0, sizeof *borrowed * (size_t)ns);
   st = bind(f, l, fn, var, in, out, slots, borrowed);
-  if (st == KILN_OK) st = rt_exec_run(var->exec, slots, NULL, atomic_fetch_add(&fn->runs, 1) == 0, rt_opts()->debug);
+  if (st == KILN_OK) st = rt_exec_run(var->exec, slots, NULL, atomic_fetch_add(&fn->runs, 1) == 0, rt_opts()->debug, NULL);
   if (st == KILN_OK) st = deliver(f, l, fn, var, out, slots);
   for (int i = 0; i < ns; i++)
     if (i >= fn->nleaves || borrowed[i]) rt_buffer_release(slots[i]);

@@ -1,11 +1,13 @@
 /* realize.c: the one place that walks the whole flow, like chibicc's main():
  * collect the pending DAG -> look its structure up among the plans already
  * made -> on a miss: graph passes (verify, fuse, schedule), then a plan
- * (plan.c: lower -> compile each kernel group) -> run the plan -> the
- * targets become buffers. A graph built again the same way (new data, same
- * ops, shapes and attributes) runs its plan without a pass. */
+ * (exec.c: lower -> compile each kernel group) -> run the plan -> the
+ * targets become buffers. A graph built again the same way (new data, new
+ * constant values, same ops, shapes and other attributes) runs its plan
+ * without a pass: the plan binds the values as launch arguments. */
 #include "rt.h"
 #include "rt_internal.h"
+#include "passes/pass.h"
 #include "runtime/device.h"
 
 #include <pthread.h>
@@ -17,10 +19,14 @@
  * A plan holds its kernels' code (the kernel cache never evicts held code),
  * so the plans kept are bounded by the same budget, KILN_KERNEL_CACHE_MB:
  * past it the least recently used plans go, and their kernels become
- * evictable. Realizes on several threads share it: plans.mu is held only to
- * find, insert or unlink an entry; a plan runs with no lock, held by its
- * runners (an entry unlinked meanwhile is freed by its last runner). */
+ * evictable. A structure may have a few plans, each for the values its
+ * passes decided on (x * 1 is x: rt_exec_values_match); past PLAN_VARIANTS
+ * the oldest goes. Realizes on several threads share the cache: plans.mu is
+ * held only to find, insert or unlink an entry; a plan runs with no lock,
+ * held by its runners (an entry unlinked meanwhile is freed by its last
+ * runner). */
 #define PLAN_BUCKETS 1024
+#define PLAN_VARIANTS 8
 
 typedef struct plan_entry {
   struct plan_entry *next, *older, *newer;
@@ -83,16 +89,22 @@ static void free_dead(plan_entry *dead) {
   }
 }
 
-static plan_entry *lookup(uint64_t h, const ir_str *key) {
+static bool same_key(const plan_entry *e, uint64_t h, const ir_str *key) {
+  return e->hash == h && e->key.len == key->len && !memcmp(e->key.s, key->s, key->len);
+}
+
+/* Under plans.mu: the entry for this structure that serves these values
+ * (held: the graph's nodes in key order). */
+static plan_entry *lookup(uint64_t h, const ir_str *key, ir_node *const *held) {
   for (plan_entry *e = plans.bucket[h % PLAN_BUCKETS]; e; e = e->next)
-    if (e->hash == h && e->key.len == key->len && !memcmp(e->key.s, key->s, key->len)) return e;
+    if (same_key(e, h, key) && rt_exec_values_match(e->plan, held)) return e;
   return NULL;
 }
 
-/* The plan of this structure, held for a run (plan_done gives it back). */
-static plan_entry *plan_find(uint64_t h, const ir_str *key) {
+/* The plan of this structure and values, held for a run (plan_done gives it back). */
+static plan_entry *plan_find(uint64_t h, const ir_str *key, ir_node *const *held) {
   pthread_mutex_lock(&plans.mu);
-  plan_entry *e = lookup(h, key);
+  plan_entry *e = lookup(h, key, held);
   if (e) {
     e->runners++;
     use_list_unlink(e);
@@ -100,6 +112,17 @@ static plan_entry *plan_find(uint64_t h, const ir_str *key) {
   }
   pthread_mutex_unlock(&plans.mu);
   return e;
+}
+
+/* Under plans.mu: drops the oldest plan of the structure when it has
+ * PLAN_VARIANTS. Entries are pushed at the bucket's head, so the last one
+ * found is the oldest. */
+static void limit_variants(uint64_t h, const ir_str *key, plan_entry **dead) {
+  plan_entry *last = NULL;
+  int n = 0;
+  for (plan_entry *e = plans.bucket[h % PLAN_BUCKETS]; e; e = e->next)
+    if (same_key(e, h, key)) last = e, n++;
+  if (n >= PLAN_VARIANTS) plan_unlink(last, dead);
 }
 
 static void plan_done(plan_entry *e) {
@@ -113,16 +136,17 @@ static void plan_done(plan_entry *e) {
  * budget (plan itself too when it alone is over it: KILN_KERNEL_CACHE_MB=0
  * keeps nothing). When another thread planned the same structure meanwhile,
  * its plan stays and this one goes. */
-static void plan_insert(uint64_t h, const ir_str *key, rt_exec *plan) {
+static void plan_insert(uint64_t h, const ir_str *key, ir_node *const *held, rt_exec *plan) {
   plan_entry *e = calloc(1, sizeof *e), *dead = NULL;
   IR_ASSERT(e);
   *e = (plan_entry){.hash = h, .plan = plan, .bytes = rt_exec_code_bytes(plan)};
   ir_str_append(&e->key, key->s, key->len);
   pthread_mutex_lock(&plans.mu);
-  if (lookup(h, key)) {
+  if (lookup(h, key, held)) {
     e->next = dead;
     dead = e;
   } else {
+    limit_variants(h, key, &dead);
     e->next = plans.bucket[h % PLAN_BUCKETS];
     plans.bucket[h % PLAN_BUCKETS] = e;
     use_list_push(e);
@@ -158,16 +182,22 @@ static void word_f(node_words *k, double v) {
   word(k, bits);
 }
 
-/* The attributes n's kind of op reads (ops.def). */
+/* The attributes n's kind of op reads (ops.def), less the values lowering
+ * makes launch arguments (pass_arg_fields: the plan binds them), plus the
+ * values that are code (pass_value_is_code). */
 static void attr_words(node_words *k, const ir_node *n) {
   const ir_attr *a = &n->attr;
-  if (ir_op_has(n->op, IR_SRC)) {
+  unsigned args = pass_arg_fields(n->op);
+  if (ir_op_has(n->op, IR_SRC) && !args) {
     word_f(k, a->value), word_f(k, a->start), word_f(k, a->step), word_f(k, a->end);
     word(k, (int64_t)a->seed), word(k, (int64_t)a->offset), word(k, a->low), word(k, a->high);
   } else if (ir_op_has(n->op, IR_MOVE)) {
-    word_f(k, a->value), word(k, a->dim), word(k, a->index), word(k, a->stride), word(k, a->flip_mask);
+    if (!args) word_f(k, a->value);
+    word(k, a->dim), word(k, a->index), word(k, a->stride), word(k, a->flip_mask);
     for (int d = 0; d < n->ndim; d++) word(k, a->perm[d]), word(k, a->pad[d][0]), word(k, a->pad[d][1]);
   }
+  double code;
+  if (n->op == IR_POW && pass_value_is_code(n, 1, &code)) word_f(k, code);
   word(k, a->to | (int64_t)a->compute << 8 | (int64_t)a->axes << 16);
 }
 
@@ -255,7 +285,7 @@ static kiln_status run_plan(const rt_exec *p, int nt, ir_node *const *targets, i
   outliving(p, nheld, held, nt, targets, lives);
   for (int i = 0; i < nheld; i++)
     if (lives[i] && held[i]->op != IR_BUFFER && rt_exec_node(p, i)->slot >= 0) hold[rt_exec_node(p, i)->slot] = true;
-  kiln_status st = rt_exec_run(p, slots, hold, fresh, debug);
+  kiln_status st = rt_exec_run(p, slots, hold, fresh, debug, held);
   for (int i = 0; st == KILN_OK && i < nheld; i++) {
     const rt_exec_view *v = rt_exec_node(p, i);
     if (!lives[i] || held[i]->op == IR_BUFFER || v->slot < 0) continue;
@@ -281,7 +311,7 @@ static kiln_status realize_graph(int n, ir_node *const *nodes) {
   ir_str key = {0};
   graph_key(&key, nheld, held, n, nodes, &cfg);
   uint64_t h = ir_hash_bytes(key.s, key.len, 0);
-  plan_entry *e = plan_find(h, &key);
+  plan_entry *e = plan_find(h, &key, held);
   rt_exec *p = e ? e->plan : NULL;
   kiln_status st = KILN_OK;
   if (!e) {
@@ -290,10 +320,11 @@ static kiln_status realize_graph(int n, ir_node *const *nodes) {
     for (int t = 0; t < n; t++) tpos[t] = nodes[t]->scratch;
     p = rt_exec_build(nheld, held, n, tpos, nleaves, leaves, &cfg, &st);
     if (tpos != small) free(tpos);
+    if (p) rt_count(&rt_stats_mut()->plans, 1);
   }
   if (p) st = run_plan(p, n, nodes, nheld, held, nleaves, leaves, !e, cfg.debug);
   if (e) plan_done(e);
-  else if (p) plan_insert(h, &key, p);   /* after its run: inserting may free it */
+  else if (p) plan_insert(h, &key, held, p);   /* after its run: inserting may free it */
   ir_str_free(&key);
   for (int i = 0; i < nheld; i++) ir_node_release(held[i]);
   free(held);

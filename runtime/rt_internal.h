@@ -73,8 +73,15 @@ void rt_exec_free(rt_exec *p);
  * output. On KILN_OK the targets' slots, and those hold[] marks (NULL: none),
  * hold their buffers (references for the caller) and every other non-leaf
  * slot is NULL; on failure all non-leaf slots are NULL. fresh: the first
- * run after planning (its compiles are not cache hits). */
-kiln_status rt_exec_run(const rt_exec *p, rt_buffer **slots, const bool *hold, bool fresh, int debug);
+ * run after planning (its compiles are not cache hits). values: a graph of
+ * the planned structure whose values the launch arguments take (positions
+ * as planned; rt_exec_values_match must hold), NULL: the planned ones. */
+kiln_status rt_exec_run(const rt_exec *p, rt_buffer **slots, const bool *hold, bool fresh, int debug,
+                        ir_node *const *values);
+/* Whether p serves nodes (a graph of its structure, positions as planned):
+ * values p binds as launch arguments may differ, the others (those passes
+ * decided on, those a step cannot bind) must equal the planned ones. */
+bool rt_exec_values_match(const rt_exec *p, ir_node *const *nodes);
 /* Where the value of the planned graph's node i is after a run (slot -1:
  * no step stores it; it stays pending). */
 const rt_exec_view *rt_exec_node(const rt_exec *p, int i);

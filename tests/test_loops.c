@@ -37,6 +37,14 @@ static void assert_compiles(uint64_t want, const char *what) {
                 (unsigned long long)want);
 }
 
+/* Plans: how often realize ran the passes and lowering (new values are
+ * bound into the plan of their structure). */
+static void assert_plans(uint64_t want, const char *what) {
+  kiln_stats_t s = kiln_stats();
+  ck_assert_msg(s.plans == want, "%s: %llu plans, want %llu", what, (unsigned long long)s.plans,
+                (unsigned long long)want);
+}
+
 /* ---- section: values are arguments ---------------------------------------- */
 START_TEST(new_scalar_compiles_once) {
   kiln_reset_stats();
@@ -52,6 +60,7 @@ START_TEST(new_scalar_compiles_once) {
     kiln_scope_end();
   }
   assert_compiles(1, "x * s");
+  assert_plans(1, "x * s");
   kiln_release(x);
 }
 END_TEST
@@ -72,6 +81,7 @@ START_TEST(new_clamp_bounds_compile_once) {
     kiln_scope_end();
   }
   assert_compiles(1, "clamp(x, lo, hi)");
+  assert_plans(1, "clamp(x, lo, hi)");
   kiln_release(x);
 }
 END_TEST
@@ -88,6 +98,7 @@ START_TEST(new_fill_compiles_once) {
     kiln_scope_end();
   }
   assert_compiles(1, "full(shape, v)");
+  assert_plans(1, "full(shape, v)");
 }
 END_TEST
 
@@ -104,6 +115,7 @@ START_TEST(new_seed_compiles_once) {
     kiln_scope_end();
   }
   assert_compiles(1, "rand with new seeds");
+  assert_plans(1, "rand with new seeds");
 }
 END_TEST
 
@@ -122,6 +134,7 @@ START_TEST(ranges_pads_and_bounds_are_arguments) {
     kiln_scope_end();
   }
   assert_compiles(5, "arange i64, arange f32, linspace, pad, randint");
+  assert_plans(5, "arange i64, arange f32, linspace, pad, randint");
   kiln_release(x);
 }
 END_TEST
@@ -146,7 +159,81 @@ START_TEST(small_integer_pow_is_code) {
     kiln_scope_end();
   }
   assert_compiles(7, "x ** values");
+  assert_plans(7, "x ** values");
   kiln_release(pos);
+  kiln_release(x);
+}
+END_TEST
+
+/* Values the passes decide on are not arguments of the plan: x * 1 is x
+ * (in x * s + 0.5), so the plan made for s = 1 serves s = 1 only; a plan
+ * with s bound serves every s, 1 included (x * 1 computed is x). */
+START_TEST(identity_values_pin_their_plan) {
+  kiln_reset_stats();
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(16));
+  static const double s[] = {1, 2, 1, 3, 1, -0.5};
+  static const int plans[] = {1, 2, 2, 2, 2, 2};
+  for (int i = 0; i < 6; i++) {
+    kiln_scope_begin();
+    kiln_tensor *y = kiln_adds(kiln_muls(x, s[i]), 0.5);
+    ck_assert_int_eq(kiln_realize(y), KILN_OK);
+    const float *d = kiln_data(y);
+    for (int j = 0; j < 16; j++) {
+      float want = xs[j] * (float)s[i] + 0.5f;
+      ck_assert_msg(d[j] == want, "x*%g + 0.5 [%d]: %g, want %g", s[i], j, d[j], want);
+    }
+    kiln_scope_end();
+    assert_plans((uint64_t)plans[i], "x * s + 0.5, s = 1 first");
+  }
+  kiln_release(x);
+}
+END_TEST
+
+/* A value the simplifier folds (c * 2 is one constant) is the plan's, even
+ * where the same value also reaches a kernel as an argument (x * c): a new
+ * c plans again (and compiles nothing); each result is exact. */
+START_TEST(folded_values_pin_their_plan) {
+  kiln_reset_stats();
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(16));
+  for (int i = 0; i < 20; i++) {
+    kiln_scope_begin();
+    float c = 0.75f + 0.375f * (float)i;   /* never 1: x * 1 is x */
+    kiln_tensor *cc = kiln_full(KILN_SHAPE(1), c, KILN_F32);
+    kiln_tensor *y = kiln_add(kiln_mul(x, cc), kiln_muls(cc, 2));
+    ck_assert_int_eq(kiln_realize(y), KILN_OK);
+    const float *d = kiln_data(y);
+    for (int j = 0; j < 16; j++) {
+      float want = xs[j] * c + c * 2;
+      ck_assert_msg(d[j] == want, "x*c + c*2, c = %g [%d]: %g, want %g", c, j, d[j], want);
+    }
+    kiln_scope_end();
+  }
+  assert_plans(20, "x*c + c*2 with 20 values of c");
+  assert_compiles(1, "x*c + c*2 with 20 values of c");
+  kiln_release(x);
+}
+END_TEST
+
+/* Equal values merge (cse): x*a + x*b with a == b is one product, so that
+ * plan is for equal values only; with a != b the products stay apart and
+ * that plan serves every a and b. */
+START_TEST(merged_values_pin_their_plan) {
+  kiln_reset_stats();
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(16));
+  static const float a[] = {2, 3, 7, 4}, b[] = {2, 5, 7, -1};
+  static const int plans[] = {1, 2, 2, 2};
+  for (int i = 0; i < 4; i++) {
+    kiln_scope_begin();
+    kiln_tensor *y = kiln_add(kiln_muls(x, a[i]), kiln_muls(x, b[i]));
+    ck_assert_int_eq(kiln_realize(y), KILN_OK);
+    const float *d = kiln_data(y);
+    for (int j = 0; j < 16; j++) {
+      float want = xs[j] * a[i] + xs[j] * b[i];
+      ck_assert_msg(d[j] == want, "x*%g + x*%g [%d]: %g, want %g", a[i], b[i], j, d[j], want);
+    }
+    kiln_scope_end();
+    assert_plans((uint64_t)plans[i], "x*a + x*b");
+  }
   kiln_release(x);
 }
 END_TEST
@@ -323,6 +410,9 @@ static Suite *loops_suite(void) {
   tcase_add_test(tc, new_clamp_bounds_compile_once);
   tcase_add_test(tc, new_fill_compiles_once);
   tcase_add_test(tc, new_seed_compiles_once);
+  tcase_add_test(tc, identity_values_pin_their_plan);
+  tcase_add_test(tc, folded_values_pin_their_plan);
+  tcase_add_test(tc, merged_values_pin_their_plan);
   tcase_add_test(tc, ranges_pads_and_bounds_are_arguments);
   tcase_add_test(tc, small_integer_pow_is_code);
   tcase_add_test(tc, kernel_names_say_what_they_compute);
