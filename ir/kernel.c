@@ -9,7 +9,7 @@ struct kx_table { kexpr **slot; int cap, used; };
 struct kx_dims { kexpr **arg; int n; };  /* the size arguments; their values are in k->args */
 
 kernel *k_new(void) {
-  kernel *k = calloc(1, sizeof *k);
+  kernel *k = ir_xcalloc(1, sizeof *k);
   IR_ASSERT(k);
   k->arena = ir_arena_new();
   k->cse = ir_arena_alloc(k->arena, sizeof *k->cse);
@@ -28,7 +28,7 @@ void k_free(kernel *k) {
 
 int k_param(kernel *k, kiln_dtype dt, bool output, int64_t numel) {
   if ((k->nparams & (k->nparams - 1)) == 0) {  /* grow at powers of two */
-    kparam *p = realloc(k->params, sizeof *p * (size_t)(k->nparams ? 2 * k->nparams : 4));
+    kparam *p = ir_xrealloc(k->params, sizeof *p * (size_t)(k->nparams ? 2 * k->nparams : 4));
     IR_ASSERT(p);
     k->params = p;
   }
@@ -56,7 +56,7 @@ static bool kx_same(const kexpr *x, const kexpr *y) {
 
 static void kx_grow(kx_table *t) {
   int cap = t->cap ? t->cap * 2 : 256;
-  kexpr **slot = calloc((size_t)cap, sizeof *slot);
+  kexpr **slot = ir_xcalloc((size_t)cap, sizeof *slot);
   IR_ASSERT(slot);
   for (int i = 0; i < t->cap; i++) {
     if (!t->slot[i]) continue;
@@ -177,7 +177,7 @@ static kexpr *rewrite(kx_rewriter *w, kexpr *e) {
 }
 
 kexpr *kx_rewrite(kernel *k, kexpr *e, kx_map_fn map, void *ctx) {
-  kx_rewriter w = {k, map, ctx, k->nexprs, calloc((size_t)k->nexprs + 1, sizeof(kexpr *))};
+  kx_rewriter w = {k, map, ctx, k->nexprs, ir_xcalloc((size_t)k->nexprs + 1, sizeof(kexpr *))};
   IR_ASSERT(w.memo);
   kexpr *r = rewrite(&w, e);
   free(w.memo);
@@ -197,7 +197,7 @@ int k_arg_push(kernel *k, int64_t bits) {
     k->params[p].args = true;
   }
   if ((k->nargs & (k->nargs - 1)) == 0) {  /* grow at powers of two */
-    int64_t *a = realloc(k->args, sizeof *a * (size_t)(k->nargs ? 2 * k->nargs : 2));
+    int64_t *a = ir_xrealloc(k->args, sizeof *a * (size_t)(k->nargs ? 2 * k->nargs : 2));
     IR_ASSERT(a);
     k->args = a;
   }
@@ -219,7 +219,7 @@ kexpr *kx_dim(kernel *k, int64_t v) {
   for (int i = 0; i < d->n; i++)
     if (k->args[d->arg[i]->i] == v) return d->arg[i];
   if ((d->n & (d->n - 1)) == 0) {  /* grow at powers of two */
-    kexpr **a = realloc(d->arg, sizeof *a * (size_t)(d->n ? 2 * d->n : 2));
+    kexpr **a = ir_xrealloc(d->arg, sizeof *a * (size_t)(d->n ? 2 * d->n : 2));
     IR_ASSERT(a);
     d->arg = a;
   }
@@ -364,7 +364,7 @@ static void walk_block(kwalk *w, const kstmt *s, int depth) {
 }
 
 static void k_walk(kernel *k, kx_visit on_expr, ks_visit on_stmt, void *ctx) {
-  kwalk w = {calloc((size_t)k->nexprs + 1, 1), on_expr, on_stmt, ctx};
+  kwalk w = {ir_xcalloc((size_t)k->nexprs + 1, 1), on_expr, on_stmt, ctx};
   IR_ASSERT(w.done);
   walk_block(&w, k->body, 1);
   free(w.done);
@@ -498,6 +498,7 @@ uint64_t k_key(kernel *k, ir_str *key) {
     ir_str_append(key, f, sizeof f);
   }
   k_walk(k, key_expr, key_stmt, key);
+  if (key->failed) return 0;   /* out of memory: the caller drops the kernel */
   uint64_t h = ir_hash_bytes(key->s + start, key->len - start, 0);
   name_kernel(k, h);
   return h;
