@@ -81,8 +81,8 @@ void rt_buffer_cache_free(void) {
 static block *block_new(int cls) {
   size_t cap = rt_class_size(cls);
   for (int attempt = 0; attempt < 2; attempt++) {
-    block *b = malloc(sizeof *b);
-    void *data = b ? aligned_alloc(RT_ALIGN, cap) : NULL;
+    block *b = ir_malloc(sizeof *b);
+    void *data = b ? ir_aligned_alloc(RT_ALIGN, cap) : NULL;
     if (data) {
       *b = (block){.pub = {.data = data}, .cap = cap, .cls = cls};
       return b;
@@ -120,7 +120,7 @@ rt_buffer *rt_buffer_alloc(size_t bytes) {
 }
 
 rt_buffer *rt_buffer_lend(void *data, size_t bytes, kiln_device dev, void (*on_release)(void *ctx), void *ctx) {
-  block *b = malloc(sizeof *b);
+  block *b = ir_malloc(sizeof *b);
   if (!b) return NULL;
   *b = (block){.pub = {.refs = 1, .data = data, .bytes = bytes, .device = dev, .borrowed = true,
                        .on_release = on_release, .release_ctx = ctx},

@@ -105,11 +105,16 @@ static void evict(void) {
   }
 }
 
+/* NULL, with code freed, when out of memory. */
 static rt_kernel *insert(uint64_t h, const ir_str *key, cpu_code *code) {
-  rt_kernel *e = calloc(1, sizeof *e);
-  IR_ASSERT(e);
-  *e = (rt_kernel){cache.bucket[h % CACHE_BUCKETS], NULL, NULL, h, malloc(key->len + 1), key->len, code, 1};
-  IR_ASSERT(e->key);
+  rt_kernel *e = ir_calloc(1, sizeof *e);
+  char *k = e ? ir_malloc(key->len + 1) : NULL;
+  if (!k) {
+    free(e);
+    cpu_code_free(code);
+    return NULL;
+  }
+  *e = (rt_kernel){cache.bucket[h % CACHE_BUCKETS], NULL, NULL, h, k, key->len, code, 1};
   memcpy(e->key, key->s, key->len);
   cache.bucket[h % CACHE_BUCKETS] = e;
   mark_used(e);
@@ -143,7 +148,7 @@ static void store_on_disk(kernel *k, const ir_str *dkey, const ir_str *obj, rt_d
   ir_str entry = {0};
   ir_str_append(&entry, k->name, strlen(k->name) + 1);
   ir_str_append(&entry, obj->s, obj->len);
-  rt_disk_store("cpu", dkey->s, dkey->len, entry.s, entry.len, info);
+  if (!entry.failed) rt_disk_store("cpu", dkey->s, dkey->len, entry.s, entry.len, info);
   ir_str_free(&entry);
 }
 
@@ -153,12 +158,13 @@ static cpu_code *load_or_compile(kernel *k, const ir_str *key, int debug, rt_ori
   ir_str_append(&dkey, cache.disk_prefix.s, cache.disk_prefix.len);
   ir_str_append(&dkey, key->s, key->len);
   rt_disk_info info = {0};
-  cpu_code *code = load_from_disk(k, &dkey, &info);
+  bool disk = !dkey.failed;   /* out of memory the disk cache is skipped, never read by a partial key */
+  cpu_code *code = disk ? load_from_disk(k, &dkey, &info) : NULL;
   *origin = code ? RT_DISK : RT_COMPILED;
   if (!code) {
-    code = cpu_jit_compile(cache.jit, k, rt_opts()->disk_cache ? &obj : NULL, debug >= 3 ? &llvm : NULL, err);
+    code = cpu_jit_compile(cache.jit, k, disk && rt_opts()->disk_cache ? &obj : NULL, debug >= 3 ? &llvm : NULL, err);
     debug_ir(k, debug, &llvm);
-    if (code && obj.len) store_on_disk(k, &dkey, &obj, &info);
+    if (code && obj.len && !obj.failed) store_on_disk(k, &dkey, &obj, &info);
   }
   ir_str_free(&dkey);
   ir_str_free(&obj);
@@ -170,6 +176,7 @@ rt_kernel *rt_kernel_get(kernel *k, const ir_str *key, int debug, rt_origin *ori
   pthread_mutex_lock(&cache.mu);
   char *err = NULL;
   rt_kernel *e = NULL;
+  bool oom = false;
   if (jit_get(&err)) {
     uint64_t h = ir_hash_bytes(key->s, key->len, cache.target_hash);
     e = lookup(h, key);
@@ -180,10 +187,10 @@ rt_kernel *rt_kernel_get(kernel *k, const ir_str *key, int debug, rt_origin *ori
       mark_used(e);
     } else {
       cpu_code *code = load_or_compile(k, key, debug, origin, &err);
-      if (code) e = insert(h, key, code);
+      if (code && !(e = insert(h, key, code))) oom = true;
     }
   }
-  if (!e) ir_error_setf("%s: compile failed: %s", k->name, err ? err : "unknown error");
+  if (!e) ir_error_setf("%s: compile failed: %s", k->name, err ? err : oom ? "out of memory" : "unknown error");
   free(err);
   pthread_mutex_unlock(&cache.mu);
   return e;

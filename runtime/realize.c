@@ -76,10 +76,16 @@ static rt_exec *plan_find(uint64_t h, const ir_str *key) {
 /* Keeps plan as the newest; evicts the oldest past the budget (plan itself
  * too when it alone is over it: KILN_KERNEL_CACHE_MB=0 keeps nothing). */
 static void plan_insert(uint64_t h, const ir_str *key, rt_exec *plan) {
-  plan_entry *e = calloc(1, sizeof *e);
-  IR_ASSERT(e);
-  *e = (plan_entry){.next = plans.bucket[h % PLAN_BUCKETS], .hash = h, .plan = plan, .bytes = rt_exec_code_bytes(plan)};
-  ir_str_append(&e->key, key->s, key->len);
+  plan_entry *e = ir_calloc(1, sizeof *e);
+  ir_str k = {0};
+  ir_str_append(&k, key->s, key->len);
+  if (!e || k.failed) {   /* out of memory: the plan is not kept */
+    ir_str_free(&k);
+    free(e);
+    rt_exec_free(plan);
+    return;
+  }
+  *e = (plan_entry){.next = plans.bucket[h % PLAN_BUCKETS], .hash = h, .key = k, .plan = plan, .bytes = rt_exec_code_bytes(plan)};
   plans.bucket[h % PLAN_BUCKETS] = e;
   use_list_push(e);
   plans.bytes += e->bytes;
@@ -141,7 +147,7 @@ static void graph_key(ir_str *b, int nheld, ir_node *const *held, int nt, ir_nod
       attr_words(&k, n);
     } else {
       int first = n->buf ? ir_ptrmap_get(&storage, n->buf) : -2;
-      if (first == -1) ir_ptrmap_put(&storage, n->buf, i);
+      if (first == -1 && !ir_ptrmap_put(&storage, n->buf, i)) b->failed = true;
       bool stand_in = n->buf && !n->buf->data && n->buf->bytes;
       for (int d = 0; d < n->ndim; d++) word(&k, n->strides[d]);
       word(&k, first), word(&k, n->offset), word(&k, stand_in);
@@ -161,9 +167,10 @@ static void graph_key(ir_str *b, int nheld, ir_node *const *held, int nt, ir_nod
 }
 
 /* ---- realize ---------------------------------------------------------------- */
+/* -1 when out of memory. */
 static int collect_leaves(int nheld, ir_node *const *held, ir_node ***leaves) {
-  *leaves = malloc(sizeof **leaves * ((size_t)nheld + 1));
-  IR_ASSERT(*leaves);
+  *leaves = ir_malloc(sizeof **leaves * ((size_t)nheld + 1));
+  if (!*leaves) return -1;
   int n = 0;
   for (int i = 0; i < nheld; i++)
     if (held[i]->op == IR_BUFFER) (*leaves)[n++] = held[i];
@@ -174,9 +181,9 @@ static int collect_leaves(int nheld, ir_node *const *held, ir_node ***leaves) {
  * holds, and the sources of one that outlives it and that no step stores
  * (it stays pending, so it still reads them). References beyond the
  * realize's own hold and its pending nodes' edges are the user's. */
-static void outliving(const rt_exec *p, int n, ir_node *const *held, int nt, ir_node *const *targets, bool *lives) {
-  int small[64], *edges = n <= 64 ? small : malloc(sizeof *edges * (size_t)n);
-  IR_ASSERT(edges);
+static bool outliving(const rt_exec *p, int n, ir_node *const *held, int nt, ir_node *const *targets, bool *lives) {
+  int small[64], *edges = n <= 64 ? small : ir_malloc(sizeof *edges * (size_t)n);
+  if (!edges) return false;
   memset(edges, 0, sizeof *edges * (size_t)n);
   memset(lives, 0, sizeof *lives * (size_t)n);
   for (int t = 0; t < nt; t++) lives[targets[t]->scratch] = true;
@@ -188,6 +195,7 @@ static void outliving(const rt_exec *p, int n, ir_node *const *held, int nt, ir_
     for (int s = 0; lives[i] && pending && s < held[i]->nsrc; s++) lives[held[i]->src[s]->scratch] = true;
   }
   if (edges != small) free(edges);
+  return true;
 }
 
 /* Runs p over this graph's leaves; then every pending node whose value
@@ -196,17 +204,20 @@ static void outliving(const rt_exec *p, int n, ir_node *const *held, int nt, ir_
 static kiln_status run_plan(const rt_exec *p, int nt, ir_node *const *targets, int nheld, ir_node *const *held,
                             int nleaves, ir_node *const *leaves, bool fresh, int debug) {
   int ns = rt_exec_nslots(p);
-  rt_buffer *small_slots[32], **slots = ns <= 32 ? small_slots : malloc(sizeof *slots * (size_t)ns);
-  bool small_lives[64], *lives = nheld <= 64 ? small_lives : malloc(sizeof *lives * (size_t)nheld);
-  bool small_hold[32], *hold = ns <= 32 ? small_hold : malloc(sizeof *hold * (size_t)ns);
-  IR_ASSERT(slots && lives && hold);
-  memset(slots, 0, sizeof *slots * (size_t)ns);
-  memset(hold, 0, sizeof *hold * (size_t)ns);
-  for (int i = 0; i < nleaves; i++) slots[i] = leaves[i]->buf;
-  outliving(p, nheld, held, nt, targets, lives);
-  for (int i = 0; i < nheld; i++)
-    if (lives[i] && held[i]->op != IR_BUFFER && rt_exec_node(p, i)->slot >= 0) hold[rt_exec_node(p, i)->slot] = true;
-  kiln_status st = rt_exec_run(p, slots, hold, fresh, debug);
+  rt_buffer *small_slots[32], **slots = ns <= 32 ? small_slots : ir_malloc(sizeof *slots * (size_t)ns);
+  bool small_lives[64], *lives = nheld <= 64 ? small_lives : ir_malloc(sizeof *lives * (size_t)nheld);
+  bool small_hold[32], *hold = ns <= 32 ? small_hold : ir_malloc(sizeof *hold * (size_t)ns);
+  kiln_status st = KILN_ERR_MEMORY;
+  if (slots && lives && hold && outliving(p, nheld, held, nt, targets, lives)) {
+    memset(slots, 0, sizeof *slots * (size_t)ns);
+    memset(hold, 0, sizeof *hold * (size_t)ns);
+    for (int i = 0; i < nleaves; i++) slots[i] = leaves[i]->buf;
+    for (int i = 0; i < nheld; i++)
+      if (lives[i] && held[i]->op != IR_BUFFER && rt_exec_node(p, i)->slot >= 0) hold[rt_exec_node(p, i)->slot] = true;
+    st = rt_exec_run(p, slots, hold, fresh, debug);
+  } else {
+    ir_error_oom(targets[0]);
+  }
   for (int i = 0; st == KILN_OK && i < nheld; i++) {
     const rt_exec_view *v = rt_exec_node(p, i);
     if (!lives[i] || held[i]->op == IR_BUFFER || v->slot < 0) continue;
@@ -220,29 +231,39 @@ static kiln_status run_plan(const rt_exec *p, int nt, ir_node *const *targets, i
   return st;
 }
 
-static kiln_status realize_locked(int n, ir_node *const *nodes) {
-  /* Running drops the targets' sources: hold every node until the whole
-   * realize is done. */
-  ir_node **held, **leaves;
-  int nheld = ir_graph_collect(n, nodes, &held);
-  for (int i = 0; i < nheld; i++) ir_node_retain(held[i]);
-  int nleaves = collect_leaves(nheld, held, &leaves);
+/* The realize of a collected graph whose nodes are held. */
+static kiln_status realize_held(int n, ir_node *const *nodes, int nheld, ir_node *const *held, int nleaves,
+                                ir_node *const *leaves) {
   pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1};
   key_buf.len = 0;
+  key_buf.failed = false;
   graph_key(&key_buf, nheld, held, n, nodes, &cfg);
+  if (key_buf.failed) return ir_error_oom(nodes[0]);
   uint64_t h = ir_hash_bytes(key_buf.s, key_buf.len, 0);
   rt_exec *p = plan_find(h, &key_buf);
   bool fresh = !p;
   kiln_status st = KILN_OK;
   if (fresh) {
-    int small[16], *tpos = n <= 16 ? small : malloc(sizeof *tpos * (size_t)n);
-    IR_ASSERT(tpos);
+    int small[16], *tpos = n <= 16 ? small : ir_malloc(sizeof *tpos * (size_t)n);
+    if (!tpos) return ir_error_oom(nodes[0]);
     for (int t = 0; t < n; t++) tpos[t] = nodes[t]->scratch;
     p = rt_exec_build(nheld, held, n, tpos, nleaves, leaves, &cfg, &st);
     if (tpos != small) free(tpos);
   }
   if (p) st = run_plan(p, n, nodes, nheld, held, nleaves, leaves, fresh, cfg.debug);
   if (p && fresh) plan_insert(h, &key_buf, p);   /* after its run: inserting may free it */
+  return st;
+}
+
+static kiln_status realize_locked(int n, ir_node *const *nodes) {
+  /* Running drops the targets' sources: hold every node until the whole
+   * realize is done. */
+  ir_node **held, **leaves;
+  int nheld = ir_graph_collect(n, nodes, &held);
+  if (nheld < 0) return ir_error_oom(nodes[0]);
+  for (int i = 0; i < nheld; i++) ir_node_retain(held[i]);
+  int nleaves = collect_leaves(nheld, held, &leaves);
+  kiln_status st = nleaves < 0 ? ir_error_oom(nodes[0]) : realize_held(n, nodes, nheld, held, nleaves, leaves);
   for (int i = 0; i < nheld; i++) ir_node_release(held[i]);
   free(held);
   free(leaves);
@@ -256,10 +277,14 @@ kiln_status rt_realize(int n, ir_node *const *nodes) {
   return st;
 }
 
-void rt_shutdown(void) {
+void rt_plans_forget(void) {
   pthread_mutex_lock(&realize_mu);
   plans_free();
   pthread_mutex_unlock(&realize_mu);
+}
+
+void rt_shutdown(void) {
+  rt_plans_forget();
   rt_cache_shutdown();
   rt_dynamic_shutdown();
   rt_pool_shutdown();
