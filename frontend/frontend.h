@@ -8,7 +8,8 @@
 /* Formats contiguous host data the way PyTorch prints a tensor:
  * "tensor([[1., 2.],\n        [3., 4.]])", "tensor(7)", "tensor([], size=(0, 3))",
  * dtype suffix ", dtype=kiln.int32" where PyTorch shows one, device suffix
- * ", device='cuda:0'" for non-CPU devices. Returns a malloc'd string. */
+ * ", device='cuda:0'" for non-CPU devices. Returns a malloc'd string, or
+ * NULL when out of memory. */
 char *fe_format(const void *data, kiln_dtype dt, int ndim, const int64_t *shape, kiln_device dev);
 
 /* ---- create.c ------------------------------------------------------------ */
@@ -69,6 +70,11 @@ ir_node *fe_same(ir_node *t);
   } while (0)
 /* A registered error node; the message gets the caller's "file:line: ". */
 #define fe_error(st, f, l, ...) fe_register(ir_node_error(st, f, l, __VA_ARGS__))
+/* What an op returns when ir_node_new found no memory: a registered
+ * KILN_ERR_MEMORY node with the message ir_node_new left, which names the op. */
+ir_node *fe_nomem(void);
+/* e (an error node) now says it was made at f:l; the OOM node stays as it is. */
+ir_node *fe_locate(ir_node *e, const char *f, int l);
 /* NULL when t can be used as argument argno (1-based) of op; otherwise the
  * registered error node to return: a copy of t's error (errors are sticky)
  * or "op: argument N is NULL". */
