@@ -13,8 +13,12 @@ typedef struct { ir_node **v; int n, cap; } fe_scope;
 
 static _Thread_local fe_scope *scopes;
 static _Thread_local int nscopes, scopes_cap;
-/* kiln_scope_begin calls that found no memory: their handles go to the
+/* A thread's first scopes need no allocation, so a scope can always begin
+ * when there is no enclosing one to take its handles. Deeper, a
+ * kiln_scope_begin that finds no memory is lost: its handles go to the
  * enclosing scope, and the matching kiln_scope_end closes nothing. */
+#define INLINE_SCOPES 8
+static _Thread_local fe_scope inline_scopes[INLINE_SCOPES];
 static _Thread_local int lost_scopes;
 
 static bool scope_push(fe_scope *s, ir_node *n) {
@@ -49,15 +53,18 @@ ir_node *fe_register(ir_node *n) {
 }
 
 void kiln_scope_begin(void) {
+  if (!scopes) scopes = inline_scopes, scopes_cap = INLINE_SCOPES;
   if (nscopes == scopes_cap) {
-    fe_scope *v = lost_scopes ? NULL : ir_realloc(scopes, (size_t)(scopes_cap ? 2 * scopes_cap : 8) * sizeof *scopes);
+    bool inline_ = scopes == inline_scopes;
+    fe_scope *v = lost_scopes ? NULL : ir_realloc(inline_ ? NULL : scopes, (size_t)(2 * scopes_cap) * sizeof *scopes);
     if (!v) {
       ir_error_set("scope_begin: out of memory (the enclosing scope holds this one's handles)");
       lost_scopes++;
       return;
     }
+    if (inline_) memcpy(v, inline_scopes, sizeof inline_scopes);
     scopes = v;
-    scopes_cap = scopes_cap ? 2 * scopes_cap : 8;
+    scopes_cap *= 2;
   }
   scopes[nscopes++] = (fe_scope){0};
 }
@@ -74,7 +81,7 @@ void kiln_scope_end(void) {
   for (int i = s.n - 1; i >= 0; i--) ir_node_release(s.v[i]);
   free(s.v);
   if (!nscopes) {
-    free(scopes);
+    if (scopes != inline_scopes) free(scopes);
     scopes = NULL;
     scopes_cap = 0;
   }
