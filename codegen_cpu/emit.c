@@ -524,7 +524,6 @@ static void emit_body_fn(emitter *em) {
   cpu_cg *g = &em->g;
   int n = em->k->nparams;
   LLVMTypeRef *params = ir_xcalloc((size_t)n + 2, sizeof *params);
-  IR_ASSERT(params);
   for (int i = 0; i < n; i++) params[i] = g->ptr;
   params[n] = params[n + 1] = g->i64;
   char name[48];
@@ -555,7 +554,6 @@ static void emit_wrapper(emitter *em) {
   cpu_param_attr(g, fn, 1, "nocapture");
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
   LLVMValueRef *args = ir_xcalloc((size_t)n + 2, sizeof *args);
-  IR_ASSERT(args);
   for (int i = 0; i < n; i++) {
     LLVMValueRef idx = LLVMConstInt(g->i64, (unsigned long long)i, 0);
     LLVMValueRef p = LLVMBuildInBoundsGEP2(g->b, g->ptr, LLVMGetParam(fn, 0), &idx, 1, "");
@@ -600,7 +598,6 @@ void cpu_emitter_init(emitter *em, const cpu_cg *g, kernel *k) {
   em->defined = ir_xcalloc((size_t)k->nexprs + 1, sizeof *em->defined);
   em->bufs = ir_xcalloc((size_t)k->nparams + 1, sizeof *em->bufs);
   em->accs = ir_xcalloc((size_t)k->naccs + 1, sizeof *em->accs);
-  IR_ASSERT(em->vars && em->memo && em->defined && em->bufs && em->accs);
 }
 
 void cpu_emitter_free(emitter *em) {

@@ -470,7 +470,6 @@ static void add_outer(cuda_em *em, const kstmt *s, const kstmt **outer, int *n) 
 /* Room for outer_updates' list (the caller frees it). */
 static const kstmt **new_outer(const cuda_em *em) {
   const kstmt **outer = ir_xmalloc(sizeof *outer * ((size_t)em->k->naccs + 1));
-  IR_ASSERT(outer);
   return outer;
 }
 
@@ -688,7 +687,6 @@ static void emit_grid_split(cuda_em *em, const kstmt *s) {
   emit_split(em, s, "(long long)blockIdx.x * blockDim.x + threadIdx.x", "(long long)gridDim.x * blockDim.x");
   const kstmt **outer = new_outer(em);
   int *accs = ir_xmalloc(sizeof *accs * ((size_t)em->k->naccs + 1));
-  IR_ASSERT(accs);
   int nouter = outer_updates(em, s, outer), nslots = slot_accs(outer, nouter, accs);
   for (int j = 0; j < nslots; j++) {
     indent(em);
@@ -989,7 +987,6 @@ bool cuda_emit(kernel *k, ir_str *src, cuda_launch *launch, char **err) {
   cuda_em em = {.k = k, .out = src, .done = ir_xcalloc(n, sizeof(bool)), .defined = ir_xcalloc(n, sizeof(int)),
                 .reads_acc = ir_xmalloc(n), .seen = ir_xmalloc(n), .acc_stamp = ir_xcalloc((size_t)k->naccs + 1, sizeof(int)),
                 .vec = ir_xcalloc(n, sizeof(bool)), .vloads = ir_xmalloc(sizeof(kexpr *) * n)};
-  IR_ASSERT(em.done && em.defined && em.reads_acc && em.seen && em.acc_stamp && em.vec && em.vloads);
   memset(em.reads_acc, -1, n);
   emit_kernel(&em, launch);
   free(em.done);

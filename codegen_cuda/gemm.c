@@ -83,7 +83,6 @@ static bool eval(const kexpr *e, const int64_t *val, int64_t *out) {
 /* e = c[nv] + sum of c[d] * var[d]. */
 static bool affine(const nest *t, const kexpr *e, int64_t *c) {
   int64_t *val = ir_xcalloc((size_t)t->k->nvars + 1, sizeof *val);
-  IR_ASSERT(val);
   bool ok = eval(e, val, &c[t->nv]);
   for (int d = 0; ok && d < t->nv; d++) {
     val[t->var[d]] = 1;
@@ -223,7 +222,6 @@ static bool bypasses(const kstmt *s, const kexpr *e, const kexpr *h, bool *seen)
 
 static bool dominates(const nest *t, const kexpr *h) {
   bool *seen = ir_xcalloc((size_t)t->k->nexprs + 1, sizeof *seen), by = false;
-  IR_ASSERT(seen);
   for (const kstmt *st = t->gemm->body; st && !by; st = st->next)
     by = bypasses(t->gemm, st->index, h, seen) || bypasses(t->gemm, st->value, h, seen);
   free(seen);
@@ -251,7 +249,6 @@ static head choose_head(const nest *t, cuda_gemm *g) {
   const kstmt *s = t->gemm;
   bool *seen = ir_xcalloc((size_t)k->nexprs + 1, sizeof *seen);
   head *cand = ir_xmalloc(sizeof *cand * ((size_t)k->nexprs + 1)), best = {NULL, -1, CUDA_ACT_NONE};
-  IR_ASSERT(seen && cand);
   int n = 0;
   for (const kstmt *st = s->body; st; st = st->next) {
     collect(k, s, st->index, seen, cand, &n);
@@ -326,7 +323,6 @@ static kernel *build_rest(const nest *t, const head *h, cuda_gemm *g) {
   kernel *r = k_new();
   cloner c = {k, r, ir_xmalloc(sizeof(int) * ((size_t)k->nparams + 1)), ir_xmalloc(sizeof(int) * ((size_t)k->nparams + 2)),
               ir_xcalloc((size_t)k->nvars + 1, sizeof(int)), ir_xcalloc((size_t)k->nexprs + 1, sizeof(kexpr *))};
-  IR_ASSERT(c.param && c.src && c.var && c.memo);
   memset(c.param, -1, sizeof(int) * (size_t)k->nparams);
   for (int p = 0; p < k->nparams; p++)
     if (k->params[p].output) clone_param(&c, p);  /* outputs first (kernel.h) */

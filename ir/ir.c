@@ -99,7 +99,6 @@ struct ir_arena { arena_block *head; };
 
 ir_arena *ir_arena_new(void) {
   ir_arena *a = ir_xcalloc(1, sizeof *a);
-  IR_ASSERT(a);
   return a;
 }
 
@@ -109,7 +108,6 @@ void *ir_arena_alloc(ir_arena *a, size_t bytes) {
   if (!b || b->used + bytes > b->cap) {
     size_t cap = bytes > 65536 ? bytes : 65536;
     b = ir_xmalloc(sizeof(arena_block) + 16 + cap);
-    IR_ASSERT(b);
     b->next = a->head;
     b->used = 0;
     b->cap = cap;

@@ -10,7 +10,6 @@ struct kx_dims { kexpr **arg; int n; };  /* the size arguments; their values are
 
 kernel *k_new(void) {
   kernel *k = ir_xcalloc(1, sizeof *k);
-  IR_ASSERT(k);
   k->arena = ir_arena_new();
   k->cse = ir_arena_alloc(k->arena, sizeof *k->cse);
   return k;
@@ -29,7 +28,6 @@ void k_free(kernel *k) {
 int k_param(kernel *k, kiln_dtype dt, bool output, int64_t numel) {
   if ((k->nparams & (k->nparams - 1)) == 0) {  /* grow at powers of two */
     kparam *p = ir_xrealloc(k->params, sizeof *p * (size_t)(k->nparams ? 2 * k->nparams : 4));
-    IR_ASSERT(p);
     k->params = p;
   }
   k->params[k->nparams] = (kparam){.dtype = dt, .output = output, .numel = numel};
@@ -57,7 +55,6 @@ static bool kx_same(const kexpr *x, const kexpr *y) {
 static void kx_grow(kx_table *t) {
   int cap = t->cap ? t->cap * 2 : 256;
   kexpr **slot = ir_xcalloc((size_t)cap, sizeof *slot);
-  IR_ASSERT(slot);
   for (int i = 0; i < t->cap; i++) {
     if (!t->slot[i]) continue;
     size_t j = kx_hash(t->slot[i]) & (size_t)(cap - 1);
@@ -178,7 +175,6 @@ static kexpr *rewrite(kx_rewriter *w, kexpr *e) {
 
 kexpr *kx_rewrite(kernel *k, kexpr *e, kx_map_fn map, void *ctx) {
   kx_rewriter w = {k, map, ctx, k->nexprs, ir_xcalloc((size_t)k->nexprs + 1, sizeof(kexpr *))};
-  IR_ASSERT(w.memo);
   kexpr *r = rewrite(&w, e);
   free(w.memo);
   return r;
@@ -198,7 +194,6 @@ int k_arg_push(kernel *k, int64_t bits) {
   }
   if ((k->nargs & (k->nargs - 1)) == 0) {  /* grow at powers of two */
     int64_t *a = ir_xrealloc(k->args, sizeof *a * (size_t)(k->nargs ? 2 * k->nargs : 2));
-    IR_ASSERT(a);
     k->args = a;
   }
   k->args[k->nargs] = bits;
@@ -220,7 +215,6 @@ kexpr *kx_dim(kernel *k, int64_t v) {
     if (k->args[d->arg[i]->i] == v) return d->arg[i];
   if ((d->n & (d->n - 1)) == 0) {  /* grow at powers of two */
     kexpr **a = ir_xrealloc(d->arg, sizeof *a * (size_t)(d->n ? 2 * d->n : 2));
-    IR_ASSERT(a);
     d->arg = a;
   }
   return d->arg[d->n++] = k_arg_int(k, KILN_I64, v);
@@ -365,7 +359,6 @@ static void walk_block(kwalk *w, const kstmt *s, int depth) {
 
 static void k_walk(kernel *k, kx_visit on_expr, ks_visit on_stmt, void *ctx) {
   kwalk w = {ir_xcalloc((size_t)k->nexprs + 1, 1), on_expr, on_stmt, ctx};
-  IR_ASSERT(w.done);
   walk_block(&w, k->body, 1);
   free(w.done);
 }

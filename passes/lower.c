@@ -69,7 +69,6 @@ static memo_entry *memo_slot(lower_ctx *c, const ir_node *n, kexpr *const *idx) 
     int oldcap = c->memo_cap;
     c->memo_cap = oldcap ? oldcap * 2 : MEMO_CAP;
     c->memo = ir_xcalloc((size_t)c->memo_cap, sizeof *c->memo);
-    IR_ASSERT(c->memo);
     c->memo_used = 0;
     for (int i = 0; i < oldcap; i++)
       if (old[i].node) {
@@ -485,7 +484,6 @@ static void grow(void **v, int n, int *cap, size_t elem) {
   if (n < *cap) return;
   *cap = *cap ? 2 * *cap : 16;
   *v = ir_xrealloc(*v, elem * (size_t)*cap);
-  IR_ASSERT(*v);
 }
 
 static void push_frame(lower_ctx *c, int var, kstmt **tail) {
@@ -846,7 +844,6 @@ kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool g
   lower_ctx c = {.g = g, .gi = gi, .k = k, .inputs = inputs,
                  .input_param = ir_xmalloc(sizeof(int) * ((size_t)g->n + 1)),
                  .value_of = ir_xcalloc((size_t)g->n + 1, sizeof(kexpr *))};
-  IR_ASSERT(c.input_param && c.value_of);
   int64_t numel = ir_numel(pg->ndim, pg->shape);
   for (int o = 0; o < pg->nout; o++) k_param(k, pg->outs[o]->dtype, true, numel);
   int p = -1, q = -1;
