@@ -52,10 +52,12 @@ static size_t shape_bytes(int ndim, const int64_t *shape, kiln_dtype dt) {
   return bytes;
 }
 
-ir_node *fe_buffer_node(const char *f, int l, rt_buffer *buf, kiln_dtype dt, int ndim, const int64_t *shape) {
+ir_node *fe_buffer_node(const char *f, int l, const char *op, rt_buffer *buf, kiln_dtype dt, int ndim,
+                        const int64_t *shape) {
   ir_node *n = ir_node_new(IR_BUFFER, dt, ndim, shape, 0, NULL, f, l);
   if (!n) {
     rt_buffer_release(buf);
+    ir_error_setf("%s:%d: %s: out of memory", f, l, op);
     return fe_nomem();
   }
   ir_node_set_buffer(n, buf);
@@ -82,7 +84,7 @@ kiln_tensor *kiln_from_data_at(const char *f, int l, const void *data, kiln_dtyp
   rt_buffer *buf = rt_buffer_alloc(bytes ? bytes : 1);   /* every BUFFER owns real memory */
   if (!buf) return fe_error(KILN_ERR_MEMORY, f, l, "from_data: out of memory allocating %zu bytes", bytes);
   if (bytes) memcpy(buf->data, data, bytes);
-  return fe_buffer_node(f, l, buf, dt, ndim, shape);
+  return fe_buffer_node(f, l, "from_data", buf, dt, ndim, shape);
 }
 
 /* Zero-copy: the node reads the user's memory, so later writes show. */
@@ -93,7 +95,7 @@ kiln_tensor *kiln_from_buffer_at(const char *f, int l, void *data, kiln_dtype dt
   if (!data) return kiln_from_data_at(f, l, NULL, dt, ndim, shape);   /* empty: nothing to borrow */
   rt_buffer *buf = rt_buffer_borrow(data, bytes);
   if (!buf) return fe_error(KILN_ERR_MEMORY, f, l, "from_buffer: out of memory");
-  return fe_buffer_node(f, l, buf, dt, ndim, shape);
+  return fe_buffer_node(f, l, "from_buffer", buf, dt, ndim, shape);
 }
 
 /* A stand-in for an input of a compiled function: a BUFFER whose storage
@@ -110,7 +112,7 @@ kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, 
   ir_node *n = ir_node_new(IR_BUFFER, dt, ndim, shape, 0, NULL, f, l);
   if (!n) {
     rt_buffer_release(stand_in);
-    return fe_nomem();
+    return fe_error(KILN_ERR_MEMORY, f, l, "placeholder: out of memory");
   }
   n->buf = stand_in;
   n->pending = 0;

@@ -16,8 +16,9 @@ char *fe_format(const void *data, kiln_dtype dt, int ndim, const int64_t *shape,
 /* NULL when (ndim, shape) is a shape kiln can hold, else the error node. */
 ir_node *fe_check_shape(const char *f, int l, const char *op, int ndim, const int64_t *shape);
 /* A registered BUFFER node over buf (contiguous; the node takes buf's
- * reference), built at the caller's f:l. */
-ir_node *fe_buffer_node(const char *f, int l, rt_buffer *buf, kiln_dtype dt, int ndim, const int64_t *shape);
+ * reference), built at the caller's f:l by op (which out-of-memory names). */
+ir_node *fe_buffer_node(const char *f, int l, const char *op, rt_buffer *buf, kiln_dtype dt, int ndim,
+                        const int64_t *shape);
 
 /* ---- results.c: host data ----------------------------------------------- */
 /* Copies a strided view (element strides, es bytes per element) into dst

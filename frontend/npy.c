@@ -97,7 +97,7 @@ kiln_tensor *kiln_load_npy_at(const char *f, int l, const char *path) {
     if (m.base) munmap(m.base, m.len);
   }
   if (!buf) return fe_error(KILN_ERR_MEMORY, f, l, "load_npy: '%s': out of memory allocating %zu bytes", path, h.data_bytes);
-  return fe_buffer_node(f, l, buf, h.dtype, h.ndim, h.shape);
+  return fe_buffer_node(f, l, "load_npy", buf, h.dtype, h.ndim, h.shape);
 }
 
 /* ---- saving --------------------------------------------------------------- */

@@ -397,23 +397,23 @@ rt_exec *rt_exec_build(int n, ir_node *const *nodes, int nt, const int *tpos, in
   pass_graph g = {.ntargets = nt, .targets = targets, .arena = ir_arena_new(), .n = n,
                   .topo = ir_malloc(sizeof(ir_node *) * ((size_t)n + 1))};
   builder b = {.p = p, .g = &g, .cfg = cfg, .inputs = ir_malloc(sizeof(ir_node *) * ((size_t)n + 1))};
-  kiln_status st = g.topo && b.inputs ? KILN_OK : ir_error_oom(targets[0]);
+  kiln_status st = g.topo && b.inputs ? KILN_OK : ir_error_oom(nodes[tpos[0]]);
   if (st == KILN_OK) memcpy(g.topo, clones, sizeof(ir_node *) * (size_t)n);
   p->nleaves = nleaves;
   for (int i = 0; st == KILN_OK && i < nleaves; i++) {
     bool shared = !leaves[i]->buf || ir_ptrmap_get(&p->slot_of, leaves[i]->buf) >= 0;
-    if (new_slot(&b, NULL) < 0 || (!shared && !ir_ptrmap_put(&p->slot_of, leaves[i]->buf, i))) st = ir_error_oom(targets[0]);
+    if (new_slot(&b, NULL) < 0 || (!shared && !ir_ptrmap_put(&p->slot_of, leaves[i]->buf, i))) st = ir_error_oom(nodes[tpos[0]]);
   }
   if (st == KILN_OK) st = pass_run_graph(&g, cfg);
   if (st == KILN_OK) {
     p->steps = ir_calloc((size_t)g.ngroups + 1, sizeof *p->steps);
-    st = p->steps ? build_steps(&b) : ir_error_oom(targets[0]);
+    st = p->steps ? build_steps(&b) : ir_error_oom(nodes[tpos[0]]);
   }
-  if (st == KILN_OK && !record_views(p, n, clones)) st = ir_error_oom(targets[0]);
+  if (st == KILN_OK && !record_views(p, n, clones)) st = ir_error_oom(nodes[tpos[0]]);
   if (st == KILN_OK) {
     for (int t = 0; t < nt; t++)
       if (p->views[tpos[t]].slot >= 0) p->keep[p->views[tpos[t]].slot] = true;
-    if (!plan_frees(p)) st = ir_error_oom(targets[0]);
+    if (!plan_frees(p)) st = ir_error_oom(nodes[tpos[0]]);
   }
   drop_stubs(p);
   pass_graph_release(&g);

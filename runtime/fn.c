@@ -70,6 +70,12 @@ void kiln_fn_free(kiln_fn *fn) {
   free(fn);
 }
 
+/* Planning a function ran out of memory: named by where it was compiled. */
+static kiln_status compile_oom(const kiln_fn *fn) {
+  ir_error_setf("%s: compile: out of memory", fn->where);
+  return KILN_ERR_MEMORY;
+}
+
 /* NULL, with "file:line: compile: " + fmt (one int argument) as the last error. */
 static kiln_fn *fail(const char *f, int l, const char *fmt, int a) {
   char msg[256];
@@ -149,7 +155,7 @@ static kiln_status realize_constants(int nout, kiln_tensor *const *out) {
 
 static kiln_status take_leaves(kiln_fn *fn, int nin, kiln_tensor *const *in, int n, ir_node *const *topo) {
   fn->leaves = ir_malloc(sizeof *fn->leaves * ((size_t)(nin + n) + 1));
-  if (!fn->leaves) return ir_error_oom(topo[n - 1]);
+  if (!fn->leaves) return compile_oom(fn);
   for (int i = 0; i < nin; i++) ir_node_retain(fn->leaves[fn->nleaves++] = in[i]);
   for (int i = 0; i < n; i++) {
     if (topo[i]->op != IR_BUFFER) continue;
@@ -241,7 +247,7 @@ static ir_node *stand_in(const ir_node *p, int ndim, const int64_t *shape) {
  * last error naming the op that cannot follow the size or be allocated. */
 static ir_node **variant_graph(const kiln_fn *fn, int64_t size, kiln_status *st) {
   ir_node **g = ir_calloc((size_t)fn->ntmpl + 1, sizeof *g);
-  *st = g ? KILN_OK : ir_error_oom(fn->tmpl[fn->ntmpl - 1]);
+  *st = g ? KILN_OK : compile_oom(fn);
   for (int i = 0; i < fn->ntmpl; i++) fn->tmpl[i]->scratch = i;
   for (int i = 0; g && i < fn->ntmpl; i++) {
     ir_node *o = fn->tmpl[i];
@@ -259,7 +265,7 @@ static ir_node **variant_graph(const kiln_fn *fn, int64_t size, kiln_status *st)
                         : o->symbolic ? stand_in(o, o->ndim, shape) : o;
     if (!c) {
       release_all(i, g);
-      *st = ir_error_oom(o);
+      *st = compile_oom(fn);
       return NULL;
     }
     if (o->op == IR_BUFFER) {
@@ -289,7 +295,7 @@ static fn_variant *variant(kiln_fn *fn, int64_t size, kiln_status *st) {
     nv.leaves = ir_calloc((size_t)fn->nleaves + 1, sizeof *nv.leaves);
   }
   if (g && !(nv.in && nv.out && nv.leaves)) {
-    *st = ir_error_oom(fn->tmpl[fn->ntmpl - 1]);
+    *st = compile_oom(fn);
     release_all(fn->ntmpl, g);
     g = NULL;
     free(nv.in);
@@ -304,7 +310,7 @@ static fn_variant *variant(kiln_fn *fn, int64_t size, kiln_status *st) {
     nv.exec = rt_exec_build(fn->ntmpl, g, fn->nout, fn->out_node, fn->nleaves, nv.leaves, &cfg, st);
     release_all(fn->ntmpl, g);
     fn_variant *grown = *st == KILN_OK ? ir_realloc(fn->variants, sizeof *grown * (size_t)(fn->nvariants + 1)) : NULL;
-    if (*st == KILN_OK && !grown) *st = ir_error_oom(fn->tmpl[fn->ntmpl - 1]);
+    if (*st == KILN_OK && !grown) *st = compile_oom(fn);
     if (grown) {
       fn->variants = grown;
       v = &fn->variants[fn->nvariants++];
@@ -330,9 +336,9 @@ kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *in, 
   if (st == KILN_OK) {
     fn->ntmpl = ir_graph_collect(nout, out, &fn->tmpl);
     for (int i = 0; i < fn->ntmpl; i++) ir_node_retain(fn->tmpl[i]);
-    st = fn->ntmpl < 0 ? ir_error_oom(out[0]) : take_leaves(fn, nin, in, fn->ntmpl, fn->tmpl);
+    st = fn->ntmpl < 0 ? compile_oom(fn) : take_leaves(fn, nin, in, fn->ntmpl, fn->tmpl);
   }
-  if (st == KILN_OK && !(fn->out_node = ir_malloc(sizeof *fn->out_node * (size_t)nout))) st = ir_error_oom(out[0]);
+  if (st == KILN_OK && !(fn->out_node = ir_malloc(sizeof *fn->out_node * (size_t)nout))) st = compile_oom(fn);
   for (int i = 0; st == KILN_OK && i < fn->ntmpl; i++) fn->tmpl[i]->scratch = i;
   for (int o = 0; st == KILN_OK && o < nout; o++) fn->out_node[o] = out[o]->scratch;
   for (int i = 0; i < nin; i++)
@@ -432,6 +438,11 @@ static kiln_status bind(const char *f, int l, const kiln_fn *fn, const fn_varian
   return KILN_OK;
 }
 
+static kiln_status run_oom(const char *f, int l) {
+  ir_error_setf("%s:%d: fn_run: out of memory", f, l);
+  return KILN_ERR_MEMORY;
+}
+
 /* After the run: a NULL output becomes a new handle over its value; a given
  * one the executable could not write in place gets a copy of it. */
 static kiln_status deliver(const char *f, int l, const kiln_fn *fn, const fn_variant *var, kiln_tensor **out,
@@ -443,13 +454,13 @@ static kiln_status deliver(const char *f, int l, const kiln_fn *fn, const fn_var
       continue;   /* written in place */
     const fn_value *w = &var->out[o];
     ir_node *t = ir_node_new(IR_BUFFER, w->dtype, w->ndim, w->shape, 0, NULL, f, l);
-    if (!t) return KILN_ERR_MEMORY;   /* ir_node_new said so, naming fn_run's caller */
+    if (!t) return run_oom(f, l);
     t->device = w->device;
     rt_buffer_retain(b);
     ir_node_set_storage(t, b, v->strides, v->offset);
     if (!out[o]) {
       out[o] = fe_register(t);
-      if (out[o] == ir_node_oom()) return KILN_ERR_MEMORY;
+      if (out[o] == ir_node_oom()) return run_oom(f, l);
       continue;
     }
     size_t bytes = (size_t)ir_numel(w->ndim, w->shape) * ir_dtypes[w->dtype].size;
@@ -501,8 +512,7 @@ kiln_status kiln_fn_run_at(const char *f, int l, kiln_fn *fn, kiln_tensor *const
   if (!slots || !borrowed) {
     if (slots != small) free(slots);
     if (borrowed != small_b) free(borrowed);
-    ir_error_setf("%s:%d: fn_run: out of memory", f, l);
-    return KILN_ERR_MEMORY;
+    return run_oom(f, l);
   }
   memset(slots, 0, sizeof *slots * (size_t)ns);
   memset(borrowed, 0, sizeof *borrowed * (size_t)ns);
