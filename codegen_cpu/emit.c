@@ -549,8 +549,7 @@ void cpu_emit_forget(emitter *em, int mark) { forget_since(em, mark); }
 static void emit_body_fn(emitter *em) {
   cpu_cg *g = &em->g;
   int n = em->k->nparams;
-  LLVMTypeRef *params = calloc((size_t)n + 2, sizeof *params);
-  IR_ASSERT(params);
+  LLVMTypeRef *params = ir_xcalloc((size_t)n + 2, sizeof *params);
   for (int i = 0; i < n; i++) params[i] = g->ptr;
   params[n] = params[n + 1] = g->i64;
   char name[48];
@@ -580,8 +579,7 @@ static void emit_wrapper(emitter *em) {
   cpu_param_attr(g, fn, 1, "noalias");
   cpu_param_attr(g, fn, 1, "nocapture");
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
-  LLVMValueRef *args = calloc((size_t)n + 2, sizeof *args);
-  IR_ASSERT(args);
+  LLVMValueRef *args = ir_xcalloc((size_t)n + 2, sizeof *args);
   for (int i = 0; i < n; i++) {
     LLVMValueRef idx = LLVMConstInt(g->i64, (unsigned long long)i, 0);
     LLVMValueRef p = LLVMBuildInBoundsGEP2(g->b, g->ptr, LLVMGetParam(fn, 0), &idx, 1, "");
@@ -621,13 +619,12 @@ void cpu_cg_init(cpu_cg *g, LLVMContextRef ctx, const char *name, const char *tr
 
 void cpu_emitter_init(emitter *em, const cpu_cg *g, kernel *k) {
   *em = (emitter){.g = *g, .k = k};
-  em->vars = calloc((size_t)k->nvars + 1, sizeof *em->vars);
-  em->memo = calloc((size_t)k->nexprs + 1, sizeof *em->memo);
-  em->defined = calloc((size_t)k->nexprs + 1, sizeof *em->defined);
-  em->open = calloc((size_t)k->nexprs + 1, sizeof *em->open);
-  em->bufs = calloc((size_t)k->nparams + 1, sizeof *em->bufs);
-  em->accs = calloc((size_t)k->naccs + 1, sizeof *em->accs);
-  IR_ASSERT(em->vars && em->memo && em->defined && em->open && em->bufs && em->accs);
+  em->vars = ir_xcalloc((size_t)k->nvars + 1, sizeof *em->vars);
+  em->memo = ir_xcalloc((size_t)k->nexprs + 1, sizeof *em->memo);
+  em->defined = ir_xcalloc((size_t)k->nexprs + 1, sizeof *em->defined);
+  em->open = ir_xcalloc((size_t)k->nexprs + 1, sizeof *em->open);
+  em->bufs = ir_xcalloc((size_t)k->nparams + 1, sizeof *em->bufs);
+  em->accs = ir_xcalloc((size_t)k->naccs + 1, sizeof *em->accs);
 }
 
 void cpu_emitter_free(emitter *em) {

@@ -49,8 +49,7 @@ static LLVMValueRef epilogue_body(gemm_call *c) {
   emitter *em = c->em;
   cpu_cg *g = &em->g;
   int np = em->k->nparams, n = np + 6 + c->nlive;
-  LLVMTypeRef *params = malloc(sizeof *params * (size_t)n);
-  IR_ASSERT(params);
+  LLVMTypeRef *params = ir_xmalloc(sizeof *params * (size_t)n);
   for (int i = 0; i < n; i++) params[i] = i <= np ? g->ptr : g->i64;
   char name[80];
   snprintf(name, sizeof name, "%s.body", c->name);
@@ -87,8 +86,7 @@ static LLVMValueRef epilogue_callback(gemm_call *c) {
   LLVMBuilderRef b = LLVMCreateBuilderInContext(g->ctx);
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
   int np = em->k->nparams, n = np + 6 + c->nlive;
-  LLVMValueRef *args = malloc(sizeof *args * (size_t)n), ctx = LLVMGetParam(fn, 0);
-  IR_ASSERT(args);
+  LLVMValueRef *args = ir_xmalloc(sizeof *args * (size_t)n), ctx = LLVMGetParam(fn, 0);
   for (int i = 0; i < np; i++) args[i] = LLVMBuildLoad2(b, g->ptr, slot(g, b, ctx, i), "");
   for (int i = 0; i < 6; i++) args[np + i] = LLVMGetParam(fn, (unsigned)i + 1);
   for (int i = 0; i < c->nlive; i++) args[np + 6 + i] = LLVMBuildLoad2(b, g->i64, slot(g, b, ctx, np + c->live[i]), "");
@@ -131,8 +129,7 @@ static void call_driver(gemm_call *c, LLVMValueRef epi, LLVMValueRef ctx) {
 }
 
 void cpu_emit_gemm(emitter *em, const kstmt *s) {
-  gemm_call c = {.em = em, .s = s, .live = malloc(sizeof(int) * ((size_t)em->k->nvars + 1))};
-  IR_ASSERT(c.live);
+  gemm_call c = {.em = em, .s = s, .live = ir_xmalloc(sizeof(int) * ((size_t)em->k->nvars + 1))};
   for (int v = 0; v < em->k->nvars; v++)
     if (em->vars[v]) c.live[c.nlive++] = v;
   snprintf(c.name, sizeof c.name, "%s.epilogue%d", em->k->name, s->var);

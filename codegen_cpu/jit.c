@@ -60,12 +60,6 @@ static void fatal_handler(const char *reason) {
 
 static void install_fatal_handler(void) { LLVMInstallFatalErrorHandler(fatal_handler); }
 
-static char *dup_str(const char *s) {
-  char *d = malloc(strlen(s) + 1);
-  IR_ASSERT(d);
-  return strcpy(d, s);
-}
-
 /* Consumes e; returns a malloc'd "what: message". */
 static char *error_text(const char *what, LLVMErrorRef e) {
   char *msg = LLVMGetErrorMessage(e);
@@ -121,7 +115,7 @@ static char *make_target_machine(cpu_jit *j) {
   LLVMTargetRef t;
   char *msg = NULL;
   if (LLVMGetTargetFromTriple(triple, &t, &msg)) {
-    char *r = dup_str(msg ? msg : "no target");
+    char *r = ir_strdup(msg ? msg : "no target");
     LLVMDisposeMessage(msg);
     return r;
   }
@@ -142,8 +136,8 @@ cpu_jit *cpu_jit_new(char **err) {
   pthread_once(&once, install_fatal_handler);
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
-  cpu_jit *j = calloc(1, sizeof *j);
-  IR_ASSERT(j);
+  cpu_jit *j = ir_calloc(1, sizeof *j);
+  if (!j) return jit_fail(NULL, err, NULL);
   pthread_mutex_init(&j->build_mu, NULL);
   pthread_mutex_init(&j->mu, NULL);
   j->live.prev = j->live.next = &j->live;
@@ -254,14 +248,13 @@ static cpu_code *load_locked(cpu_jit *j, const char *name, LLVMMemoryBufferRef o
   LLVMOrcExecutorAddress addr = 0;
   if (e) *err = jit_error(j, "adding a kernel to the JIT", e);
   else if ((e = LLVMOrcLLJITLookup(j->jit, &addr, name))) *err = jit_error(j, "linking a kernel", e);
-  if (e) {
+  cpu_code *c = e ? NULL : ir_malloc(sizeof *c);
+  if (!c) {
     LLVMErrorRef r = LLVMOrcResourceTrackerRemove(rt);
     if (r) LLVMConsumeError(r);
     LLVMOrcReleaseResourceTracker(rt);
-    return NULL;
+    return NULL;   /* out of memory: *err stays NULL */
   }
-  cpu_code *c = malloc(sizeof *c);
-  IR_ASSERT(c);
   *c = (cpu_code){j->live.prev, &j->live, j, rt, (cpu_kernel_fn)(uintptr_t)addr, bytes};
   c->prev->next = c->next->prev = c;
   return c;
@@ -324,8 +317,7 @@ static char *add_driver(void *job, const cpu_gemm_driver *d) {
   LLVMMemoryBufferRef buf = build(j, ctx, m, NULL, b->llvm_ir, &err);
   cpu_code *c = buf ? load_object(j, d->name, buf, &err) : NULL;
   if (!c) return err;
-  void *grown = realloc(j->drivers, sizeof *j->drivers * (size_t)(j->ndrivers + 1));
-  IR_ASSERT(grown);
+  void *grown = ir_xrealloc(j->drivers, sizeof *j->drivers * (size_t)(j->ndrivers + 1));
   j->drivers = grown;
   snprintf(j->drivers[j->ndrivers].name, sizeof j->drivers[0].name, "%s", d->name);
   j->drivers[j->ndrivers++].code = c;

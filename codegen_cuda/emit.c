@@ -469,8 +469,7 @@ static void add_outer(cuda_em *em, const kstmt *s, const kstmt **outer, int *n) 
 
 /* Room for outer_updates' list (the caller frees it). */
 static const kstmt **new_outer(const cuda_em *em) {
-  const kstmt **outer = malloc(sizeof *outer * ((size_t)em->k->naccs + 1));
-  IR_ASSERT(outer);
+  const kstmt **outer = ir_xmalloc(sizeof *outer * ((size_t)em->k->naccs + 1));
   return outer;
 }
 
@@ -687,8 +686,7 @@ static void emit_grid_merge(cuda_em *em, const kstmt *const *outer, int nouter) 
 static void emit_grid_split(cuda_em *em, const kstmt *s) {
   emit_split(em, s, "(long long)blockIdx.x * blockDim.x + threadIdx.x", "(long long)gridDim.x * blockDim.x");
   const kstmt **outer = new_outer(em);
-  int *accs = malloc(sizeof *accs * ((size_t)em->k->naccs + 1));
-  IR_ASSERT(accs);
+  int *accs = ir_xmalloc(sizeof *accs * ((size_t)em->k->naccs + 1));
   int nouter = outer_updates(em, s, outer), nslots = slot_accs(outer, nouter, accs);
   for (int j = 0; j < nslots; j++) {
     indent(em);
@@ -977,7 +975,7 @@ static void emit_kernel(cuda_em *em, cuda_launch *launch) {
 
 bool cuda_emit(kernel *k, ir_str *src, cuda_launch *launch, char **err) {
   if (contains(k->body, KS_GEMM)) {
-    if (err && asprintf(err, "%s: matrix products are not emitted as CUDA C (cuBLAS)", k->name) < 0) *err = NULL;
+    if (err) *err = ir_strprintf("%s: matrix products are not emitted as CUDA C (cuBLAS)", k->name);
     return false;
   }
   if (!k->name[0]) {
@@ -986,10 +984,9 @@ bool cuda_emit(kernel *k, ir_str *src, cuda_launch *launch, char **err) {
     ir_str_free(&key);
   }
   size_t n = (size_t)k->nexprs + 1;
-  cuda_em em = {.k = k, .out = src, .done = calloc(n, sizeof(bool)), .defined = calloc(n, sizeof(int)),
-                .reads_acc = malloc(n), .seen = malloc(n), .acc_stamp = calloc((size_t)k->naccs + 1, sizeof(int)),
-                .vec = calloc(n, sizeof(bool)), .vloads = malloc(sizeof(kexpr *) * n)};
-  IR_ASSERT(em.done && em.defined && em.reads_acc && em.seen && em.acc_stamp && em.vec && em.vloads);
+  cuda_em em = {.k = k, .out = src, .done = ir_xcalloc(n, sizeof(bool)), .defined = ir_xcalloc(n, sizeof(int)),
+                .reads_acc = ir_xmalloc(n), .seen = ir_xmalloc(n), .acc_stamp = ir_xcalloc((size_t)k->naccs + 1, sizeof(int)),
+                .vec = ir_xcalloc(n, sizeof(bool)), .vloads = ir_xmalloc(sizeof(kexpr *) * n)};
   memset(em.reads_acc, -1, n);
   emit_kernel(&em, launch);
   free(em.done);

@@ -23,7 +23,7 @@ static bool fail(char **err, const char *fmt, ...) __attribute__((format(printf,
 static bool fail(char **err, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  if (err && vasprintf(err, fmt, ap) < 0) *err = NULL;
+  if (err) *err = ir_vstrprintf(fmt, ap);
   va_end(ap);
   return false;
 }
@@ -82,8 +82,7 @@ static bool eval(const kexpr *e, const int64_t *val, int64_t *out) {
 
 /* e = c[nv] + sum of c[d] * var[d]. */
 static bool affine(const nest *t, const kexpr *e, int64_t *c) {
-  int64_t *val = calloc((size_t)t->k->nvars + 1, sizeof *val);
-  IR_ASSERT(val);
+  int64_t *val = ir_xcalloc((size_t)t->k->nvars + 1, sizeof *val);
   bool ok = eval(e, val, &c[t->nv]);
   for (int d = 0; ok && d < t->nv; d++) {
     val[t->var[d]] = 1;
@@ -222,8 +221,7 @@ static bool bypasses(const kstmt *s, const kexpr *e, const kexpr *h, bool *seen)
 }
 
 static bool dominates(const nest *t, const kexpr *h) {
-  bool *seen = calloc((size_t)t->k->nexprs + 1, sizeof *seen), by = false;
-  IR_ASSERT(seen);
+  bool *seen = ir_xcalloc((size_t)t->k->nexprs + 1, sizeof *seen), by = false;
   for (const kstmt *st = t->gemm->body; st && !by; st = st->next)
     by = bypasses(t->gemm, st->index, h, seen) || bypasses(t->gemm, st->value, h, seen);
   free(seen);
@@ -249,9 +247,8 @@ static bool writes_output(const nest *t, const head *h, kiln_dtype operands) {
 static head choose_head(const nest *t, cuda_gemm *g) {
   const kernel *k = t->k;
   const kstmt *s = t->gemm;
-  bool *seen = calloc((size_t)k->nexprs + 1, sizeof *seen);
-  head *cand = malloc(sizeof *cand * ((size_t)k->nexprs + 1)), best = {NULL, -1, CUDA_ACT_NONE};
-  IR_ASSERT(seen && cand);
+  bool *seen = ir_xcalloc((size_t)k->nexprs + 1, sizeof *seen);
+  head *cand = ir_xmalloc(sizeof *cand * ((size_t)k->nexprs + 1)), best = {NULL, -1, CUDA_ACT_NONE};
   int n = 0;
   for (const kstmt *st = s->body; st; st = st->next) {
     collect(k, s, st->index, seen, cand, &n);
@@ -324,9 +321,8 @@ static kexpr *clone(cloner *c, const kexpr *e) {
 static kernel *build_rest(const nest *t, const head *h, cuda_gemm *g) {
   const kernel *k = t->k;
   kernel *r = k_new();
-  cloner c = {k, r, malloc(sizeof(int) * ((size_t)k->nparams + 1)), malloc(sizeof(int) * ((size_t)k->nparams + 2)),
-              calloc((size_t)k->nvars + 1, sizeof(int)), calloc((size_t)k->nexprs + 1, sizeof(kexpr *))};
-  IR_ASSERT(c.param && c.src && c.var && c.memo);
+  cloner c = {k, r, ir_xmalloc(sizeof(int) * ((size_t)k->nparams + 1)), ir_xmalloc(sizeof(int) * ((size_t)k->nparams + 2)),
+              ir_xcalloc((size_t)k->nvars + 1, sizeof(int)), ir_xcalloc((size_t)k->nexprs + 1, sizeof(kexpr *))};
   memset(c.param, -1, sizeof(int) * (size_t)k->nparams);
   for (int p = 0; p < k->nparams; p++)
     if (k->params[p].output) clone_param(&c, p);  /* outputs first (kernel.h) */

@@ -63,18 +63,18 @@ const char *cuda_nvrtc_version(void) {
 static char *program_log(nvrtcProgram prog) {
   size_t n = 0;
   char *log = NULL;
-  if (nv.nvrtcGetProgramLogSize(prog, &n) == NVRTC_SUCCESS && (log = malloc(n + 1))) {
+  if (nv.nvrtcGetProgramLogSize(prog, &n) == NVRTC_SUCCESS && (log = ir_malloc(n + 1))) {
     if (nv.nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS) n = 0;
     log[n] = '\0';
   }
-  return log ? log : strdup("");
+  return log ? log : ir_strdup("");   /* NULL when even that fails */
 }
 
 /* Appends the CUBIN (sm_) or PTX (compute_) of a compiled program. */
 static nvrtcResult append_binary(nvrtcProgram prog, bool cubin, ir_str *out) {
   size_t n = 0;
   nvrtcResult r = cubin ? nv.nvrtcGetCUBINSize(prog, &n) : nv.nvrtcGetPTXSize(prog, &n);
-  char *buf = r == NVRTC_SUCCESS ? malloc(n ? n : 1) : NULL;
+  char *buf = r == NVRTC_SUCCESS ? ir_malloc(n ? n : 1) : NULL;
   if (r == NVRTC_SUCCESS && !buf) r = NVRTC_ERROR_OUT_OF_MEMORY;
   if (buf) r = cubin ? nv.nvrtcGetCUBIN(prog, buf) : nv.nvrtcGetPTX(prog, buf);
   if (r == NVRTC_SUCCESS) ir_str_append(out, buf, n);
@@ -88,21 +88,20 @@ bool cuda_compile(const char *src, const char *arch, ir_str *out, char **log, ch
   const char *opts[] = {arch_opt, "--fmad=false", "--std=c++17", "-I" KILN_CUDA_INCLUDE};
   char why[256];
   if (!cuda_nvrtc_load(why, sizeof why)) {
-    if (asprintf(err, "CUDA not available: %s", why) < 0) *err = NULL;
+    *err = ir_strprintf("CUDA not available: %s", why);
     return false;
   }
   nvrtcProgram prog;
   nvrtcResult r = nv.nvrtcCreateProgram(&prog, src, "kiln.cu", 0, NULL, NULL);
   if (r != NVRTC_SUCCESS) {
-    if (asprintf(err, "nvrtcCreateProgram: %s", nv.nvrtcGetErrorString(r)) < 0) *err = NULL;
+    *err = ir_strprintf("nvrtcCreateProgram: %s", nv.nvrtcGetErrorString(r));
     return false;
   }
   r = nv.nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof *opts), opts);
   char *text = program_log(prog);
   if (r == NVRTC_SUCCESS) r = append_binary(prog, strncmp(arch, "sm_", 3) == 0, out);
-  if (r != NVRTC_SUCCESS && asprintf(err, "NVRTC (%s, %s): %s\n%s", arch, cuda_nvrtc_version(),
-                                     nv.nvrtcGetErrorString(r), text) < 0)
-    *err = NULL;
+  if (r != NVRTC_SUCCESS)
+    *err = ir_strprintf("NVRTC (%s, %s): %s\n%s", arch, cuda_nvrtc_version(), nv.nvrtcGetErrorString(r), text ? text : "");
   if (log) *log = text;
   else free(text);
   nv.nvrtcDestroyProgram(&prog);

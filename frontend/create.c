@@ -52,8 +52,14 @@ static size_t shape_bytes(int ndim, const int64_t *shape, kiln_dtype dt) {
   return bytes;
 }
 
-ir_node *fe_buffer_node(const char *f, int l, rt_buffer *buf, kiln_dtype dt, int ndim, const int64_t *shape) {
+ir_node *fe_buffer_node(const char *f, int l, const char *op, rt_buffer *buf, kiln_dtype dt, int ndim,
+                        const int64_t *shape) {
   ir_node *n = ir_node_new(IR_BUFFER, dt, ndim, shape, 0, NULL, f, l);
+  if (!n) {
+    rt_buffer_release(buf);
+    ir_error_setf("%s:%d: %s: out of memory", f, l, op);
+    return fe_nomem();
+  }
   ir_node_set_buffer(n, buf);
   return fe_register(n);
 }
@@ -76,9 +82,9 @@ kiln_tensor *kiln_from_data_at(const char *f, int l, const void *data, kiln_dtyp
   ir_node *e = check_data(f, l, "from_data", data, dt, ndim, shape, &bytes);
   if (e) return e;
   rt_buffer *buf = rt_buffer_alloc(bytes ? bytes : 1);   /* every BUFFER owns real memory */
-  if (!buf) return fe_error(KILN_ERR_MEMORY, f, l, "from_data: cannot allocate %zu bytes", bytes);
+  if (!buf) return fe_error(KILN_ERR_MEMORY, f, l, "from_data: out of memory allocating %zu bytes", bytes);
   if (bytes) memcpy(buf->data, data, bytes);
-  return fe_buffer_node(f, l, buf, dt, ndim, shape);
+  return fe_buffer_node(f, l, "from_data", buf, dt, ndim, shape);
 }
 
 /* Zero-copy: the node reads the user's memory, so later writes show. */
@@ -89,7 +95,7 @@ kiln_tensor *kiln_from_buffer_at(const char *f, int l, void *data, kiln_dtype dt
   if (!data) return kiln_from_data_at(f, l, NULL, dt, ndim, shape);   /* empty: nothing to borrow */
   rt_buffer *buf = rt_buffer_borrow(data, bytes);
   if (!buf) return fe_error(KILN_ERR_MEMORY, f, l, "from_buffer: out of memory");
-  return fe_buffer_node(f, l, buf, dt, ndim, shape);
+  return fe_buffer_node(f, l, "from_buffer", buf, dt, ndim, shape);
 }
 
 /* A stand-in for an input of a compiled function: a BUFFER whose storage
@@ -104,6 +110,10 @@ kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, 
   rt_buffer *stand_in = rt_buffer_borrow(NULL, bytes);
   if (!stand_in) return fe_error(KILN_ERR_MEMORY, f, l, "placeholder: out of memory");
   ir_node *n = ir_node_new(IR_BUFFER, dt, ndim, shape, 0, NULL, f, l);
+  if (!n) {
+    rt_buffer_release(stand_in);
+    return fe_error(KILN_ERR_MEMORY, f, l, "placeholder: out of memory");
+  }
   n->buf = stand_in;
   n->pending = 0;
   n->symbolic = true;
@@ -118,6 +128,7 @@ static ir_node *const_node_as(const char *f, int l, const char *op, int ndim, co
   ir_node *e = check_shape_dtype(f, l, op, ndim, shape, dt);
   if (e) return e;
   ir_node *n = ir_node_new(IR_CONST, dt, ndim, shape, 0, NULL, f, l);
+  if (!n) return fe_nomem();
   n->attr.value = value_in(v, dt);
   n->device = dev;
   return fe_finish(n);
@@ -158,6 +169,7 @@ kiln_tensor *kiln_arange_at(const char *f, int l, double start, double end, doub
   if (!(len < 9.2e18)) return fe_error(KILN_ERR_SHAPE, f, l, "arange: %g to %g by %g has too many elements", start, end, step);
   kiln_dtype dt = integral(start) && integral(end) && integral(step) ? KILN_I64 : KILN_F32;
   ir_node *n = ir_node_new(IR_ARANGE, dt, 1, (int64_t[]){(int64_t)len}, 0, NULL, f, l);
+  if (!n) return fe_nomem();
   n->attr.start = start;
   n->attr.step = step;
   return fe_finish(n);
@@ -167,6 +179,7 @@ kiln_tensor *kiln_linspace_at(const char *f, int l, double start, double end, in
   if (steps < 0) return fe_error(KILN_ERR_ARG, f, l, "linspace: number of steps must be non-negative, got %lld",
                                  (long long)steps);
   ir_node *n = ir_node_new(IR_LINSPACE, KILN_F32, 1, &steps, 0, NULL, f, l);
+  if (!n) return fe_nomem();
   n->attr.start = start;
   n->attr.end = steps == 1 ? start : end;   /* one step is the start, as in PyTorch */
   n->attr.step = steps > 1 ? (end - start) / (double)(steps - 1) : 0;
@@ -185,7 +198,7 @@ kiln_tensor *kiln_eye_at(const char *f, int l, int64_t n, int64_t m, kiln_dtype 
 /* A RAND/RANDN/RANDINT node that owns the next numel counters of the stream. */
 static ir_node *random_node(const char *f, int l, ir_op op, int ndim, const int64_t *shape, kiln_dtype dt) {
   ir_node *n = ir_node_new(op, dt, ndim, shape, 0, NULL, f, l);
-  rt_rng_take((uint64_t)ir_numel(ndim, shape), &n->attr.seed, &n->attr.offset);
+  if (n) rt_rng_take((uint64_t)ir_numel(ndim, shape), &n->attr.seed, &n->attr.offset);
   return n;
 }
 
@@ -197,6 +210,7 @@ static ir_node *rand_float(const char *f, int l, const char *name, ir_op op, int
     return fe_error(KILN_ERR_DTYPE, f, l, "%s: dtype %s is not a floating point type (use float16, bfloat16, float32 or float64)",
                     name, ir_dtypes[dt].name);
   ir_node *n = random_node(f, l, op, ndim, shape, dt);
+  if (!n) return fe_nomem();
   n->device = dev;
   return fe_finish(n);
 }
@@ -223,6 +237,7 @@ kiln_tensor *kiln_randint_at(const char *f, int l, int64_t low, int64_t high, in
     return fe_error(KILN_ERR_ARG, f, l, "randint: high - 1 = %lld is out of bounds for %s", (long long)(high - 1),
                     ir_dtypes[dt].name);
   ir_node *n = random_node(f, l, IR_RANDINT, ndim, shape, dt);
+  if (!n) return fe_nomem();
   n->attr.low = low;
   n->attr.high = high;
   return fe_finish(n);

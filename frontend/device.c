@@ -16,6 +16,7 @@ kiln_tensor *kiln_to_at(const char *f, int l, kiln_tensor *t, kiln_device dev) {
     return fe_error(KILN_ERR_DEVICE, f, l, "to: CUDA not available: %s", why);
   if (t->device.type == dev.type && t->device.index == dev.index) return fe_same(t);
   ir_node *n = ir_node_new(IR_TO, t->dtype, t->ndim, t->shape, 1, &t, f, l);
+  if (!n) return fe_nomem();
   n->device = dev;
   return fe_finish(n);
 }

@@ -42,7 +42,7 @@ struct DLManagedTensor *kiln_to_dlpack_at(const char *f, int l, kiln_tensor *t) 
   if (kiln_realize_at(f, l, t) != KILN_OK) return NULL;
   const rt_device *dev = rt_device_of(t->device);
   if (dev && dev->sync(t->device.index) != KILN_OK) return NULL;   /* the consumer reads on a stream of its own */
-  exported *e = malloc(sizeof *e);
+  exported *e = ir_malloc(sizeof *e);
   if (!e) {
     ir_error_setf("%s:%d: to_dlpack: out of memory", f, l);
     return NULL;
@@ -141,7 +141,8 @@ kiln_tensor *kiln_from_dlpack_at(const char *f, int l, struct DLManagedTensor *m
   char *first = bytes ? (char *)t->data + t->byte_offset + lo * (int64_t)ir_dtypes[dt].size : no_data;
   rt_buffer *buf = rt_buffer_lend(first, bytes, dev, import_release, m);
   if (!buf) return fe_error(KILN_ERR_MEMORY, f, l, "from_dlpack: out of memory");
-  ir_node *n = fe_buffer_node(f, l, buf, dt, t->ndim, t->shape);
+  ir_node *n = fe_buffer_node(f, l, "from_dlpack", buf, dt, t->ndim, t->shape);
+  if (n->status != KILN_OK) return n;
   memcpy(n->strides, strides, sizeof *strides * (size_t)t->ndim);
   n->offset = -lo;
   n->device = dev;

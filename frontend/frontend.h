@@ -8,15 +8,17 @@
 /* Formats contiguous host data the way PyTorch prints a tensor:
  * "tensor([[1., 2.],\n        [3., 4.]])", "tensor(7)", "tensor([], size=(0, 3))",
  * dtype suffix ", dtype=kiln.int32" where PyTorch shows one, device suffix
- * ", device='cuda:0'" for non-CPU devices. Returns a malloc'd string. */
+ * ", device='cuda:0'" for non-CPU devices. Returns a malloc'd string, or
+ * NULL when out of memory. */
 char *fe_format(const void *data, kiln_dtype dt, int ndim, const int64_t *shape, kiln_device dev);
 
 /* ---- create.c ------------------------------------------------------------ */
 /* NULL when (ndim, shape) is a shape kiln can hold, else the error node. */
 ir_node *fe_check_shape(const char *f, int l, const char *op, int ndim, const int64_t *shape);
 /* A registered BUFFER node over buf (contiguous; the node takes buf's
- * reference), built at the caller's f:l. */
-ir_node *fe_buffer_node(const char *f, int l, rt_buffer *buf, kiln_dtype dt, int ndim, const int64_t *shape);
+ * reference), built at the caller's f:l by op (which out-of-memory names). */
+ir_node *fe_buffer_node(const char *f, int l, const char *op, rt_buffer *buf, kiln_dtype dt, int ndim,
+                        const int64_t *shape);
 
 /* ---- results.c: host data ----------------------------------------------- */
 /* Copies a strided view (element strides, es bytes per element) into dst
@@ -78,6 +80,11 @@ ir_node *fe_keep(fe_temps *s, ir_node *t);
 ir_node *fe_done(fe_temps *s, ir_node *result);
 /* A registered error node; the message gets the caller's "file:line: ". */
 #define fe_error(st, f, l, ...) fe_register(ir_node_error(st, f, l, __VA_ARGS__))
+/* What an op returns when ir_node_new found no memory: a registered
+ * KILN_ERR_MEMORY node with the message ir_node_new left, which names the op. */
+ir_node *fe_nomem(void);
+/* e (an error node) now says it was made at f:l; the OOM node stays as it is. */
+ir_node *fe_locate(ir_node *e, const char *f, int l);
 /* NULL when t can be used as argument argno (1-based) of op; otherwise the
  * registered error node to return: a copy of t's error (errors are sticky)
  * or "op: argument N is NULL". */

@@ -72,6 +72,7 @@ static ir_node *matmul_node(const char *f, int l, ir_node *a, ir_node *b) {
   memcpy(shape, a->shape, (size_t)nd * sizeof *shape);
   shape[nd - 1] = b->shape[nd - 1];
   ir_node *n = ir_node_new(IR_MATMUL, a->dtype, nd, shape, 2, (ir_node *[]){a, b}, f, l);
+  if (!n) return fe_nomem();
   n->attr.compute = a->dtype;
   return fe_finish(n);
 }

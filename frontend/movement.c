@@ -52,6 +52,7 @@ static bool same_shape(const ir_node *t, int ndim, const int64_t *shape) {
  * the strides PyTorch's view would have (ir_node_new starts contiguous). */
 static ir_node *move_new(const char *f, int l, ir_op op, ir_node *src, int ndim, const int64_t *shape) {
   ir_node *n = ir_node_new(op, src->dtype, ndim, shape, 1, &src, f, l);
+  if (!n) return NULL;
   n->device = src->device;
   n->attr.compute = src->dtype;
   return n;
@@ -61,6 +62,7 @@ static ir_node *move_new(const char *f, int l, ir_op op, ir_node *src, int ndim,
  * pending chain growing past KILN_MAX_PENDING) realizes it. */
 static ir_node *finish(ir_node *n) {
   rt_options *o = rt_opts();
+  if (!n) return fe_nomem();
   if (kiln_get_eager() && n->pending <= o->max_pending) return fe_register(n);
   return fe_finish(n);
 }
@@ -103,7 +105,7 @@ static ir_node *reshape_node(const char *f, int l, ir_node *t, int ndim, const i
   if (same_shape(t, ndim, shape)) return same(t);
   ir_node *n = move_new(f, l, IR_RESHAPE, t, ndim, shape);
   int64_t st[KILN_MAX_DIMS];
-  if (view_strides(t, ndim, shape, st)) memcpy(n->strides, st, (size_t)ndim * sizeof *st);
+  if (n && view_strides(t, ndim, shape, st)) memcpy(n->strides, st, (size_t)ndim * sizeof *st);
   return n;
 }
 
@@ -116,7 +118,7 @@ static ir_node *permute_node(const char *f, int l, ir_node *t, const int *perm) 
   }
   if (identity) return same(t);
   ir_node *n = move_new(f, l, IR_PERMUTE, t, t->ndim, shape);
-  for (int d = 0; d < t->ndim; d++) {
+  for (int d = 0; n && d < t->ndim; d++) {
     n->attr.perm[d] = perm[d];
     n->strides[d] = t->strides[perm[d]];
   }
@@ -241,6 +243,7 @@ kiln_tensor *kiln_expand_at(const char *f, int l, kiln_tensor *t, int ndim, cons
   if (ir_numel(ndim, s) < 0) return fail(f, l, KILN_ERR_SHAPE, t, "expand: the result has more elements than int64 can count");
   if (same_shape(t, ndim, s)) return fe_register(same(t));
   ir_node *n = move_new(f, l, IR_EXPAND, t, ndim, s);
+  if (!n) return fe_nomem();
   int off = ndim - t->ndim;
   for (int d = 0; d < ndim; d++)
     n->strides[d] = d < off || t->shape[d - off] != s[d] ? 0 : t->strides[d - off];
@@ -320,6 +323,7 @@ kiln_tensor *kiln_slice_at(const char *f, int l, kiln_tensor *t, int dim, int64_
   s[d] = hi > lo ? (hi - lo - 1) / step + 1 : 0;
   if (s[d] == size) return fe_register(same(t));
   ir_node *n = move_new(f, l, IR_SLICE, t, t->ndim, s);
+  if (!n) return fe_nomem();
   n->attr.dim = d;
   n->attr.index = lo;
   n->attr.stride = step;
@@ -342,6 +346,7 @@ kiln_tensor *kiln_select_at(const char *f, int l, kiln_tensor *t, int dim, int64
   for (int i = 0, j = 0; i < t->ndim; i++)
     if (i != d) s[j] = t->shape[i], st[j++] = t->strides[i];
   ir_node *n = move_new(f, l, IR_SELECT, t, t->ndim - 1, s);
+  if (!n) return fe_nomem();
   n->attr.dim = d;
   n->attr.index = index < 0 ? index + size : index;
   memcpy(n->strides, st, sizeof st);
@@ -364,6 +369,7 @@ kiln_tensor *kiln_flip_at(const char *f, int l, kiln_tensor *t, int ndims, const
     if (t->shape[d] <= 1) mask &= ~(1u << d);
   if (t->ndim == 0 || !mask) return fe_register(same(t));
   ir_node *n = move_new(f, l, IR_FLIP, t, t->ndim, t->shape);
+  if (!n) return fe_nomem();
   n->attr.flip_mask = mask;
   return finish(n);
 }
@@ -391,6 +397,7 @@ kiln_tensor *kiln_pad_at(const char *f, int l, kiln_tensor *t, int npads, const 
   if (ir_numel(t->ndim, s) < 0) return fail(f, l, KILN_ERR_SHAPE, t, "pad: the result has more elements than int64 can count");
   if (!any) return fe_register(same(t));
   ir_node *n = move_new(f, l, IR_PAD, t, t->ndim, s);
+  if (!n) return fe_nomem();
   memcpy(n->attr.pad, pad, sizeof pad);
   n->attr.value = value;
   return finish(n);
@@ -438,6 +445,10 @@ static ir_node *cat_chain(const char *f, int l, int n, ir_node *const *ts, int d
     s[d] += ts[i]->shape[d];
     ir_node *src[2] = {acc, ts[i]};
     ir_node *c = ir_node_new(IR_CAT, ir_promote(acc->dtype, ts[i]->dtype), acc->ndim, s, 2, src, f, l);
+    if (!c) {
+      ir_node_release(acc);
+      return NULL;
+    }
     c->device = acc->device;
     c->attr.compute = c->dtype;
     c->attr.dim = d;
@@ -492,12 +503,13 @@ kiln_tensor *kiln_stack_at(const char *f, int l, int n, kiln_tensor *const *ts, 
   s[d] = n;
   memcpy(s + d + 1, ts[0]->shape + d, (size_t)(ts[0]->ndim - d) * sizeof *s);
   if ((e = fe_check_numel(f, l, "stack", ts[0]->ndim + 1, s))) return e;
-  ir_node **u = calloc((size_t)n, sizeof *u);
-  IR_ASSERT(u);
+  ir_node **u = ir_calloc((size_t)n, sizeof *u);
+  if (!u) return fe_error(KILN_ERR_MEMORY, f, l, "stack: out of memory");
   s[d] = 1;
   memcpy(s + d + 1, ts[0]->shape + d, (size_t)(ts[0]->ndim - d) * sizeof *s);
-  for (int i = 0; i < n; i++) u[i] = reshape_node(f, l, ts[i], ts[0]->ndim + 1, s);
-  ir_node *r = cat_chain(f, l, n, u, d);
+  bool built = true;
+  for (int i = 0; i < n; i++) built &= (u[i] = reshape_node(f, l, ts[i], ts[0]->ndim + 1, s)) != NULL;
+  ir_node *r = built ? cat_chain(f, l, n, u, d) : NULL;
   for (int i = 0; i < n; i++) ir_node_release(u[i]);
   free(u);
   return finish(r);

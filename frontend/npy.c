@@ -88,7 +88,7 @@ kiln_tensor *kiln_load_npy_at(const char *f, int l, const char *path) {
     return fe_error(KILN_ERR_IO, f, l, "load_npy: '%s': %s", path, why);
   }
   const char *src = (const char *)m.base + h.data_offset;
-  mapping *keep = borrowable(&h) ? malloc(sizeof *keep) : NULL;
+  mapping *keep = borrowable(&h) ? ir_malloc(sizeof *keep) : NULL;
   rt_buffer *buf = keep ? rt_buffer_lend((void *)src, h.data_bytes, kiln_cpu_device(), unmap, keep)
                         : copy_data(&h, src);
   if (keep && buf) *keep = m;
@@ -96,8 +96,8 @@ kiln_tensor *kiln_load_npy_at(const char *f, int l, const char *path) {
     free(keep);
     if (m.base) munmap(m.base, m.len);
   }
-  if (!buf) return fe_error(KILN_ERR_MEMORY, f, l, "load_npy: '%s': cannot allocate %zu bytes", path, h.data_bytes);
-  return fe_buffer_node(f, l, buf, h.dtype, h.ndim, h.shape);
+  if (!buf) return fe_error(KILN_ERR_MEMORY, f, l, "load_npy: '%s': out of memory allocating %zu bytes", path, h.data_bytes);
+  return fe_buffer_node(f, l, "load_npy", buf, h.dtype, h.ndim, h.shape);
 }
 
 /* ---- saving --------------------------------------------------------------- */
@@ -110,6 +110,10 @@ static kiln_status write_file(const char *f, int l, const char *path, const char
   static unsigned counter;
   ir_str tmp = {0};
   ir_str_printf(&tmp, "%s.kiln-%d-%u.tmp", path, (int)getpid(), __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+  if (tmp.failed) {
+    ir_error_setf("%s:%d: save_npy: out of memory", f, l);
+    return KILN_ERR_MEMORY;
+  }
   int fd = open(tmp.s, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   FILE *fp = fd >= 0 ? fdopen(fd, "wb") : NULL;
   bool ok = fp && fwrite(hdr, 1, hlen, fp) == hlen && fwrite(data, 1, bytes, fp) == bytes;

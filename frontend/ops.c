@@ -143,7 +143,7 @@ static ir_node *expand_to(ir_node *n, int ndim, const int64_t *shape, const char
     return n;
   }
   ir_node *x = ir_node_new(IR_EXPAND, n->dtype, ndim, shape, 1, &n, f, l);
-  x->attr.compute = n->dtype;
+  if (x) x->attr.compute = n->dtype;
   return x;
 }
 
@@ -151,6 +151,7 @@ static ir_node *expand_to(ir_node *n, int ndim, const int64_t *shape, const char
 static ir_node *wrapped_const(double v, kiln_dtype dt, kiln_device dev, int ndim, const int64_t *shape,
                               const char *f, int l) {
   ir_node *c = ir_node_new(IR_CONST, dt, 0, NULL, 0, NULL, f, l);
+  if (!c) return NULL;
   c->attr.value = v;
   c->device = dev;
   ir_node *x = expand_to(c, ndim, shape, f, l);
@@ -186,8 +187,10 @@ static ir_node *elementwise(const char *f, int l, ir_op op, int nt, ir_node *con
   ir_node *src[3];
   for (int i = 0; i < nt; i++) src[i] = expand_to(t[i], ndim, shape, f, l);
   for (int i = 0; i < nw; i++) src[nt + i] = wrapped_const(w[i], compute, t[0]->device, ndim, shape, f, l);
-  ir_node *n = ir_node_new(op, result_dtype(typing, compute), ndim, shape, nt + nw, src, f, l);
-  n->attr.compute = compute;
+  bool built = true;
+  for (int i = 0; i < nt + nw; i++) built &= src[i] != NULL;
+  ir_node *n = built ? ir_node_new(op, result_dtype(typing, compute), ndim, shape, nt + nw, src, f, l) : NULL;
+  if (n) n->attr.compute = compute;
   for (int i = 0; i < nt + nw; i++) ir_node_release(src[i]);
   return fe_finish(n);
 }
@@ -230,6 +233,7 @@ kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dtype dt) {
   if (!ir_dtype_valid(dt)) return fe_error(KILN_ERR_ARG, f, l, "cast: invalid dtype %d", (int)dt);
   if (a->dtype == dt) return fe_same(a);
   ir_node *n = ir_node_new(IR_CAST, dt, a->ndim, a->shape, 1, &a, f, l);
+  if (!n) return fe_nomem();
   n->attr.to = dt;
   n->attr.compute = dt;
   return fe_finish(n);

@@ -179,7 +179,10 @@ static void put_tensor(const printer *p, ir_str *b, int d, int64_t base, int ind
 /* ---- suffixes (_add_suffixes) ------------------------------------------- */
 /* ", suffix" while the line stays within linewidth, else on a new line.
  * last_line follows PyTorch's count exactly (which starts 2 too high). */
-static void put_suffix(ir_str *b, size_t *last_line, int linewidth, const char *suffix) {
+static void put_suffix(ir_str *b, size_t *last_line, int linewidth, const ir_str *s) {
+  if (s->failed) b->failed = true;
+  if (b->failed) return;
+  const char *suffix = s->s;
   size_t len = strlen(suffix);
   if ((int64_t)(*last_line + len + 2) > linewidth) {
     ir_str_printf(b, ",\n%*s%s", INDENT, "", suffix);
@@ -197,24 +200,25 @@ static void put_suffixes(ir_str *b, const printer *p, int64_t numel, kiln_device
   kiln_dtype dt = p->dt;
   int ndim = p->ndim;
   const int64_t *shape = p->shape;
+  if (b->failed) return;
   const char *nl = memrchr(b->s, '\n', b->len);
   size_t last_line = nl ? (size_t)(b->s + b->len - nl) + 1 : b->len + 2;
   ir_str s = {0};
   if (dev.type == KILN_CUDA) {
     ir_str_printf(&s, "device='cuda:%d'", dev.index);
-    put_suffix(b, &last_line, p->o.linewidth, s.s);
+    put_suffix(b, &last_line, p->o.linewidth, &s);
     s.len = 0;
   }
   if (numel == 0 && ndim != 1) {
     ir_str_printf(&s, "size=(");
     for (int i = 0; i < ndim; i++) ir_str_printf(&s, "%s%lld", i ? ", " : "", (long long)shape[i]);
     ir_str_printf(&s, ")");
-    put_suffix(b, &last_line, p->o.linewidth, s.s);
+    put_suffix(b, &last_line, p->o.linewidth, &s);
     s.len = 0;
   }
   if (numel == 0 ? dt != KILN_F32 : dt != KILN_F32 && dt != KILN_I64 && dt != KILN_BOOL) {
     ir_str_printf(&s, "dtype=kiln.%s", ir_dtypes[dt].name);
-    put_suffix(b, &last_line, p->o.linewidth, s.s);
+    put_suffix(b, &last_line, p->o.linewidth, &s);
   }
   ir_str_free(&s);
 }
@@ -239,6 +243,7 @@ char *fe_format(const void *data, kiln_dtype dt, int ndim, const int64_t *shape,
   }
   put_suffixes(&b, &p, numel, dev);
   ir_str_printf(&b, ")");
+  if (b.failed) ir_str_free(&b);
   return b.s;
 }
 

@@ -83,6 +83,7 @@ static ir_node *reduce(const char *f, int l, ir_op op, ir_node *t, int ndims, co
   int64_t shape[KILN_MAX_DIMS];
   for (int d = 0; d < t->ndim; d++) shape[d] = mask & (1u << d) ? 1 : t->shape[d];
   ir_node *n = ir_node_new(op, reduce_dtype(op, t->dtype), t->ndim, shape, 1, &t, f, l);
+  if (!n) return fe_nomem();
   n->attr.axes = mask;
   n->attr.compute = op == IR_SUM || op == IR_PROD ? n->dtype : t->dtype;  /* the accumulated values' dtype */
   return drop_reduced(f, l, fe_finish(n), t, mask, keepdim);

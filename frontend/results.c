@@ -121,7 +121,7 @@ static kiln_status make_contiguous(const char *f, int l, kiln_tensor *t) {
   size_t es = ir_dtypes[t->dtype].size, bytes = (size_t)ir_numel(t->ndim, t->shape) * es;
   rt_buffer *buf = rt_buffer_alloc(bytes);
   if (!buf) {
-    ir_error_setf("%s:%d: data: cannot allocate %zu bytes for a contiguous copy", f, l, bytes);
+    ir_error_setf("%s:%d: data: out of memory allocating %zu bytes for a contiguous copy", f, l, bytes);
     return KILN_ERR_MEMORY;
   }
   fe_copy_strided(buf->data, buffer_base(t), es, t->ndim, t->shape, t->strides);
@@ -147,7 +147,9 @@ static kiln_status format_tensor(const char *f, int l, const char *op, kiln_tens
   const void *data;
   kiln_status st = fe_host_data(f, l, op, t, &data);
   *out = st == KILN_OK ? fe_format(data, t->dtype, t->ndim, t->shape, t->device) : NULL;
-  return st;
+  if (st != KILN_OK || *out) return st;
+  ir_error_setf("%s:%d: %s: out of memory", f, l, op);
+  return KILN_ERR_MEMORY;
 }
 
 /* NULL (and the last error) when t cannot be computed. */

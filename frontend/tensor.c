@@ -13,14 +13,23 @@ typedef struct { ir_node **v; int n, cap; } fe_scope;
 
 static _Thread_local fe_scope *scopes;
 static _Thread_local int nscopes, scopes_cap;
+/* A thread's first scopes need no allocation, so a scope can always begin
+ * when there is no enclosing one to take its handles. Deeper, a
+ * kiln_scope_begin that finds no memory is lost: its handles go to the
+ * enclosing scope, and the matching kiln_scope_end closes nothing. */
+#define INLINE_SCOPES 8
+static _Thread_local fe_scope inline_scopes[INLINE_SCOPES];
+static _Thread_local int lost_scopes;
 
-static void scope_push(fe_scope *s, ir_node *n) {
+static bool scope_push(fe_scope *s, ir_node *n) {
   if (s->n == s->cap) {
+    ir_node **v = ir_realloc(s->v, (size_t)(s->cap ? 2 * s->cap : 16) * sizeof *s->v);
+    if (!v) return false;
+    s->v = v;
     s->cap = s->cap ? 2 * s->cap : 16;
-    s->v = realloc(s->v, (size_t)s->cap * sizeof *s->v);
-    IR_ASSERT(s->v);
   }
   s->v[s->n++] = n;
+  return true;
 }
 
 /* Removes one registration of n from s; false when n is not there. Searches
@@ -35,16 +44,27 @@ static bool scope_remove(fe_scope *s, ir_node *n) {
   return false;
 }
 
+/* A scope that cannot record n would leak it: n goes, the OOM node comes. */
 ir_node *fe_register(ir_node *n) {
-  if (nscopes) scope_push(&scopes[nscopes - 1], n);
-  return n;
+  if (!nscopes || n == ir_node_oom() || scope_push(&scopes[nscopes - 1], n)) return n;
+  ir_error_setf("%s:%d: %s: out of memory", n->file ? n->file : "?", n->line, n->api ? n->api : ir_ops[n->op].name);
+  ir_node_release(n);
+  return ir_node_oom();
 }
 
 void kiln_scope_begin(void) {
+  if (!scopes) scopes = inline_scopes, scopes_cap = INLINE_SCOPES;
   if (nscopes == scopes_cap) {
-    scopes_cap = scopes_cap ? 2 * scopes_cap : 8;
-    scopes = realloc(scopes, (size_t)scopes_cap * sizeof *scopes);
-    IR_ASSERT(scopes);
+    bool inline_ = scopes == inline_scopes;
+    fe_scope *v = lost_scopes ? NULL : ir_realloc(inline_ ? NULL : scopes, (size_t)(2 * scopes_cap) * sizeof *scopes);
+    if (!v) {
+      ir_error_set("scope_begin: out of memory (the enclosing scope holds this one's handles)");
+      lost_scopes++;
+      return;
+    }
+    if (inline_) memcpy(v, inline_scopes, sizeof inline_scopes);
+    scopes = v;
+    scopes_cap *= 2;
   }
   scopes[nscopes++] = (fe_scope){0};
 }
@@ -52,12 +72,16 @@ void kiln_scope_begin(void) {
 /* Releases newest first, so users go before what they were built from. The
  * scope array itself is freed with the last scope: nothing lingers at exit. */
 void kiln_scope_end(void) {
+  if (lost_scopes) {
+    lost_scopes--;
+    return;
+  }
   if (!nscopes) return;
   fe_scope s = scopes[--nscopes];
   for (int i = s.n - 1; i >= 0; i--) ir_node_release(s.v[i]);
   free(s.v);
   if (!nscopes) {
-    free(scopes);
+    if (scopes != inline_scopes) free(scopes);
     scopes = NULL;
     scopes_cap = 0;
   }
@@ -65,9 +89,14 @@ void kiln_scope_end(void) {
 
 /* Like returning a value from a function: the handle moves to the enclosing
  * scope, or, at the outermost one, becomes the caller's to release. */
+/* Out of memory the handle stays in its scope (removing it left the room)
+ * and the caller gets the OOM node. */
 kiln_tensor *kiln_keep(kiln_tensor *t) {
-  if (t && nscopes && scope_remove(&scopes[nscopes - 1], t) && nscopes > 1)
-    scope_push(&scopes[nscopes - 2], t);
+  if (t && nscopes && scope_remove(&scopes[nscopes - 1], t) && nscopes > 1 && !scope_push(&scopes[nscopes - 2], t)) {
+    scope_push(&scopes[nscopes - 1], t);
+    ir_error_set("keep: out of memory");
+    return ir_node_oom();
+  }
   return t;
 }
 
@@ -128,14 +157,18 @@ bool fe_bad_handle(const char *f, int l, const char *op, const ir_node *t) {
   return !t || !ir_node_live(t);
 }
 
+ir_node *fe_nomem(void) { return fe_register(ir_node_error(KILN_ERR_MEMORY, NULL, 0, "%s", ir_error_get())); }
+
+ir_node *fe_locate(ir_node *e, const char *f, int l) {
+  if (e != ir_node_oom()) e->file = f, e->line = l;
+  return e;
+}
+
 ir_node *fe_check_arg(const char *f, int l, const char *op, ir_node *t, int argno) {
   if (!t) return fe_error(KILN_ERR_ARG, f, l, "%s: argument %d is NULL", op, argno);
   if (!ir_node_live(t)) return fe_error(KILN_ERR_ARG, f, l, "%s: argument %d " FE_FREED_MSG, op, argno);
   if (t->status == KILN_OK) return NULL;
-  ir_node *e = ir_node_error(t->status, NULL, 0, "%s", t->msg);
-  e->file = f;
-  e->line = l;
-  return fe_register(e);
+  return fe_register(fe_locate(ir_node_error(t->status, NULL, 0, "%s", t->msg), f, l));
 }
 
 ir_node *fe_check_numel(const char *f, int l, const char *op, int ndim, const int64_t *shape) {
@@ -180,15 +213,14 @@ kiln_status kiln_status_of(kiln_tensor *t) {
 static ir_node *realize_or_error(ir_node *n) {
   kiln_status st = rt_realize(1, &n);
   if (st == KILN_OK) return n;
-  ir_node *e = ir_node_error(st, NULL, 0, "%s", kiln_last_error());
-  e->file = n->file;
-  e->line = n->line;
+  ir_node *e = fe_locate(ir_node_error(st, NULL, 0, "%s", kiln_last_error()), n->file, n->line);
   ir_node_release(n);
   return e;
 }
 
 ir_node *fe_finish(ir_node *n) {
   rt_options *o = rt_opts();
+  if (!n) return fe_nomem();
   /* a graph over placeholders has no value to compute: kiln_compile plans it */
   if (n->op == IR_BUFFER || n->status != KILN_OK || n->symbolic) return fe_register(n);
   if (kiln_get_eager()) return fe_register(realize_or_error(n));

@@ -58,11 +58,10 @@ static int64_t add_saturating(int64_t a, int64_t b) {
   return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
-ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
-                     int nsrc, ir_node *const *src, const char *file, int line) {
-  IR_ASSERT(ndim >= 0 && ndim <= KILN_MAX_DIMS && nsrc >= 0 && nsrc <= 3);
-  ir_node *n = calloc(1, sizeof *n);
-  IR_ASSERT(n);
+/* n (all of it, zeroed first) as a new node with one reference. */
+static void node_init(ir_node *n, ir_op op, kiln_dtype dt, int ndim, const int64_t *shape, int nsrc,
+                      ir_node *const *src, const char *file, int line) {
+  memset(n, 0, sizeof *n);
   n->magic = IR_NODE_LIVE;
   n->refs = 1;
   n->op = op;
@@ -84,6 +83,33 @@ ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
   n->line = line;
   n->api = api;
   n->id = atomic_fetch_add(&next_id, 1);
+}
+
+/* One error node with a message buffer, kept so that the error for a failed
+ * allocation can itself be made; refilled when memory allows. */
+#define RESERVE_MSG 512
+static ir_node *_Atomic reserve;
+
+static void reserve_refill(void) {
+  if (atomic_load_explicit(&reserve, memory_order_relaxed)) return;
+  ir_node *n = ir_calloc(1, sizeof *n), *none = NULL;
+  if (n && !(n->msg = ir_malloc(RESERVE_MSG))) n = (free(n), NULL);
+  if (n && !atomic_compare_exchange_strong(&reserve, &none, n)) {
+    free(n->msg);
+    free(n);
+  }
+}
+
+ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
+                     int nsrc, ir_node *const *src, const char *file, int line) {
+  IR_ASSERT(ndim >= 0 && ndim <= KILN_MAX_DIMS && nsrc >= 0 && nsrc <= 3);
+  reserve_refill();
+  ir_node *n = ir_malloc(sizeof *n);
+  if (!n) {
+    ir_error_setf("%s:%d: %s: out of memory", file ? file : "?", line, api ? api : ir_ops[op].name);
+    return NULL;
+  }
+  node_init(n, op, dt, ndim, shape, nsrc, src, file, line);
   return n;
 }
 
@@ -99,10 +125,33 @@ static void append_under_api(ir_str *b, const char *msg) {
   else ir_str_printf(b, "%s: %s", api, named ? colon + 2 : msg);
 }
 
+/* The error node when there is no memory for one and the reserve is spent:
+ * shared, never freed, so that reporting an allocation failure cannot
+ * itself fail. Its message is generic; the last error, set when it is
+ * returned, names the op. */
+static ir_node oom_node = {.magic = IR_NODE_LIVE, .refs = 1, .op = IR_CONST, .dtype = KILN_F32,
+                           .status = KILN_ERR_MEMORY, .msg = "out of memory", .file = "?"};
+
+ir_node *ir_node_oom(void) { return &oom_node; }
+
+/* Out of memory: the reserved node with the message "file:line: fmt" cut to
+ * its buffer; the last error says the same. NULL when the reserve is spent. */
+static ir_node *error_from_reserve(const char *file, int line, const char *fmt, va_list ap) {
+  char m[RESERVE_MSG];
+  int k = file ? snprintf(m, sizeof m, "%s:%d: ", file, line) : 0;
+  vsnprintf(m + k, sizeof m - (size_t)k, fmt, ap);
+  ir_error_set(m);
+  ir_node *n = atomic_exchange(&reserve, NULL);
+  if (!n) return NULL;
+  char *msg = n->msg;
+  node_init(n, IR_CONST, KILN_F32, 0, NULL, 0, NULL, file, line);
+  n->msg = memcpy(msg, m, sizeof m);
+  return n;
+}
+
 /* A NULL file gives no location prefix: the frontend uses it to copy an
  * already-located message onto a new (sticky) error node. */
 ir_node *ir_node_error(kiln_status st, const char *file, int line, const char *fmt, ...) {
-  ir_node *n = ir_node_new(IR_CONST, KILN_F32, 0, NULL, 0, NULL, file, line);
   ir_str m = {0}, b = {0};
   va_list ap;
   va_start(ap, fmt);
@@ -110,13 +159,28 @@ ir_node *ir_node_error(kiln_status st, const char *file, int line, const char *f
   va_end(ap);
   if (file) ir_str_printf(&b, "%s:%d: ", file, line);
   /* a NULL file marks a copied, already-located message: it keeps its name */
-  if (file && api) append_under_api(&b, m.s);
-  else ir_str_printf(&b, "%s", m.s);
+  if (file && api && !m.failed) append_under_api(&b, m.s);
+  else if (!m.failed) ir_str_printf(&b, "%s", m.s);
+  bool made = !m.failed && !b.failed;
   ir_str_free(&m);
+  ir_node *n = made ? ir_node_new(IR_CONST, KILN_F32, 0, NULL, 0, NULL, file, line) : NULL;
+  if (n) {
+    n->msg = b.s;
+  } else {
+    ir_str_free(&b);
+    va_start(ap, fmt);
+    n = error_from_reserve(file, line, fmt, ap);
+    va_end(ap);
+    if (!n) return &oom_node;
+  }
   n->status = st;
-  n->msg = b.s;
   n->pending = 0;   /* an error never runs */
   return n;
+}
+
+kiln_status ir_error_oom(const ir_node *n) {
+  ir_error_setf("%s:%d: %s: out of memory", n->file ? n->file : "?", n->line, n->api ? n->api : ir_ops[n->op].name);
+  return KILN_ERR_MEMORY;
 }
 
 /* Atomic counts: handles may be shared between threads even though scopes are not. */
@@ -127,13 +191,15 @@ void ir_node_retain(ir_node *n) {
 /* ---- a growable stack of nodes, for the iterative walks ------------------ */
 typedef struct { ir_node **v; size_t n, cap; } node_stack;
 
-static void stack_push(node_stack *s, ir_node *n) {
+static bool stack_push(node_stack *s, ir_node *n) {
   if (s->n == s->cap) {
-    s->cap = s->cap ? 2 * s->cap : 64;
-    s->v = realloc(s->v, s->cap * sizeof *s->v);
-    IR_ASSERT(s->v);
+    ir_node **v = ir_realloc(s->v, 2 * (s->cap ? s->cap : 32) * sizeof *s->v);
+    if (!v) return false;
+    s->v = v;
+    s->cap = 2 * (s->cap ? s->cap : 32);
   }
   s->v[s->n++] = n;
+  return true;
 }
 
 /* ---- freed nodes: the quarantine that makes use after free detectable ---- */
@@ -160,26 +226,38 @@ static void node_free(ir_node *n) {
 }
 
 void ir_quarantine_flush(void) {
+  ir_node *r = atomic_exchange(&reserve, NULL);
+  if (r) free(r->msg);
+  free(r);
   pthread_mutex_lock(&quarantine.lock);
   for (int i = 0; i < quarantine.n; i++) free(quarantine.v[i]);
   quarantine.n = quarantine.next = 0;
   pthread_mutex_unlock(&quarantine.lock);
 }
 
-/* Frees n and then each source it held the last reference to, with an
- * explicit stack so the depth of the graph never reaches the C stack. */
+/* Frees n and then each source it held the last reference to. The dead
+ * nodes whose sources are still to release form a stack linked through
+ * their own dead_next, so the depth of the graph never reaches the C stack
+ * and releasing never allocates. */
 void ir_node_release(ir_node *n) {
-  node_stack st = {0};
-  while (n) {
-    if (__atomic_sub_fetch(&n->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-      for (int i = 0; i < n->nsrc; i++) stack_push(&st, n->src[i]);
+  ir_node *dead = NULL;
+  for (;;) {
+    if (n && n != &oom_node && __atomic_sub_fetch(&n->refs, 1, __ATOMIC_ACQ_REL) == 0) {
       if (n->buf) rt_buffer_release(n->buf);
+      n->buf = NULL;
       free(n->msg);
-      node_free(n);
+      n->msg = NULL;
+      n->dead_next = dead;
+      dead = n;
     }
-    n = st.n ? st.v[--st.n] : NULL;
+    while (dead && !dead->nsrc) {
+      ir_node *d = dead;
+      dead = d->dead_next;
+      node_free(d);
+    }
+    if (!dead) return;
+    n = dead->src[--dead->nsrc];
   }
-  free(st.v);
 }
 
 void ir_node_set_buffer(ir_node *n, rt_buffer *buf) {
@@ -222,6 +300,7 @@ void ir_node_set_view(ir_node *n, const ir_node *of, const int64_t *strides, int
 
 ir_node *ir_node_alias(const ir_node *leaf) {
   ir_node *a = ir_node_new(IR_BUFFER, leaf->dtype, leaf->ndim, leaf->shape, 0, NULL, leaf->file, leaf->line);
+  if (!a) return NULL;
   a->device = leaf->device;
   a->id = leaf->id;
   a->api = leaf->api;
@@ -234,13 +313,20 @@ ir_node *ir_node_alias(const ir_node *leaf) {
   return a;
 }
 
-void ir_graph_private_leaves(int n, ir_node **topo) {
+bool ir_graph_private_leaves(int n, ir_node **topo) {
   IR_PTRMAP_ON_STACK(alias_of);   /* original leaf -> its position in topo */
-  for (int i = 0; i < n; i++)
-    if (topo[i]->op == IR_BUFFER) {
-      ir_ptrmap_put(&alias_of, topo[i], i);
-      topo[i] = ir_node_alias(topo[i]);
-    }
+  ir_node **alias = ir_calloc((size_t)n + 1, sizeof *alias);
+  bool ok = alias;
+  for (int i = 0; ok && i < n; i++)
+    if (topo[i]->op == IR_BUFFER) ok = (alias[i] = ir_node_alias(topo[i])) && ir_ptrmap_put(&alias_of, topo[i], i);
+  for (int i = 0; alias && i < n; i++)
+    if (alias[i] && ok) topo[i] = alias[i];
+    else if (alias[i]) ir_node_release(alias[i]);   /* out of memory: topo as it was */
+  free(alias);
+  if (!ok) {
+    ir_ptrmap_free(&alias_of);
+    return false;
+  }
   for (int i = 0; i < n; i++)
     for (int s = 0; topo[i]->op != IR_BUFFER && s < topo[i]->nsrc; s++) {
       int j = topo[i]->src[s]->op == IR_BUFFER ? ir_ptrmap_get(&alias_of, topo[i]->src[s]) : -1;
@@ -249,6 +335,7 @@ void ir_graph_private_leaves(int n, ir_node **topo) {
   for (int i = 0; i < n; i++)
     if (topo[i]->op == IR_BUFFER) ir_node_release(topo[i]);   /* its readers hold it now */
   ir_ptrmap_free(&alias_of);
+  return true;
 }
 
 /* Post-order DFS with an explicit stack: a node is emitted after all its
@@ -257,33 +344,31 @@ void ir_graph_private_leaves(int n, ir_node **topo) {
 int ir_graph_collect(int nroots, ir_node *const *roots, ir_node ***out) {
   IR_PTRMAP_ON_STACK(seen);
   node_stack st = {0}, order = {0};
-  for (int r = 0; r < nroots; r++) {
+  bool ok = true;
+  for (int r = 0; ok && r < nroots; r++) {
     if (!roots[r] || ir_ptrmap_get(&seen, roots[r]) >= 0) continue;
-    ir_ptrmap_put(&seen, roots[r], 0);
-    stack_push(&st, roots[r]);
-    while (st.n) {
+    ok = ir_ptrmap_put(&seen, roots[r], 0) && stack_push(&st, roots[r]);
+    while (ok && st.n) {
       ir_node *n = st.v[st.n - 1];
       int next = ir_ptrmap_get(&seen, n);   /* index of the next source to visit */
       if (next < n->nsrc) {
-        ir_ptrmap_put(&seen, n, next + 1);
+        ok = ir_ptrmap_put(&seen, n, next + 1);
         ir_node *s = n->src[next];
-        if (ir_ptrmap_get(&seen, s) < 0) {
-          ir_ptrmap_put(&seen, s, 0);
-          stack_push(&st, s);
-        }
+        if (ok && ir_ptrmap_get(&seen, s) < 0) ok = ir_ptrmap_put(&seen, s, 0) && stack_push(&st, s);
         continue;
       }
       st.n--;
-      stack_push(&order, n);
+      ok = stack_push(&order, n);
     }
   }
   ir_ptrmap_free(&seen);
   free(st.v);
-  *out = order.v;
-  return (int)order.n;
+  if (!ok) free(order.v);
+  *out = ok ? order.v : NULL;
+  return ok ? (int)order.n : -1;
 }
 
-void ir_graph_clone(int n, ir_node *const *topo, ir_node **clones) {
+bool ir_graph_clone(int n, ir_node *const *topo, ir_node **clones) {
   for (int i = 0; i < n; i++) topo[i]->scratch = i;
   for (int i = 0; i < n; i++) {
     ir_node *o = topo[i];
@@ -294,23 +379,28 @@ void ir_graph_clone(int n, ir_node *const *topo, ir_node **clones) {
     ir_node *src[3];
     for (int s = 0; s < o->nsrc; s++) src[s] = clones[o->src[s]->scratch];
     ir_node *c = ir_node_new(o->op, o->dtype, o->ndim, o->shape, o->nsrc, src, o->file, o->line);
+    if (c && o->msg && !(c->msg = ir_strdup(o->msg))) ir_node_release(c), c = NULL;
+    if (!c) {
+      while (i > 0) ir_node_release(clones[--i]);
+      return false;
+    }
     c->device = o->device;
     c->attr = o->attr;
     memcpy(c->strides, o->strides, sizeof c->strides);
     c->offset = o->offset;
     c->status = o->status;
-    if (o->msg) IR_ASSERT(c->msg = strdup(o->msg));
     c->id = o->id;
     c->api = o->api;
     c->symbolic = o->symbolic;
     clones[i] = c;
   }
+  return true;
 }
 
 ir_node *ir_graph_find_error(int nroots, ir_node *const *roots) {
   ir_node **topo;
   int n = ir_graph_collect(nroots, roots, &topo);
-  ir_node *err = NULL;
+  ir_node *err = n < 0 ? &oom_node : NULL;
   for (int i = 0; i < n && !err; i++)
     if (topo[i]->status != KILN_OK) err = topo[i];
   free(topo);
@@ -405,7 +495,8 @@ static void print_node(ir_str *b, const ir_ptrmap *pos, int i, const ir_node *n)
 
 void ir_graph_print(ir_str *b, int n, ir_node *const *topo) {
   ir_ptrmap pos = {0};
-  for (int i = 0; i < n; i++) ir_ptrmap_put(&pos, topo[i], i);
-  for (int i = 0; i < n; i++) print_node(b, &pos, i, topo[i]);
+  for (int i = 0; i < n; i++)
+    if (!ir_ptrmap_put(&pos, topo[i], i)) b->failed = true;
+  for (int i = 0; i < n && !b->failed; i++) print_node(b, &pos, i, topo[i]);
   ir_ptrmap_free(&pos);
 }

@@ -60,6 +60,7 @@ struct kiln_tensor {
   int64_t pending;      /* upper bound on unrealized nodes below (bounded laziness) */
   bool symbolic;        /* a placeholder (kiln_placeholder) or reads one: it has
                            no value of its own and runs only through kiln_fn */
+  struct kiln_tensor *dead_next;   /* ir_node_release's stack of freed nodes */
   int scratch;          /* per-pass temporary (kernel id, visit mark); no meaning between passes */
 };
 typedef struct kiln_tensor ir_node;
@@ -71,10 +72,11 @@ int64_t ir_numel(int ndim, const int64_t *shape);
  * quarantine (KILN_CHECK_HANDLES=1, the default in Debug builds): their
  * memory stays allocated with the magic word cleared. */
 static inline bool ir_node_live(const ir_node *n) { return n->magic == IR_NODE_LIVE; }
-/* Frees the quarantined nodes (kiln_shutdown). */
+/* Frees the quarantined nodes and the reserved error node (kiln_shutdown). */
 void ir_quarantine_flush(void);
 /* Allocates a node with one reference owned by the caller; takes a new
- * reference on each source. (The frontend registers user handles in scopes.) */
+ * reference on each source; NULL when out of memory. (The frontend
+ * registers user handles in scopes.) */
 ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
                      int nsrc, ir_node *const *src, const char *file, int line);
 /* The public op being built on this thread when it is made of other ops
@@ -86,9 +88,17 @@ const char *ir_api_push(const char *name);
 void ir_api_pop(const char *prev);
 
 /* An error node; msg is formatted "file:line: " + fmt, with fmt's leading
- * op name ("max: ...") replaced by the composite being built, if any. */
+ * op name ("max: ...") replaced by the composite being built, if any. Never
+ * NULL: out of memory it is a node kept in reserve, or, that spent,
+ * ir_node_oom(). */
 ir_node *ir_node_error(kiln_status st, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The one KILN_ERR_MEMORY node that needs no allocation: shared, immortal
+ * (release ignores it), never to be modified. */
+ir_node *ir_node_oom(void);
+/* Sets the last error "file:line: op: out of memory" for the op that built n
+ * (what the user called) and returns KILN_ERR_MEMORY. */
+kiln_status ir_error_oom(const ir_node *n);
 void ir_node_retain(ir_node *n);
 void ir_node_release(ir_node *n);   /* iterative: long chains never recurse */
 /* Turns n into a BUFFER over buf (contiguous) and drops its sources. */
@@ -106,23 +116,28 @@ bool ir_node_is_contiguous(const ir_node *n);
 void ir_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 
 /* Nodes reachable from roots that are not BUFFERs, plus the BUFFER leaves,
- * in topological order (sources first). Iterative. Caller frees *out. */
+ * in topological order (sources first). Iterative. Caller frees *out.
+ * -1 (and *out NULL) when out of memory. */
 int ir_graph_collect(int nroots, ir_node *const *roots, ir_node ***out);
 /* Copies of topo (sources first) that passes may rewrite freely: BUFFER
  * leaves are shared (retained); every other node is new, with the same op,
  * attributes, shape, location and id, reading the copies of its sources.
- * clones[i] holds one reference. Sets topo[i]->scratch = i. */
-void ir_graph_clone(int n, ir_node *const *topo, ir_node **clones);
+ * clones[i] holds one reference. Sets topo[i]->scratch = i. False when
+ * out of memory, with nothing left held. */
+bool ir_graph_clone(int n, ir_node *const *topo, ir_node **clones);
 /* A new BUFFER node over leaf's storage and view (same dtype, shape,
- * device, location and id), one reference for the caller. */
+ * device, location and id), one reference for the caller; NULL when out
+ * of memory. */
 ir_node *ir_node_alias(const ir_node *leaf);
 /* Realized tensors may be read by other threads while this one walks a
  * graph over them, and walks write nodes' scratch: replaces every BUFFER
  * topo[i] (topo from ir_graph_collect over roots that are not BUFFERs) by
  * an alias of its own, in topo and in the edges of topo's other nodes. The
- * aliases are held by those edges; no value changes. */
-void ir_graph_private_leaves(int n, ir_node **topo);
-/* First error node reachable from roots, or NULL. */
+ * aliases are held by those edges; no value changes. False, with topo as
+ * it was, when out of memory. */
+bool ir_graph_private_leaves(int n, ir_node **topo);
+/* First error node reachable from roots, or NULL (ir_node_oom() when the
+ * walk itself runs out of memory). */
 ir_node *ir_graph_find_error(int nroots, ir_node *const *roots);
 
 /* Text form, one node per line: "%3 = add %1, %2  f32(4,4)  main.c:14". */

@@ -98,8 +98,7 @@ typedef struct arena_block { struct arena_block *next; size_t used, cap; } arena
 struct ir_arena { arena_block *head; };
 
 ir_arena *ir_arena_new(void) {
-  ir_arena *a = calloc(1, sizeof *a);
-  IR_ASSERT(a);
+  ir_arena *a = ir_xcalloc(1, sizeof *a);
   return a;
 }
 
@@ -108,8 +107,7 @@ void *ir_arena_alloc(ir_arena *a, size_t bytes) {
   arena_block *b = a->head;
   if (!b || b->used + bytes > b->cap) {
     size_t cap = bytes > 65536 ? bytes : 65536;
-    b = malloc(sizeof(arena_block) + 16 + cap);
-    IR_ASSERT(b);
+    b = ir_xmalloc(sizeof(arena_block) + 16 + cap);
     b->next = a->head;
     b->used = 0;
     b->cap = cap;
@@ -132,14 +130,17 @@ void ir_arena_free(ir_arena *a) {
 }
 
 /* ---- strings ------------------------------------------------------------ */
-static void str_reserve(ir_str *b, size_t extra) {
-  if (b->len + extra + 1 <= b->cap) return;
+/* False (and b->failed set: the text is incomplete) when memory runs out. */
+static bool str_reserve(ir_str *b, size_t extra) {
+  if (b->failed) return false;
+  if (b->len + extra + 1 <= b->cap) return true;
   size_t cap = b->cap ? b->cap : 256;
   while (cap < b->len + extra + 1) cap *= 2;
-  char *s = realloc(b->s, cap);
-  IR_ASSERT(s);
+  char *s = ir_realloc(b->s, cap);
+  if (!s) return !(b->failed = true);
   b->s = s;
   b->cap = cap;
+  return true;
 }
 
 void ir_str_vprintf(ir_str *b, const char *fmt, va_list ap) {
@@ -148,13 +149,13 @@ void ir_str_vprintf(ir_str *b, const char *fmt, va_list ap) {
   int n = vsnprintf(NULL, 0, fmt, ap2);
   va_end(ap2);
   IR_ASSERT(n >= 0);
-  str_reserve(b, (size_t)n);
+  if (!str_reserve(b, (size_t)n)) return;
   vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
   b->len += (size_t)n;
 }
 
 void ir_str_append(ir_str *b, const void *p, size_t n) {
-  str_reserve(b, n);
+  if (!str_reserve(b, n)) return;
   memcpy(b->s + b->len, p, n);
   b->len += n;
   b->s[b->len] = '\0';
@@ -171,6 +172,22 @@ void ir_str_free(ir_str *b) {
   free(b->s);
   b->s = NULL;
   b->len = b->cap = 0;
+  b->failed = false;
+}
+
+char *ir_vstrprintf(const char *fmt, va_list ap) {
+  ir_str b = {0};
+  ir_str_vprintf(&b, fmt, ap);
+  if (b.failed) ir_str_free(&b);
+  return b.s;
+}
+
+char *ir_strprintf(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *s = ir_vstrprintf(fmt, ap);
+  va_end(ap);
+  return s;
 }
 
 void ir_str_shape(ir_str *b, int ndim, const int64_t *shape) {
@@ -215,27 +232,36 @@ static size_t ptrmap_slot(const ir_ptrmap *m, const void *k) {
   return i;
 }
 
-static void ptrmap_grow(ir_ptrmap *m) {
+/* False, with m as it was, when memory runs out. */
+static bool ptrmap_grow(ir_ptrmap *m) {
   ir_ptrmap old = *m;
   m->cap = old.cap ? 2 * old.cap : 64;
   m->n = 0;
-  m->keys = calloc(m->cap, sizeof *m->keys);
-  m->vals = calloc(m->cap, sizeof *m->vals);
-  IR_ASSERT(m->keys && m->vals);
+  m->keys = ir_calloc(m->cap, sizeof *m->keys);
+  m->vals = ir_calloc(m->cap, sizeof *m->vals);
+  if (!m->keys || !m->vals) {
+    free(m->keys);
+    free(m->vals);
+    *m = old;
+    return false;
+  }
   m->borrowed = false;
   for (size_t i = 0; i < old.cap; i++)
     if (old.keys[i]) ir_ptrmap_put(m, old.keys[i], old.vals[i]);
-  if (old.borrowed) return;
-  free(old.keys);
-  free(old.vals);
+  if (!old.borrowed) {
+    free(old.keys);
+    free(old.vals);
+  }
+  return true;
 }
 
-void ir_ptrmap_put(ir_ptrmap *m, const void *k, int v) {
-  if (2 * (m->n + 1) > m->cap) ptrmap_grow(m);
+bool ir_ptrmap_put(ir_ptrmap *m, const void *k, int v) {
+  if (2 * (m->n + 1) > m->cap && !ptrmap_grow(m)) return false;
   size_t i = ptrmap_slot(m, k);
   if (!m->keys[i]) m->n++;
   m->keys[i] = k;
   m->vals[i] = v;
+  return true;
 }
 
 int ir_ptrmap_get(const ir_ptrmap *m, const void *k) {

@@ -4,6 +4,7 @@
 #define KILN_IR_H
 
 #include "kiln.h"
+#include "ir/alloc.h"
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -59,11 +60,16 @@ void *ir_arena_alloc(ir_arena *a, size_t bytes);   /* zeroed, 16-byte aligned */
 void ir_arena_free(ir_arena *a);
 
 /* ---- growable string ---------------------------------------------------- */
-typedef struct { char *s; size_t len, cap; } ir_str;
+/* Out of memory, a string stops growing and says so in failed: whoever
+ * reads the text checks it first (s may still be NULL). */
+typedef struct { char *s; size_t len, cap; bool failed; } ir_str;
 void ir_str_printf(ir_str *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ir_str_vprintf(ir_str *b, const char *fmt, va_list ap);
 void ir_str_append(ir_str *b, const void *p, size_t n);  /* raw bytes, kept NUL-terminated */
 void ir_str_free(ir_str *b);
+/* A new string (free() it) formatted as printf would; NULL out of memory. */
+char *ir_strprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *ir_vstrprintf(const char *fmt, va_list ap);
 
 /* "(2,3)", "(4,)", "()" */
 void ir_str_shape(ir_str *b, int ndim, const int64_t *shape);
@@ -82,7 +88,7 @@ typedef struct {
   const void *m##_keys[64] = {0};                                  \
   int m##_vals[64];                                                \
   ir_ptrmap m = {m##_keys, m##_vals, 64, 0, true}
-void ir_ptrmap_put(ir_ptrmap *m, const void *k, int v);
+bool ir_ptrmap_put(ir_ptrmap *m, const void *k, int v);   /* false: out of memory, m unchanged */
 int ir_ptrmap_get(const ir_ptrmap *m, const void *k);   /* the value stored for k, or -1 */
 void ir_ptrmap_free(ir_ptrmap *m);
 

@@ -9,8 +9,7 @@ struct kx_table { kexpr **slot; int cap, used; };
 struct kx_dims { kexpr **arg; int n; };  /* the size arguments; their values are in k->args */
 
 kernel *k_new(void) {
-  kernel *k = calloc(1, sizeof *k);
-  IR_ASSERT(k);
+  kernel *k = ir_xcalloc(1, sizeof *k);
   k->arena = ir_arena_new();
   k->cse = ir_arena_alloc(k->arena, sizeof *k->cse);
   return k;
@@ -29,8 +28,7 @@ void k_free(kernel *k) {
 
 int k_param(kernel *k, kiln_dtype dt, bool output, int64_t numel) {
   if ((k->nparams & (k->nparams - 1)) == 0) {  /* grow at powers of two */
-    kparam *p = realloc(k->params, sizeof *p * (size_t)(k->nparams ? 2 * k->nparams : 4));
-    IR_ASSERT(p);
+    kparam *p = ir_xrealloc(k->params, sizeof *p * (size_t)(k->nparams ? 2 * k->nparams : 4));
     k->params = p;
   }
   k->params[k->nparams] = (kparam){.dtype = dt, .output = output, .numel = numel};
@@ -57,8 +55,7 @@ static bool kx_same(const kexpr *x, const kexpr *y) {
 
 static void kx_grow(kx_table *t) {
   int cap = t->cap ? t->cap * 2 : 256;
-  kexpr **slot = calloc((size_t)cap, sizeof *slot);
-  IR_ASSERT(slot);
+  kexpr **slot = ir_xcalloc((size_t)cap, sizeof *slot);
   for (int i = 0; i < t->cap; i++) {
     if (!t->slot[i]) continue;
     size_t j = kx_hash(t->slot[i]) & (size_t)(cap - 1);
@@ -223,8 +220,7 @@ static kexpr *rewrite(kx_rewriter *w, kexpr *root) {
 }
 
 kexpr *kx_rewrite(kernel *k, kexpr *e, kx_map_fn map, void *ctx) {
-  kx_rewriter w = {k, map, ctx, k->nexprs, calloc((size_t)k->nexprs + 1, sizeof(kexpr *)), NULL, 0, 0};
-  IR_ASSERT(w.memo);
+  kx_rewriter w = {k, map, ctx, k->nexprs, ir_xcalloc((size_t)k->nexprs + 1, sizeof(kexpr *)), NULL, 0, 0};
   kexpr *r = rewrite(&w, e);
   free(w.memo);
   free(w.stack);
@@ -245,12 +241,9 @@ int k_arg_push(kernel *k, int64_t bits) {
   }
   if ((k->nargs & (k->nargs - 1)) == 0) {  /* grow at powers of two */
     size_t cap = (size_t)(k->nargs ? 2 * k->nargs : 2);
-    int64_t *a = realloc(k->args, sizeof *a * cap);
-    IR_ASSERT(a);
+    int64_t *a = ir_xrealloc(k->args, sizeof *a * cap);
     k->args = a;
-    karg_src *from = realloc(k->arg_src, sizeof *from * cap);
-    IR_ASSERT(from);
-    k->arg_src = from;
+    k->arg_src = ir_xrealloc(k->arg_src, sizeof *k->arg_src * cap);
   }
   k->args[k->nargs] = bits;
   k->arg_src[k->nargs] = (karg_src){.node = NULL};
@@ -271,8 +264,7 @@ kexpr *kx_dim(kernel *k, int64_t v) {
   for (int i = 0; i < d->n; i++)
     if (k->args[d->arg[i]->i] == v) return d->arg[i];
   if ((d->n & (d->n - 1)) == 0) {  /* grow at powers of two */
-    kexpr **a = realloc(d->arg, sizeof *a * (size_t)(d->n ? 2 * d->n : 2));
-    IR_ASSERT(a);
+    kexpr **a = ir_xrealloc(d->arg, sizeof *a * (size_t)(d->n ? 2 * d->n : 2));
     d->arg = a;
   }
   return d->arg[d->n++] = k_arg_int(k, KILN_I64, v);
@@ -447,8 +439,7 @@ static void walk_block(kwalk *w, const kstmt *s, int depth) {
 }
 
 static void k_walk(kernel *k, kx_visit on_expr, ks_visit on_stmt, void *ctx) {
-  kwalk w = {calloc((size_t)k->nexprs + 1, 1), on_expr, on_stmt, ctx, NULL, 0};
-  IR_ASSERT(w.done);
+  kwalk w = {ir_xcalloc((size_t)k->nexprs + 1, 1), on_expr, on_stmt, ctx, NULL, 0};
   walk_block(&w, k->body, 1);
   free(w.done);
   free(w.stack);
@@ -582,6 +573,7 @@ uint64_t k_key(kernel *k, ir_str *key) {
     ir_str_append(key, f, sizeof f);
   }
   k_walk(k, key_expr, key_stmt, key);
+  if (key->failed) return 0;   /* out of memory: the caller drops the kernel */
   uint64_t h = ir_hash_bytes(key->s + start, key->len - start, 0);
   name_kernel(k, h);
   return h;

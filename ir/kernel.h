@@ -200,7 +200,8 @@ kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t k
  * IR (params, loops, every expression once in post-order by id) appended to
  * key; sets k->name (what it computes + the hash of it) and returns the
  * hash. Equal kernels give equal keys; no pointers are serialized, nor
- * argument values, nor (generic kernels) any size from a shape. */
+ * argument values, nor (generic kernels) any size from a shape. Out of
+ * memory key->failed is set, and 0 returned with the name unset. */
 uint64_t k_key(kernel *k, ir_str *key);
 /* The range the runtime splits across threads: the extent of the top-level
  * KL_PARALLEL loop (or a top-level KS_GEMM's rows), 0 when there is none;

@@ -30,9 +30,14 @@ static bool same_node(const ir_node *a, const ir_node *b) {
 void pass_cse(pass_graph *g) {
   size_t cap = 16;
   while (cap < 2 * (size_t)g->n) cap *= 2;
-  ir_node **table = calloc(cap, sizeof *table);
-  ir_node **canon = calloc((size_t)g->n + 1, sizeof *canon);  /* by topo index */
-  IR_ASSERT(table && canon);
+  ir_node **table = ir_calloc(cap, sizeof *table);
+  ir_node **canon = ir_calloc((size_t)g->n + 1, sizeof *canon);  /* by topo index */
+  if (!table || !canon) {
+    free(table);
+    free(canon);
+    g->oom = true;
+    return;
+  }
   for (int i = 0; i < g->n; i++) g->topo[i]->scratch = i;
   for (int i = 0; i < g->n; i++) {
     ir_node *n = g->topo[i];

@@ -178,9 +178,9 @@ static void grid_sources(const pass_graph *g, reached *reach) {
  * leading dim, matmul operands that are not strided views of a buffer,
  * reductions read by a small reduction, grid reductions (above) and with
  * merging off every computing node. */
-static void mark_forced(pass_graph *g, bool merge, bool *mat) {
-  reached *reach = malloc(sizeof *reach * (size_t)g->n);
-  IR_ASSERT(reach);
+static bool mark_forced(pass_graph *g, bool merge, bool *mat) {
+  reached *reach = ir_malloc(sizeof *reach * (size_t)g->n);
+  if (!reach) return false;
   grid_sources(g, reach);
   for (int i = 0; i < g->n; i++) {
     ir_node *n = g->topo[i];
@@ -210,6 +210,7 @@ static void mark_forced(pass_graph *g, bool merge, bool *mat) {
     }
   }
   free(reach);
+  return true;
 }
 
 /* LLVM's passes recurse along a chain of instructions (Reassociate's ranks
@@ -221,8 +222,7 @@ static void mark_forced(pass_graph *g, bool merge, bool *mat) {
 #define FUSE_MAX_DEPTH 4096
 
 static void mark_deep(const pass_graph *g, bool *mat) {
-  int *depth = calloc((size_t)g->n + 1, sizeof *depth);   /* inlined computing nodes ending here */
-  IR_ASSERT(depth);
+  int *depth = ir_xcalloc((size_t)g->n + 1, sizeof *depth);   /* inlined computing nodes ending here */
   for (int i = 0; i < g->n; i++) {
     const ir_node *n = g->topo[i];
     if (n->op == IR_BUFFER) continue;
@@ -344,10 +344,14 @@ static bool column_reduce(const pass_graph *g, int i, const int *group) {
  * two sums of var). A later one joins an earlier one's kernel when it
  * depends on none of that kernel's reductions (earlier ones cannot depend
  * on it: topo order). */
-static void merge_columns(pass_graph *g, fuse_ctx *c, const int *group) {
-  unsigned char *seen = calloc((size_t)g->n + 1, 1);
-  const ir_node **stack = malloc(sizeof *stack * ((size_t)g->n + 1));
-  IR_ASSERT(seen && stack);
+static bool merge_columns(pass_graph *g, fuse_ctx *c, const int *group) {
+  unsigned char *seen = ir_calloc((size_t)g->n + 1, 1);
+  const ir_node **stack = ir_malloc(sizeof *stack * ((size_t)g->n + 1));
+  if (!seen || !stack) {
+    free(seen);
+    free(stack);
+    return false;
+  }
   for (int j = 0; j < g->n; j++) {
     if (!column_reduce(g, j, group)) continue;
     for (int i = 0; i < j; i++) {
@@ -367,6 +371,7 @@ static void merge_columns(pass_graph *g, fuse_ctx *c, const int *group) {
   }
   free(seen);
   free(stack);
+  return true;
 }
 
 /* Collects each root group's materialized nodes (topo order) as its outputs. */
@@ -401,20 +406,19 @@ static void regroup(pass_graph *g, fuse_ctx *c, int *group, int ngroups, bool *m
 void pass_fuse(pass_graph *g, bool merge) {
   int n = g->n;
   for (int i = 0; i < n; i++) g->topo[i]->scratch = i;
-  bool *mat = calloc((size_t)n + 1, sizeof *mat);
-  int *group = calloc((size_t)n + 1, sizeof *group);
-  fuse_ctx c = {calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, 1), merge,
-                calloc((size_t)n + 1, sizeof(int)), calloc(3 * (size_t)n + 3, sizeof(int))};
+  bool *mat = ir_calloc((size_t)n + 1, sizeof *mat);
+  int *group = ir_calloc((size_t)n + 1, sizeof *group);
+  fuse_ctx c = {ir_calloc((size_t)n + 1, sizeof(int)), ir_calloc((size_t)n + 1, 1), merge,
+                ir_calloc((size_t)n + 1, sizeof(int)), ir_calloc(3 * (size_t)n + 3, sizeof(int))};
+  bool *recompute = ir_calloc((size_t)n + 1, sizeof *recompute);
   g->groups = ir_arena_alloc(g->arena, sizeof(pass_group) * (size_t)(n + 1));
-  IR_ASSERT(mat && group && c.parent && c.kinds && c.first_user && c.next_user);
-  build_users(g, &c);
-  mark_forced(g, merge, mat);
-  mark_deep(g, mat);
-  bool *recompute = calloc((size_t)n + 1, sizeof *recompute);
-  IR_ASSERT(recompute);
-  if (merge) mark_recomputable(g, mat, recompute);
+  g->oom = !(mat && group && c.parent && c.kinds && c.first_user && c.next_user && recompute);
+  if (!g->oom) build_users(g, &c);
+  g->oom = g->oom || !mark_forced(g, merge, mat);
+  if (!g->oom) mark_deep(g, mat);
+  if (merge && !g->oom) mark_recomputable(g, mat, recompute);
   int ngroups = 0;
-  for (int i = n - 1; i >= 0; i--) {
+  for (int i = g->oom ? -1 : n - 1; i >= 0; i--) {
     ir_node *nd = g->topo[i];
     group[i] = -1;
     if (nd->op == IR_BUFFER || (free_node(nd) && !mat[i])) continue;
@@ -424,8 +428,8 @@ void pass_fuse(pass_graph *g, bool merge) {
       group[i] = place(g, &c, i, group, &ngroups, mat, recompute);
     }
   }
-  if (merge) merge_columns(g, &c, group);
-  regroup(g, &c, group, ngroups, mat);
+  g->oom = g->oom || (merge && !merge_columns(g, &c, group));
+  if (!g->oom) regroup(g, &c, group, ngroups, mat);
   free(recompute);
   free(mat);
   free(group);

@@ -50,8 +50,13 @@ void pass_gemm_operands(pass_graph *g) {
       ir_node *s = n->src[k];
       if (readable(s)) continue;
       ir_node *copy = ir_node_new(IR_CAST, s->dtype, s->ndim, s->shape, 1, &s, n->file, n->line);
+      if (!copy) {
+        g->oom = true;
+        return;
+      }
       copy->attr.to = copy->attr.compute = s->dtype;
       pass_hold(g, copy);
+      if (g->oom) return;
       ir_node_set_src(n, k, copy);
       changed = true;
     }
@@ -59,4 +64,5 @@ void pass_gemm_operands(pass_graph *g) {
   if (!changed) return;
   free(g->topo);  /* the copies take their place in topological order */
   g->n = ir_graph_collect(g->ntargets, g->targets, &g->topo);
+  if (g->n < 0) g->n = 0, g->oom = true;
 }

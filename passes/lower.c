@@ -68,8 +68,7 @@ static memo_entry *memo_slot(lower_ctx *c, const ir_node *n, kexpr *const *idx) 
     memo_entry *old = c->memo;
     int oldcap = c->memo_cap;
     c->memo_cap = oldcap ? oldcap * 2 : MEMO_CAP;
-    c->memo = calloc((size_t)c->memo_cap, sizeof *c->memo);
-    IR_ASSERT(c->memo);
+    c->memo = ir_xcalloc((size_t)c->memo_cap, sizeof *c->memo);
     c->memo_used = 0;
     for (int i = 0; i < oldcap; i++)
       if (old[i].node) {
@@ -487,8 +486,7 @@ static void frame_set_inner(frame *f, kstmt *s) {
 static void grow(void **v, int n, int *cap, size_t elem) {
   if (n < *cap) return;
   *cap = *cap ? 2 * *cap : 16;
-  *v = realloc(*v, elem * (size_t)*cap);
-  IR_ASSERT(*v);
+  *v = ir_xrealloc(*v, elem * (size_t)*cap);
 }
 
 static void push_frame(lower_ctx *c, int var, kstmt **tail) {
@@ -847,9 +845,8 @@ kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool g
   pass_group *pg = &g->groups[gi];
   kernel *k = k_new();
   lower_ctx c = {.g = g, .gi = gi, .k = k, .inputs = inputs,
-                 .input_param = malloc(sizeof(int) * ((size_t)g->n + 1)),
-                 .value_of = calloc((size_t)g->n + 1, sizeof(kexpr *))};
-  IR_ASSERT(c.input_param && c.value_of);
+                 .input_param = ir_xmalloc(sizeof(int) * ((size_t)g->n + 1)),
+                 .value_of = ir_xcalloc((size_t)g->n + 1, sizeof(kexpr *))};
   int64_t numel = ir_numel(pg->ndim, pg->shape);
   for (int o = 0; o < pg->nout; o++) k_param(k, pg->outs[o]->dtype, true, numel);
   int p = -1, q = -1;

@@ -42,6 +42,8 @@ typedef struct {
   int target;           /* pass_config.target, set by pass_run_graph */
   bool symbolic_ok;     /* pass_config.symbolic_ok, set by pass_run_graph */
   ir_ptrmap pinned;     /* nodes whose values passes decided on (pass_pin_value) */
+  bool oom;             /* a pass ran out of memory: the graph is to be dropped
+                           (SQLite's mallocFailed; the pipeline reports it) */
 } pass_graph;
 
 kiln_status pass_verify(pass_graph *g);
@@ -53,7 +55,8 @@ void pass_split_reduce(pass_graph *g);
 void pass_gemm_operands(pass_graph *g);
 /* The kiln_device_type n's kernel is for: g->target, or n's own device. */
 int pass_target(const pass_graph *g, const ir_node *n);
-/* Holds a node a pass made (its one reference) until pass_graph_release. */
+/* Holds a node a pass made (its one reference) until pass_graph_release;
+ * out of memory, releases it and sets g->oom. */
 void pass_hold(pass_graph *g, ir_node *n);
 /* Releases what passes created (g->created). */
 void pass_graph_release(pass_graph *g);

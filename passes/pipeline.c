@@ -29,6 +29,7 @@ static kiln_status run_dce(pass_graph *g, bool on) {
   if (!on) return KILN_OK;
   free(g->topo);
   g->n = ir_graph_collect(g->ntargets, g->targets, &g->topo);
+  if (g->n < 0) g->n = 0, g->oom = true;
   return KILN_OK;
 }
 /* Merging two kernels that share a node can make each wait on the other
@@ -36,9 +37,9 @@ static kiln_status run_dce(pass_graph *g, bool on) {
  * which always gives an order (each kernel holds one computing node). */
 static kiln_status run_schedule(pass_graph *g, bool on) {
   (void)on;
-  if (pass_schedule(g)) return KILN_OK;
+  if (pass_schedule(g) || g->oom) return KILN_OK;
   pass_fuse(g, false);
-  IR_ASSERT(pass_schedule(g));
+  IR_ASSERT(pass_schedule(g) || g->oom);
   return KILN_OK;
 }
 
@@ -59,8 +60,12 @@ int pass_target(const pass_graph *g, const ir_node *n) {
 }
 
 void pass_hold(pass_graph *g, ir_node *n) {
-  ir_node **c = realloc(g->created, sizeof *c * (size_t)(g->ncreated + 1));
-  IR_ASSERT(c);
+  ir_node **c = ir_realloc(g->created, sizeof *c * (size_t)(g->ncreated + 1));
+  if (!c) {
+    ir_node_release(n);
+    g->oom = true;
+    return;
+  }
   g->created = c;
   g->created[g->ncreated++] = n;
 }
@@ -126,6 +131,7 @@ kiln_status pass_run_graph(pass_graph *g, const pass_config *cfg) {
     const graph_pass *p = &graph_passes[i];
     bool on = !p->switchable || pass_enabled(cfg, p->name);
     kiln_status st = p->run(g, on);
+    if (st == KILN_OK && g->oom) st = ir_error_oom(g->targets[0]);
     if (st != KILN_OK) return st;
     if (cfg->debug >= 4) dump_graph(g, on ? p->name : "(skipped)");
   }

@@ -10,14 +10,15 @@
 
 /* A dependency: group u loads node j, an output of group h. */
 typedef struct { int u, h, j; } dep;
-typedef struct { dep *v; size_t n, cap; } dep_list;
+typedef struct { dep *v; size_t n, cap; bool oom; } dep_list;
 
 static void dep_add(dep_list *d, int u, int h, int j) {
-  if (d->n == d->cap) {
-    d->cap = d->cap ? 2 * d->cap : 64;
-    d->v = realloc(d->v, d->cap * sizeof *d->v);
-    IR_ASSERT(d->v);
+  if (d->n == d->cap && !d->oom) {
+    dep *v = ir_realloc(d->v, 2 * (d->cap ? d->cap : 32) * sizeof *d->v);
+    if (v) d->v = v, d->cap = 2 * (d->cap ? d->cap : 32);
+    else d->oom = true;
   }
+  if (d->oom) return;
   d->v[d->n++] = (dep){u, h, j};
 }
 
@@ -53,8 +54,11 @@ static dep_list all_deps(const pass_graph *g) {
 
 /* Liveness of materialized intermediates: the last launch that reads each. */
 static void last_uses(pass_graph *g, const dep_list *d) {
-  int *pos = calloc((size_t)g->ngroups + 1, sizeof(int));
-  IR_ASSERT(pos);
+  int *pos = ir_calloc((size_t)g->ngroups + 1, sizeof(int));
+  if (!pos) {
+    g->oom = true;
+    return;
+  }
   for (int k = 0; k < g->ngroups; k++) pos[g->order[k]] = k;
   g->last_use = ir_arena_alloc(g->arena, sizeof(int) * (size_t)(g->n + 1));
   for (int i = 0; i < g->n; i++) g->last_use[i] = -1;
@@ -66,12 +70,13 @@ static void last_uses(pass_graph *g, const dep_list *d) {
 bool pass_schedule(pass_graph *g) {
   int ng = g->ngroups;
   dep_list d = all_deps(g);
-  int *indeg = calloc((size_t)ng + 1, sizeof(int));
-  int *start = calloc((size_t)ng + 2, sizeof(int));   /* CSR: waiters of each group */
-  int *waiter = calloc(d.n + 1, sizeof(int));
-  int *queue = calloc((size_t)ng + 1, sizeof(int));
-  int *fill = calloc((size_t)ng + 1, sizeof(int));
-  IR_ASSERT(indeg && start && waiter && queue && fill);
+  int *indeg = ir_calloc((size_t)ng + 1, sizeof(int));
+  int *start = ir_calloc((size_t)ng + 2, sizeof(int));   /* CSR: waiters of each group */
+  int *waiter = ir_calloc(d.n + 1, sizeof(int));
+  int *queue = ir_calloc((size_t)ng + 1, sizeof(int));
+  int *fill = ir_calloc((size_t)ng + 1, sizeof(int));
+  g->oom = d.oom || !(indeg && start && waiter && queue && fill);
+  if (g->oom) d.n = 0, ng = 0;   /* nothing to order: the graph is dropped */
   for (size_t e = 0; e < d.n; e++) start[d.v[e].h + 1]++, indeg[d.v[e].u]++;
   for (int h = 0; h < ng; h++) start[h + 1] += start[h];
   for (size_t e = 0; e < d.n; e++) waiter[start[d.v[e].h] + fill[d.v[e].h]++] = d.v[e].u;
@@ -84,7 +89,7 @@ bool pass_schedule(pass_graph *g) {
       if (--indeg[waiter[e]] == 0) queue[tail++] = waiter[e];
   }
   bool acyclic = tail == ng;
-  if (acyclic) {
+  if (acyclic && !g->oom) {
     g->order = ir_arena_alloc(g->arena, sizeof(int) * (size_t)(ng + 1));
     for (int k = 0; k < ng; k++) g->order[k] = queue[k];
     last_uses(g, &d);

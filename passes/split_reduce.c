@@ -57,22 +57,30 @@ static bool split_one(pass_graph *g, ir_node *n) {
   vs[q + 1] = r / p;
   ir_node *v = ir_node_new(IR_RESHAPE, s->dtype, q + 2, vs, 1, &s, n->file, n->line);
   vs[q + 1] = 1;
-  ir_node *part = ir_node_new(n->op, n->dtype, q + 2, vs, 1, &v, n->file, n->line);
+  ir_node *part = v ? ir_node_new(n->op, n->dtype, q + 2, vs, 1, &v, n->file, n->line) : NULL;
+  if (!part) {
+    ir_node_release(v);
+    g->oom = true;
+    return false;
+  }
   part->attr = n->attr;
   part->attr.axes = 1u << (q + 1);
   for (int d = q; d < n->ndim; d++) ws[d] = d == q ? p : 1;
   ir_node *w = ir_node_new(IR_RESHAPE, n->dtype, n->ndim, ws, 1, &part, n->file, n->line);
   pass_hold(g, v);
   pass_hold(g, part);
-  pass_hold(g, w);
+  if (!w) g->oom = true;
+  else pass_hold(g, w);
+  if (g->oom) return false;
   ir_node_set_src(n, 0, w);
   return true;
 }
 
 void pass_split_reduce(pass_graph *g) {
   bool changed = false;
-  for (int i = 0; i < g->n; i++) changed |= split_one(g, g->topo[i]);
+  for (int i = 0; i < g->n && !g->oom; i++) changed |= split_one(g, g->topo[i]);
   if (!changed) return;
   free(g->topo);  /* the new nodes take their place in topological order */
   g->n = ir_graph_collect(g->ntargets, g->targets, &g->topo);
+  if (g->n < 0) g->n = 0, g->oom = true;
 }

@@ -85,9 +85,9 @@ void rt_buffer_cache_free(void) {
  * MADV_HUGEPAGE (the kernel's THP "madvise" mode; elsewhere it is a hint
  * that may be ignored, and a failing madvise changes nothing). */
 static void *host_alloc(size_t cap) {
-  if (cap < RT_HUGE) return aligned_alloc(RT_ALIGN, cap);
+  if (cap < RT_HUGE) return ir_aligned_alloc(RT_ALIGN, cap);
   size_t bytes = (cap + RT_HUGE - 1) & ~(RT_HUGE - 1);
-  void *p = aligned_alloc(RT_HUGE, bytes);
+  void *p = ir_aligned_alloc(RT_HUGE, bytes);
   if (p) (void)madvise(p, bytes, MADV_HUGEPAGE);
   return p;
 }
@@ -97,7 +97,7 @@ static void *host_alloc(size_t cap) {
 static block *block_new(int cls) {
   size_t cap = rt_class_size(cls);
   for (int attempt = 0; attempt < 2; attempt++) {
-    block *b = malloc(sizeof *b);
+    block *b = ir_malloc(sizeof *b);
     void *data = b ? host_alloc(cap) : NULL;
     if (data) {
       *b = (block){.pub = {.data = data}, .cap = cap, .cls = cls};
@@ -136,7 +136,7 @@ rt_buffer *rt_buffer_alloc(size_t bytes) {
 }
 
 rt_buffer *rt_buffer_lend(void *data, size_t bytes, kiln_device dev, void (*on_release)(void *ctx), void *ctx) {
-  block *b = malloc(sizeof *b);
+  block *b = ir_malloc(sizeof *b);
   if (!b) return NULL;
   *b = (block){.pub = {.refs = 1, .data = data, .bytes = bytes, .device = dev, .borrowed = true,
                        .on_release = on_release, .release_ctx = ctx},

@@ -121,11 +121,16 @@ static void evict(rt_kernel **dead) {
   }
 }
 
+/* Under cache.mu; NULL when out of memory (the caller frees code after
+ * dropping the lock). */
 static rt_kernel *insert(uint64_t h, const ir_str *key, cpu_code *code, rt_kernel **dead) {
-  rt_kernel *e = calloc(1, sizeof *e);
-  IR_ASSERT(e);
-  *e = (rt_kernel){cache.bucket[h % CACHE_BUCKETS], NULL, NULL, h, malloc(key->len + 1), key->len, code, 1};
-  IR_ASSERT(e->key);
+  rt_kernel *e = ir_calloc(1, sizeof *e);
+  char *k = e ? ir_malloc(key->len + 1) : NULL;
+  if (!k) {
+    free(e);
+    return NULL;
+  }
+  *e = (rt_kernel){cache.bucket[h % CACHE_BUCKETS], NULL, NULL, h, k, key->len, code, 1};
   memcpy(e->key, key->s, key->len);
   cache.bucket[h % CACHE_BUCKETS] = e;
   mark_used(e);
@@ -159,7 +164,7 @@ static void store_on_disk(kernel *k, const ir_str *dkey, const ir_str *obj, rt_d
   ir_str entry = {0};
   ir_str_append(&entry, k->name, strlen(k->name) + 1);
   ir_str_append(&entry, obj->s, obj->len);
-  rt_disk_store("cpu", dkey->s, dkey->len, entry.s, entry.len, info);
+  if (!entry.failed) rt_disk_store("cpu", dkey->s, dkey->len, entry.s, entry.len, info);
   ir_str_free(&entry);
 }
 
@@ -169,12 +174,13 @@ static cpu_code *load_or_compile(kernel *k, const ir_str *key, int debug, rt_ori
   ir_str_append(&dkey, cache.disk_prefix.s, cache.disk_prefix.len);
   ir_str_append(&dkey, key->s, key->len);
   rt_disk_info info = {0};
-  cpu_code *code = load_from_disk(k, &dkey, &info);
+  bool disk = !dkey.failed;   /* out of memory the disk cache is skipped, never read by a partial key */
+  cpu_code *code = disk ? load_from_disk(k, &dkey, &info) : NULL;
   *origin = code ? RT_DISK : RT_COMPILED;
   if (!code) {
-    code = cpu_jit_compile(cache.jit, k, rt_opts()->disk_cache ? &obj : NULL, debug >= 3 ? &llvm : NULL, err);
+    code = cpu_jit_compile(cache.jit, k, disk && rt_opts()->disk_cache ? &obj : NULL, debug >= 3 ? &llvm : NULL, err);
     debug_ir(k, debug, &llvm);
-    if (code && obj.len) store_on_disk(k, &dkey, &obj, &info);
+    if (code && obj.len && !obj.failed) store_on_disk(k, &dkey, &obj, &info);
   }
   ir_str_free(&dkey);
   ir_str_free(&obj);
@@ -196,7 +202,8 @@ static rt_kernel *hold(uint64_t h, const ir_str *key) {
 /* A miss, under cache.miss: found after all (another thread's miss of the
  * same kernel inserted it meanwhile), else loaded or compiled with
  * cache.mu free, then inserted. */
-static rt_kernel *miss(kernel *k, const ir_str *key, uint64_t h, int debug, rt_origin *origin, char **err) {
+static rt_kernel *miss(kernel *k, const ir_str *key, uint64_t h, int debug, rt_origin *origin, char **err,
+                       bool *oom) {
   rt_kernel *dead = NULL;
   pthread_mutex_lock(&cache.mu);
   rt_kernel *e = hold(h, key);
@@ -208,12 +215,15 @@ static rt_kernel *miss(kernel *k, const ir_str *key, uint64_t h, int debug, rt_o
   e = insert(h, key, code, &dead);
   pthread_mutex_unlock(&cache.mu);
   free_dead(dead);
+  if (!e) cpu_code_free(code);
+  *oom = !e;
   return e;
 }
 
 rt_kernel *rt_kernel_get(kernel *k, const ir_str *key, int debug, rt_origin *origin) {
   char *err = NULL;
   rt_kernel *e = NULL;
+  bool oom = false;
   pthread_mutex_lock(&cache.mu);
   bool ok = jit_get(&err);
   uint64_t h = ir_hash_bytes(key->s, key->len, cache.target_hash);
@@ -222,10 +232,10 @@ rt_kernel *rt_kernel_get(kernel *k, const ir_str *key, int debug, rt_origin *ori
   pthread_mutex_unlock(&cache.mu);
   if (ok && !e) {
     pthread_mutex_lock(&cache.miss);
-    e = miss(k, key, h, debug, origin, &err);
+    e = miss(k, key, h, debug, origin, &err, &oom);
     pthread_mutex_unlock(&cache.miss);
   }
-  if (!e) ir_error_setf("%s: compile failed: %s", k->name, err ? err : "unknown error");
+  if (!e) ir_error_setf("%s: compile failed: %s", k->name, err ? err : oom ? "out of memory" : "unknown error");
   free(err);
   return e;
 }

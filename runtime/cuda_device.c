@@ -230,8 +230,11 @@ static rt_buffer *dev_alloc(int index, size_t bytes) {
       r = cu.cuMemAlloc(&p, rt_class_size(cls));
     }
     if (cu_check(r, "cuMemAlloc") != KILN_OK) return NULL;
-    b = malloc(sizeof *b);
-    IR_ASSERT(b);
+    if (!(b = ir_malloc(sizeof *b))) {
+      cu.cuMemFree(p);
+      ir_error_set("out of host memory");
+      return NULL;
+    }
     *b = (dev_block){.pub.data = (void *)(uintptr_t)p, .cls = cls};
     pthread_mutex_lock(&cd.lock);
     b->gen = d->gen;
@@ -359,8 +362,9 @@ bool rt_cuda_compile_cached(const char *src, const char *arch, ir_str *out, rt_d
   ir_str_printf(&key, "nvrtc %s %s\n%s", cuda_nvrtc_version(), arch, src);
   ir_str_printf(&kind, "cuda-%s-%s", arch, cuda_nvrtc_version());
   size_t start = out->len;
-  bool ok = rt_disk_load(kind.s, key.s, key.len, out, info) || cuda_compile(src, arch, out, log, err);
-  if (ok && !info->hit) rt_disk_store(kind.s, key.s, key.len, out->s + start, out->len - start, info);
+  bool disk = !key.failed && !kind.failed;   /* out of memory the disk cache is skipped */
+  bool ok = (disk && rt_disk_load(kind.s, key.s, key.len, out, info)) || cuda_compile(src, arch, out, log, err);
+  if (ok && disk && !out->failed && !info->hit) rt_disk_store(kind.s, key.s, key.len, out->s + start, out->len - start, info);
   ir_str_free(&key);
   ir_str_free(&kind);
   return ok;
@@ -407,6 +411,11 @@ static kiln_status dev_compile(int index, kernel *k, int debug, rt_device_kernel
   if (!d) return KILN_ERR_DEVICE;
   ir_str key = {0};
   uint64_t h = k_key(k, &key);
+  if (key.failed) {
+    ir_str_free(&key);
+    ir_error_set("out of host memory");
+    return KILN_ERR_MEMORY;
+  }
   pthread_mutex_lock(&cd.lock);
   *out = module_lookup(d, h, &key);
   pthread_mutex_unlock(&cd.lock);
@@ -417,6 +426,7 @@ static kiln_status dev_compile(int index, kernel *k, int debug, rt_device_kernel
     ir_str bin = {0};
     rt_disk_info info;
     st = build(d, k, debug, &bin, &m.launch, &info);
+    if (st == KILN_OK && bin.failed) ir_error_set("out of host memory"), st = KILN_ERR_MEMORY;
     *origin = info.hit ? RT_DISK : RT_COMPILED;
     if (st == KILN_OK) st = cu_check(cu.cuModuleLoadData(&m.module, bin.s), "cuModuleLoadData");
     if (st == KILN_OK) {
@@ -430,10 +440,14 @@ static kiln_status dev_compile(int index, kernel *k, int debug, rt_device_kernel
         st = cu_check(cu.cuMemsetD8Async(m.scratch, 0, (size_t)m.launch.scratch, d->stream), "cuMemsetD8Async");
       if (st != KILN_OK) unload(&m);
     }
+    if (st == KILN_OK && (!(*out = ir_malloc(sizeof **out)) || !(m.key = ir_malloc(key.len + 1)))) {
+      free(*out);
+      *out = NULL;
+      unload(&m);
+      ir_error_set("out of host memory");
+      st = KILN_ERR_MEMORY;
+    }
     if (st == KILN_OK) {
-      *out = malloc(sizeof **out);
-      m.key = malloc(key.len + 1);
-      IR_ASSERT(*out && m.key);
       memcpy(m.key, key.s, key.len);
       pthread_mutex_lock(&cd.lock);
       rt_device_kernel *first = module_lookup(d, h, &key);   /* another thread's compile of k */
@@ -461,9 +475,14 @@ static kiln_status dev_compile(int index, kernel *k, int debug, rt_device_kernel
 static kiln_status dev_launch(int index, rt_device_kernel *dk, kernel *k, void *const *bufs, int debug) {
   cuda_dev *d = device(index);
   if (!d) return KILN_ERR_DEVICE;
-  CUdeviceptr *ptrs = malloc(sizeof *ptrs * ((size_t)k->nparams + 1));
-  void **params = malloc(sizeof *params * ((size_t)k->nparams + 3));
-  IR_ASSERT(ptrs && params);
+  CUdeviceptr *ptrs = ir_malloc(sizeof *ptrs * ((size_t)k->nparams + 1));
+  void **params = ir_malloc(sizeof *params * ((size_t)k->nparams + 3));
+  if (!ptrs || !params) {
+    free(ptrs);
+    free(params);
+    ir_error_set("out of host memory");
+    return KILN_ERR_MEMORY;
+  }
   for (int p = 0; p < k->nparams; p++) {
     ptrs[p] = (CUdeviceptr)(uintptr_t)bufs[p];
     params[p] = k->params[p].args ? (void *)k->args : (void *)&ptrs[p];

@@ -85,8 +85,8 @@ static const char *verify(int fd, const void *key, size_t keylen, ir_str *out) {
   if (st.st_size < (off_t)sizeof h || !read_all(fd, &h, sizeof h)) return "truncated header";
   if (memcmp(h.magic, DISK_MAGIC, sizeof h.magic)) return "bad magic";
   if (h.keylen != keylen || h.len != (uint64_t)st.st_size - sizeof h - keylen) return "length mismatch";
-  char *buf = malloc(keylen + h.len + 1);
-  IR_ASSERT(buf);
+  char *buf = ir_malloc(keylen + h.len + 1);
+  if (!buf) return "out of memory reading it";
   const char *why = NULL;
   if (!read_all(fd, buf, keylen + h.len)) why = "short read";
   else if (memcmp(buf, key, keylen)) why = "another key (hash collision)";
@@ -158,9 +158,10 @@ static disk_file *list_entries(const char *dir, int *n) {
     remove_stale(dirfd(d), e->d_name, &st);
     if (len < 5 || len >= sizeof f->name || strcmp(e->d_name + len - 4, ".bin")) continue;
     if (*n == cap) {
+      disk_file *grown = ir_realloc(f, sizeof *f * (size_t)(cap ? 2 * cap : 64));
+      if (!grown) break;   /* the entries listed so far are what the trim sees */
+      f = grown;
       cap = cap ? 2 * cap : 64;
-      f = realloc(f, sizeof *f * (size_t)cap);
-      IR_ASSERT(f);
     }
     snprintf(f[*n].name, sizeof f->name, "%s", e->d_name);
     f[*n].bytes = st.st_size;

@@ -28,20 +28,23 @@ static dyn_entry *dyn_find(uint64_t h) {
   return &dyn.slot[i];
 }
 
-static void dyn_grow(void) {
-  dyn_entry *old = dyn.slot;
+/* False, with the table as it was, when out of memory. */
+static bool dyn_grow(void) {
+  dyn_entry *old = dyn.slot, *slot = ir_calloc(dyn.cap ? 2 * dyn.cap : 256, sizeof *dyn.slot);
+  if (!slot) return false;
   size_t oldcap = dyn.cap;
   dyn.cap = oldcap ? 2 * oldcap : 256;
-  dyn.slot = calloc(dyn.cap, sizeof *dyn.slot);
-  IR_ASSERT(dyn.slot);
+  dyn.slot = slot;
   for (size_t i = 0; i < oldcap; i++)
     if (old[i].structure) *dyn_find(old[i].structure) = old[i];
   free(old);
+  return true;
 }
 
-/* Under dyn.mu. */
+/* Under dyn.mu. Out of memory the structure is not remembered: the generic
+ * kernel serves. */
 static bool generic_locked(uint64_t structure, uint64_t shape) {
-  if (2 * (dyn.used + 1) > dyn.cap) dyn_grow();
+  if (2 * (dyn.used + 1) > dyn.cap && !dyn_grow()) return true;
   dyn_entry *e = dyn_find(structure);
   if (!e->structure) {
     if (!shape) return false;  /* not seen yet: the caller lowers the specialised one */

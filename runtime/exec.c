@@ -116,10 +116,9 @@ static rt_buffer *alloc_on(kiln_device dev, size_t bytes) {
 /* Prefixes the last error (a device's or the allocator's) with the op and
  * where the user built the step's first output. */
 static kiln_status locate_error(const plan_step *s, kiln_status st) {
-  char *msg = strdup(ir_error_get());
-  IR_ASSERT(msg);
+  char msg[2048];   /* the size of the last error: copying it cannot fail */
+  snprintf(msg, sizeof msg, "%s", ir_error_get());
   ir_error_setf("%s:%d: %s: %s", s->file, s->line, s->api, msg);
-  free(msg);
   return st;
 }
 
@@ -152,11 +151,11 @@ static kiln_status queue_gemm(const rt_device *d, int index, const cuda_gemm *gm
   kiln_status st = rt_cublas_matmul(index, gm, bufs, t, debug);
   if (st == KILN_OK && gm->rest) {
     const kernel *r = gm->rest;
-    void **rbufs = malloc(sizeof *rbufs * ((size_t)r->nparams + 1));
-    IR_ASSERT(rbufs);
-    for (int q = 0; q < r->nparams; q++)
+    void **rbufs = ir_malloc(sizeof *rbufs * ((size_t)r->nparams + 1));
+    for (int q = 0; rbufs && q < r->nparams; q++)
       rbufs[q] = r->params[q].args ? (void *)r->args : gm->rest_src[q] < 0 ? t : bufs[gm->rest_src[q]];
-    st = d->launch(index, dk, gm->rest, rbufs, debug);
+    if (rbufs) st = d->launch(index, dk, gm->rest, rbufs, debug);
+    else ir_error_set("out of memory"), st = KILN_ERR_MEMORY;
     free(rbufs);
   }
   rt_buffer_release(temp);
@@ -177,17 +176,21 @@ typedef struct {
   bool *pinned;             /* per node: a value a step cannot bind (or a pass decided on) */
 } builder;
 
+/* -1 when out of memory. */
 static int new_slot(builder *b, rt_buffer *stub) {
   rt_exec *p = b->p;
   if (p->nslots == b->cap_slots) {
-    b->cap_slots = b->cap_slots ? 2 * b->cap_slots : 16;
-    p->stubs = realloc(p->stubs, sizeof *p->stubs * (size_t)b->cap_slots);
-    p->keep = realloc(p->keep, sizeof *p->keep * (size_t)b->cap_slots);
-    IR_ASSERT(p->stubs && p->keep);
+    int cap = b->cap_slots ? 2 * b->cap_slots : 16;
+    rt_buffer **stubs = ir_realloc(p->stubs, sizeof *stubs * (size_t)cap);
+    if (stubs) p->stubs = stubs;
+    bool *keep = stubs ? ir_realloc(p->keep, sizeof *keep * (size_t)cap) : NULL;
+    if (!keep) return -1;
+    p->keep = keep;
+    b->cap_slots = cap;
   }
+  if (stub && !ir_ptrmap_put(&p->slot_of, stub, p->nslots)) return -1;
   p->stubs[p->nslots] = stub;
   p->keep[p->nslots] = false;
-  if (stub) ir_ptrmap_put(&p->slot_of, stub, p->nslots);
   return p->nslots++;
 }
 
@@ -204,22 +207,26 @@ static plan_step *new_step(builder *b, step_kind kind, const ir_node *first, int
   *s = (plan_step){.kind = kind, .dev = first->device, .nout = nout, .nin = nin,
                    .line = first->line, .api = first->api ? first->api : ir_ops[first->op].name};
   snprintf(s->file, sizeof s->file, "%s", first->file ? first->file : "?");
-  s->slots = malloc(sizeof *s->slots * (size_t)(nout + nin + 1));
-  s->bytes = malloc(sizeof *s->bytes * (size_t)(nout + 1));
-  IR_ASSERT(s->slots && s->bytes);
-  return s;
+  s->slots = ir_malloc(sizeof *s->slots * (size_t)(nout + nin + 1));
+  s->bytes = ir_malloc(sizeof *s->bytes * (size_t)(nout + 1));
+  if (s->slots && s->bytes) return s;
+  free(s->slots);
+  free(s->bytes);
+  p->nsteps--;
+  return NULL;
 }
 
 /* The outputs of a planned group become BUFFERs over stand-ins (no memory):
  * later groups load them exactly as if they had run. */
-static void stub_outputs(builder *b, plan_step *s, ir_node *const *outs) {
+static kiln_status stub_outputs(builder *b, plan_step *s, ir_node *const *outs) {
   for (int o = 0; o < s->nout; o++) {
     rt_buffer *stub = rt_buffer_borrow(NULL, s->bytes[o]);
-    IR_ASSERT(stub);
+    if (stub && (s->slots[o] = new_slot(b, stub)) < 0) rt_buffer_release(stub), stub = NULL;
+    if (!stub) return ir_error_oom(outs[o]);
     rt_buffer_retain(stub);   /* the plan's reference, dropped when building ends */
-    s->slots[o] = new_slot(b, stub);
     ir_node_set_buffer(outs[o], stub);
   }
+  return KILN_OK;
 }
 
 static uint64_t key_hash(kernel *k) {
@@ -289,6 +296,10 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
   bool matmul = false;
   for (int i = 0; d && i < b->g->n; i++) matmul |= b->g->group_of[i] == gi && b->g->topo[i]->op == IR_MATMUL;
   plan_step *s = new_step(b, !d ? STEP_KERNEL : matmul ? STEP_GEMM : STEP_DEVICE, pg->outs[0], pg->nout, ninputs);
+  if (!s) {
+    k_free(k);
+    return ir_error_oom(pg->outs[0]);
+  }
   s->k = k;
   int64_t numel = ir_numel(pg->ndim, pg->shape);
   for (int o = 0; o < pg->nout; o++) s->bytes[o] = (size_t)numel * ir_dtypes[pg->outs[o]->dtype].size;
@@ -299,10 +310,12 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
   if (s->kind == STEP_KERNEL) {
     ir_str key = {0};
     k_key(k, &key);
-    s->code = rt_kernel_get(k, &key, b->cfg->debug, &s->origin);
-    ir_str_free(&key);
+    uint64_t failures = ir_alloc_thread_failures();
+    if (!key.failed) s->code = rt_kernel_get(k, &key, b->cfg->debug, &s->origin);
     if (s->code) s->fn = rt_kernel_fn(s->code);
+    else if (key.failed || ir_alloc_thread_failures() != failures) st = ir_error_oom(pg->outs[0]);
     else st = KILN_ERR_COMPILE;
+    ir_str_free(&key);
   } else if (s->kind == STEP_DEVICE) {
     if ((st = d->compile(s->dev.index, k, b->cfg->debug, &s->dk, &s->origin)) != KILN_OK) locate_error(s, st);
   } else {
@@ -319,28 +332,30 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
   if (st == KILN_OK) st = plan_binds(b, s, k);
   if (st == KILN_OK && s->origin != RT_MEMORY)
     rt_count(s->origin == RT_DISK ? &rt_stats_mut()->disk_hits : &rt_stats_mut()->compiles, 1);
-  stub_outputs(b, s, pg->outs);
-  return st;
+  kiln_status stubbed = stub_outputs(b, s, pg->outs);
+  return st == KILN_OK ? stubbed : st;
 }
 
 /* A transfer (its group is the TO node alone; fuse stored its source) is a
  * copy, never a kernel. A source that is a strided view (fold_views) is
  * copied with its whole storage, and the copy keeps the view's strides. */
-static void plan_transfer(builder *b, const pass_group *pg) {
+static kiln_status plan_transfer(builder *b, const pass_group *pg) {
   ir_node *to = pg->outs[0], *src = to->src[0];
   size_t es = ir_dtypes[src->dtype].size;
   bool dense = ir_node_is_contiguous(src);
   plan_step *s = new_step(b, STEP_COPY, to, 1, 1);
+  if (!s) return ir_error_oom(to);
   s->copy_off = dense ? (size_t)src->offset * es : 0;
   s->bytes[0] = dense ? (size_t)ir_numel(src->ndim, src->shape) * es : src->buf->bytes;
   s->slots[1] = slot_of(b, src);
   int64_t strides[KILN_MAX_DIMS], offset = src->offset;
   memcpy(strides, src->strides, sizeof strides);
-  stub_outputs(b, s, &to);
-  if (!dense) {
+  kiln_status st = stub_outputs(b, s, &to);
+  if (st == KILN_OK && !dense) {
     memcpy(to->strides, strides, sizeof strides);
     to->offset = offset;
   }
+  return st;
 }
 
 /* A group that is only a reshape of a stored, contiguous value (x.sum(0)
@@ -356,11 +371,15 @@ static bool reshape_alias(const pass_graph *g, int gi) {
 
 /* Liveness: a slot that is not a leaf and not kept dies after the last step
  * that reads it (or the step that writes it, when nothing reads it). */
-static void plan_frees(rt_exec *p) {
-  int *last = malloc(sizeof *last * ((size_t)p->nslots + 1));
-  int *count = calloc((size_t)p->nsteps + 1, sizeof *count);
-  p->frees = malloc(sizeof *p->frees * ((size_t)p->nslots + 1));
-  IR_ASSERT(last && count && p->frees);
+static bool plan_frees(rt_exec *p) {
+  int *last = ir_malloc(sizeof *last * ((size_t)p->nslots + 1));
+  int *count = ir_calloc((size_t)p->nsteps + 1, sizeof *count);
+  p->frees = ir_malloc(sizeof *p->frees * ((size_t)p->nslots + 1));
+  if (!last || !count || !p->frees) {
+    free(last);
+    free(count);
+    return false;
+  }
   for (int i = 0; i < p->nslots; i++) last[i] = -1;
   for (int i = 0; i < p->nsteps; i++)
     for (int j = 0; j < p->steps[i].nout + p->steps[i].nin; j++)
@@ -375,6 +394,7 @@ static void plan_frees(rt_exec *p) {
     if (!p->keep[i] && last[i] >= 0) p->frees[p->steps[last[i]].free_hi++] = i;
   free(last);
   free(count);
+  return true;
 }
 
 static void drop_stubs(rt_exec *p) {
@@ -386,16 +406,17 @@ static void drop_stubs(rt_exec *p) {
 
 /* Where each node's copy ended: a view of a slot when a step stores it or
  * it is a view of a leaf, slot -1 when it stays pending. */
-static void record_views(rt_exec *p, int n, ir_node *const *clones) {
+static bool record_views(rt_exec *p, int n, ir_node *const *clones) {
   p->nviews = n;
-  p->views = calloc((size_t)n + 1, sizeof *p->views);
-  IR_ASSERT(p->views);
+  p->views = ir_calloc((size_t)n + 1, sizeof *p->views);
+  if (!p->views) return false;
   for (int i = 0; i < n; i++) {
     const ir_node *c = clones[i];
     p->views[i].slot = c->op == IR_BUFFER && c->buf ? ir_ptrmap_get(&p->slot_of, c->buf) : -1;
     memcpy(p->views[i].strides, c->strides, sizeof c->strides);
     p->views[i].offset = c->offset;
   }
+  return true;
 }
 
 /* The values the plan is for: those of every node with argument fields
@@ -431,7 +452,7 @@ static kiln_status build_steps(builder *b) {
   for (int i = 0; st == KILN_OK && i < g->ngroups; i++) {
     int gi = g->order[i];
     ir_node *first = g->groups[gi].outs[0];
-    if (ir_op_has(first->op, IR_XFER)) plan_transfer(b, &g->groups[gi]);
+    if (ir_op_has(first->op, IR_XFER)) st = plan_transfer(b, &g->groups[gi]);
     else if (reshape_alias(g, gi)) {
       rt_buffer_retain(first->src[0]->buf);
       ir_node_set_buffer(first, first->src[0]->buf);
@@ -442,36 +463,41 @@ static kiln_status build_steps(builder *b) {
 
 rt_exec *rt_exec_build(int n, ir_node *const *nodes, int nt, const int *tpos, int nleaves, ir_node *const *leaves,
                        const pass_config *cfg, kiln_status *status) {
-  ir_node **clones = malloc(sizeof *clones * ((size_t)n + 1)), **targets = malloc(sizeof *targets * ((size_t)nt + 1));
-  rt_exec *p = calloc(1, sizeof *p);
-  IR_ASSERT(clones && targets && p);
-  ir_graph_clone(n, nodes, clones);
+  ir_node **clones = ir_malloc(sizeof *clones * ((size_t)n + 1)), **targets = ir_malloc(sizeof *targets * ((size_t)nt + 1));
+  rt_exec *p = ir_calloc(1, sizeof *p);
+  if (!clones || !targets || !p || !ir_graph_clone(n, nodes, clones)) {
+    free(clones);
+    free(targets);
+    free(p);
+    *status = ir_error_oom(nodes[tpos[0]]);
+    return NULL;
+  }
   for (int t = 0; t < nt; t++) targets[t] = clones[tpos[t]];
   pass_graph g = {.ntargets = nt, .targets = targets, .arena = ir_arena_new(), .n = n,
-                  .topo = malloc(sizeof(ir_node *) * ((size_t)n + 1))};
-  builder b = {.p = p, .g = &g, .cfg = cfg, .inputs = malloc(sizeof(ir_node *) * ((size_t)n + 1)),
-               .nodes = nodes, .clones = clones, .bound = calloc((size_t)n + 1, sizeof *b.bound),
-               .pinned = calloc((size_t)n + 1, sizeof *b.pinned)};
-  IR_ASSERT(g.topo && b.inputs && b.bound && b.pinned);
-  for (int i = 0; i < n; i++) ir_ptrmap_put(&b.index_of, clones[i], i);
-  memcpy(g.topo, clones, sizeof(ir_node *) * (size_t)n);
+                  .topo = ir_malloc(sizeof(ir_node *) * ((size_t)n + 1))};
+  builder b = {.p = p, .g = &g, .cfg = cfg, .inputs = ir_malloc(sizeof(ir_node *) * ((size_t)n + 1)),
+               .nodes = nodes, .clones = clones, .bound = ir_calloc((size_t)n + 1, sizeof *b.bound),
+               .pinned = ir_calloc((size_t)n + 1, sizeof *b.pinned)};
+  kiln_status st = g.topo && b.inputs && b.bound && b.pinned ? KILN_OK : ir_error_oom(nodes[tpos[0]]);
+  for (int i = 0; st == KILN_OK && i < n; i++)
+    if (!ir_ptrmap_put(&b.index_of, clones[i], i)) st = ir_error_oom(nodes[tpos[0]]);
+  if (st == KILN_OK) memcpy(g.topo, clones, sizeof(ir_node *) * (size_t)n);
   p->nleaves = nleaves;
-  for (int i = 0; i < nleaves; i++) {
-    new_slot(&b, NULL);
-    if (leaves[i]->buf && ir_ptrmap_get(&p->slot_of, leaves[i]->buf) < 0) ir_ptrmap_put(&p->slot_of, leaves[i]->buf, i);
+  for (int i = 0; st == KILN_OK && i < nleaves; i++) {
+    bool shared = !leaves[i]->buf || ir_ptrmap_get(&p->slot_of, leaves[i]->buf) >= 0;
+    if (new_slot(&b, NULL) < 0 || (!shared && !ir_ptrmap_put(&p->slot_of, leaves[i]->buf, i))) st = ir_error_oom(nodes[tpos[0]]);
   }
-  kiln_status st = pass_run_graph(&g, cfg);
+  if (st == KILN_OK) st = pass_run_graph(&g, cfg);
   if (st == KILN_OK) {
-    p->steps = calloc((size_t)g.ngroups + 1, sizeof *p->steps);
-    IR_ASSERT(p->steps);
-    st = build_steps(&b);
+    p->steps = ir_calloc((size_t)g.ngroups + 1, sizeof *p->steps);
+    st = p->steps ? build_steps(&b) : ir_error_oom(nodes[tpos[0]]);
   }
+  if (st == KILN_OK && !record_views(p, n, clones)) st = ir_error_oom(nodes[tpos[0]]);
   if (st == KILN_OK) {
-    record_views(p, n, clones);
     for (int t = 0; t < nt; t++)
       if (p->views[tpos[t]].slot >= 0) p->keep[p->views[tpos[t]].slot] = true;
-    plan_frees(p);
-    st = plan_pins(&b, n);
+    if (!plan_frees(p)) st = ir_error_oom(nodes[tpos[0]]);
+    else st = plan_pins(&b, n);
   }
   drop_stubs(p);
   pass_graph_release(&g);
@@ -582,16 +608,15 @@ static kiln_status run_step(const plan_step *s, rt_buffer **slots, bool hit, int
     kiln_status st = copy_buffer(slots[s->slots[0]], slots[s->slots[1]], s->copy_off, s->bytes[0]);
     return st == KILN_OK ? st : locate_error(s, st);
   }
-  void *small[16], **bufs = s->k->nparams <= 16 ? small : malloc(sizeof *bufs * (size_t)s->k->nparams);
-  IR_ASSERT(bufs);
+  void *small[16], **bufs = s->k->nparams <= 16 ? small : ir_malloc(sizeof *bufs * (size_t)s->k->nparams);
   int64_t small_args[16], *args = NULL;
-  if (values && s->nbind) {
-    args = s->k->nargs <= 16 ? small_args : malloc(sizeof *args * (size_t)s->k->nargs);
-    if (!args) {
-      if (bufs != small) free(bufs);
-      ir_error_setf("out of memory binding %d launch arguments", s->k->nargs);
-      return locate_error(s, KILN_ERR_MEMORY);
-    }
+  if (bufs && values && s->nbind) {
+    args = s->k->nargs <= 16 ? small_args : ir_malloc(sizeof *args * (size_t)s->k->nargs);
+    if (!args && bufs != small) free(bufs);
+  }
+  if (!bufs || (values && s->nbind && !args)) {
+    ir_error_setf("out of memory binding %d launch arguments", s->k->nargs);
+    return locate_error(s, KILN_ERR_MEMORY);
   }
   bind_params(s, slots, bufs, args, values);
   kiln_status st = KILN_OK;

@@ -74,6 +74,12 @@ void kiln_fn_free(kiln_fn *fn) {
   free(fn);
 }
 
+/* Planning a function ran out of memory: named by where it was compiled. */
+static kiln_status compile_oom(const kiln_fn *fn) {
+  ir_error_setf("%s: compile: out of memory", fn->where);
+  return KILN_ERR_MEMORY;
+}
+
 /* NULL, with "file:line: compile: " + fmt (one int argument) as the last error. */
 static kiln_fn *fail(const char *f, int l, const char *fmt, int a) {
   char msg[256];
@@ -87,6 +93,10 @@ static kiln_fn *check_compile(const char *f, int l, int nin, kiln_tensor *const 
   if (nin < 0 || (nin && !in)) return fail(f, l, "invalid list of %d inputs", nin);
   if (nout <= 0 || !out) return fail(f, l, "invalid list of %d outputs (a function has at least one)", nout);
   for (int i = 0; i < nin; i++) {
+    if (in[i] && in[i]->status != KILN_OK) {
+      ir_error_set(in[i]->msg);   /* errors are sticky: a placeholder that could not be made */
+      return NULL;
+    }
     if (!in[i] || in[i]->op != IR_BUFFER || !in[i]->symbolic)
       return fail(f, l, "input %d is not a placeholder (make inputs with kiln_placeholder)", i);
     for (int j = 0; j < i; j++)
@@ -100,8 +110,11 @@ static kiln_fn *check_compile(const char *f, int l, int nin, kiln_tensor *const 
       return NULL;
     }
   }
-  kiln_fn *fn = calloc(1, sizeof(kiln_fn));
-  IR_ASSERT(fn);
+  kiln_fn *fn = ir_calloc(1, sizeof(kiln_fn));
+  if (!fn) {
+    ir_error_setf("%s:%d: compile: out of memory", f, l);
+    return NULL;
+  }
   pthread_mutex_init(&fn->mu, NULL);
   return fn;
 }
@@ -127,8 +140,11 @@ static bool per_call(const ir_node *n) {
 static kiln_status realize_constants(int nout, kiln_tensor *const *out) {
   ir_node **topo, **c;
   int n = ir_graph_collect(nout, out, &topo), nc = 0;
-  c = malloc(sizeof *c * ((size_t)(3 * n) + 1));
-  IR_ASSERT(c);
+  c = n >= 0 ? ir_malloc(sizeof *c * ((size_t)(3 * n) + 1)) : NULL;
+  if (!c) {
+    free(topo);
+    return ir_error_oom(out[0]);
+  }
   for (int i = 0; i < n; i++) {
     const ir_node *t = topo[i];
     for (int s = 0; per_call(t) && s < t->nsrc; s++)
@@ -142,8 +158,8 @@ static kiln_status realize_constants(int nout, kiln_tensor *const *out) {
 }
 
 static kiln_status take_leaves(kiln_fn *fn, int nin, kiln_tensor *const *in, int n, ir_node *const *topo) {
-  fn->leaves = malloc(sizeof *fn->leaves * ((size_t)(nin + n) + 1));
-  IR_ASSERT(fn->leaves);
+  fn->leaves = ir_malloc(sizeof *fn->leaves * ((size_t)(nin + n) + 1));
+  if (!fn->leaves) return compile_oom(fn);
   for (int i = 0; i < nin; i++) ir_node_retain(fn->leaves[fn->nleaves++] = in[i]);
   for (int i = 0; i < n; i++) {
     if (topo[i]->op != IR_BUFFER) continue;
@@ -216,23 +232,29 @@ static const char *variant_shape(const ir_node *o, ir_node *const *src, int64_t 
   }
 }
 
+/* NULL when out of memory. */
 static ir_node *stand_in(const ir_node *p, int ndim, const int64_t *shape) {
   rt_buffer *b = rt_buffer_borrow(NULL, (size_t)ir_numel(ndim, shape) * ir_dtypes[p->dtype].size);
-  IR_ASSERT(b);
-  ir_node *n = ir_node_new(IR_BUFFER, p->dtype, ndim, shape, 0, NULL, p->file, p->line);
+  ir_node *n = b ? ir_node_new(IR_BUFFER, p->dtype, ndim, shape, 0, NULL, p->file, p->line) : NULL;
+  if (!n) {
+    rt_buffer_release(b);
+    return NULL;
+  }
   n->buf = b;
   n->pending = 0;
   n->symbolic = true;
   return n;
 }
 
-/* fn's graph at size: placeholders of the call's shapes, constants shared,
- * every other node copied with its shape recomputed. NULL with the last
- * error naming the op that cannot follow the size. */
-static ir_node **variant_graph(const kiln_fn *fn, int64_t size) {
-  ir_node **g = calloc((size_t)fn->ntmpl + 1, sizeof *g);
-  IR_ASSERT(g);
-  for (int i = 0; i < fn->ntmpl; i++) {
+/* fn's graph at size: placeholders of the call's shapes, constants as
+ * aliases of their own (other threads read them too: planning writes its
+ * scratch), every other node copied with its shape recomputed. NULL with
+ * *st and the last error naming the op that cannot follow the size or be
+ * allocated. */
+static ir_node **variant_graph(const kiln_fn *fn, int64_t size, kiln_status *st) {
+  ir_node **g = ir_calloc((size_t)fn->ntmpl + 1, sizeof *g);
+  *st = g ? KILN_OK : compile_oom(fn);
+  for (int i = 0; g && i < fn->ntmpl; i++) {
     ir_node *o = fn->tmpl[i];
     int64_t shape[KILN_MAX_DIMS];
     ir_node *src[3];
@@ -241,14 +263,19 @@ static ir_node **variant_graph(const kiln_fn *fn, int64_t size) {
     if (why) {
       ir_error_setf("%s:%d: compile: %s: %s is not supported", o->file ? o->file : "?", o->line, ir_ops[o->op].name, why);
       release_all(i, g);
+      *st = KILN_ERR_SHAPE;
       return NULL;
     }
-    if (o->op == IR_BUFFER) {
-      /* the constants are other threads' to read too: planning writes its own */
-      g[i] = o->symbolic ? stand_in(o, o->ndim, shape) : ir_node_alias(o);
-      continue;
+    ir_node *c = o->op != IR_BUFFER ? ir_node_new(o->op, o->dtype, o->ndim, shape, o->nsrc, src, o->file, o->line)
+                 : o->symbolic      ? stand_in(o, o->ndim, shape)
+                                    : ir_node_alias(o);
+    if (!c) {
+      release_all(i, g);
+      *st = compile_oom(fn);
+      return NULL;
     }
-    ir_node *c = g[i] = ir_node_new(o->op, o->dtype, o->ndim, shape, o->nsrc, src, o->file, o->line);
+    g[i] = c;
+    if (o->op == IR_BUFFER) continue;
     c->device = o->device;
     c->attr = o->attr;
     c->id = o->id;
@@ -263,28 +290,47 @@ static fn_variant *variant(kiln_fn *fn, int64_t size, kiln_status *st) {
   fn_variant *v = NULL;
   for (int i = 0; i < fn->nvariants && !v; i++)
     if (fn->variants[i].size == size) v = &fn->variants[i];
-  ir_node **g = v ? NULL : variant_graph(fn, size);
-  *st = v || g ? KILN_OK : KILN_ERR_SHAPE;
+  *st = KILN_OK;
+  ir_node **g = v ? NULL : variant_graph(fn, size, st);
+  fn_variant nv = {size, NULL, NULL, NULL, NULL};
   if (g) {
-    fn_variant nv = {size, NULL, malloc(sizeof *nv.in * ((size_t)fn->nin + 1)), malloc(sizeof *nv.out * (size_t)fn->nout),
-                     malloc(sizeof *nv.leaves * (size_t)fn->nleaves)};
-    IR_ASSERT(nv.in && nv.out && nv.leaves);
+    nv.in = ir_malloc(sizeof *nv.in * ((size_t)fn->nin + 1));
+    nv.out = ir_malloc(sizeof *nv.out * (size_t)fn->nout);
+    nv.leaves = ir_calloc((size_t)fn->nleaves + 1, sizeof *nv.leaves);
+  }
+  if (g && !(nv.in && nv.out && nv.leaves)) {
+    *st = compile_oom(fn);
+    release_all(fn->ntmpl, g);
+    g = NULL;
+    free(nv.in);
+    free(nv.out);
+    free(nv.leaves);
+  }
+  if (g) {
+    bool ok = true;
     for (int i = 0; i < fn->nleaves; i++) {
       int at = fn->leaf_pos[i];
       if (at >= 0) ir_node_retain(g[at]);
       nv.leaves[i] = at >= 0 ? g[at] : ir_node_alias(fn->leaves[i]);
+      ok = ok && nv.leaves[i];
     }
-    for (int i = 0; i < fn->nin; i++) value_of(&nv.in[i], nv.leaves[i]);
-    for (int o = 0; o < fn->nout; o++) value_of(&nv.out[o], g[fn->out_node[o]]);
-    pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1, .symbolic_ok = true};
-    nv.exec = rt_exec_build(fn->ntmpl, g, fn->nout, fn->out_node, fn->nleaves, nv.leaves, &cfg, st);
+    if (ok) {
+      for (int i = 0; i < fn->nin; i++) value_of(&nv.in[i], nv.leaves[i]);
+      for (int o = 0; o < fn->nout; o++) value_of(&nv.out[o], g[fn->out_node[o]]);
+      pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1, .symbolic_ok = true};
+      nv.exec = rt_exec_build(fn->ntmpl, g, fn->nout, fn->out_node, fn->nleaves, nv.leaves, &cfg, st);
+    } else {
+      *st = compile_oom(fn);
+    }
     release_all(fn->ntmpl, g);
-    fn_variant *grown = *st == KILN_OK ? realloc(fn->variants, sizeof *grown * (size_t)(fn->nvariants + 1)) : NULL;
+    fn_variant *grown = *st == KILN_OK ? ir_realloc(fn->variants, sizeof *grown * (size_t)(fn->nvariants + 1)) : NULL;
+    if (*st == KILN_OK && !grown) *st = compile_oom(fn);
     if (grown) {
       fn->variants = grown;
       v = &fn->variants[fn->nvariants++];
       *v = nv;
     } else {
+      rt_exec_free(nv.exec);
       release_all(fn->nleaves, nv.leaves);
       free(nv.in);
       free(nv.out);
@@ -322,15 +368,14 @@ kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *in, 
   if (st == KILN_OK) {
     fn->ntmpl = ir_graph_collect(nout, out, &fn->tmpl);
     for (int i = 0; i < fn->ntmpl; i++) ir_node_retain(fn->tmpl[i]);
-    st = take_leaves(fn, nin, in, fn->ntmpl, fn->tmpl);
+    st = fn->ntmpl < 0 ? compile_oom(fn) : take_leaves(fn, nin, in, fn->ntmpl, fn->tmpl);
   }
   if (st == KILN_OK) positions(fn, nout, out);
   for (int i = 0; i < nin; i++)
     for (int d = 0; d < in[i]->ndim; d++) fn->dynamic |= is_dynamic(in[i]->shape[d]);
   /* A static function is planned now; a dynamic one is checked at a small
    * size now and planned at each new size on its first call. */
-  ir_node **probe = st == KILN_OK && fn->dynamic ? variant_graph(fn, 2) : NULL;
-  if (fn->dynamic && st == KILN_OK && !probe) st = KILN_ERR_SHAPE;
+  ir_node **probe = st == KILN_OK && fn->dynamic ? variant_graph(fn, 2, &st) : NULL;
   release_all(probe ? fn->ntmpl : 0, probe);
   if (st == KILN_OK && !fn->dynamic) variant(fn, 0, &st);
   if (st != KILN_OK) {
@@ -423,6 +468,11 @@ static kiln_status bind(const char *f, int l, const kiln_fn *fn, const fn_varian
   return KILN_OK;
 }
 
+static kiln_status run_oom(const char *f, int l) {
+  ir_error_setf("%s:%d: fn_run: out of memory", f, l);
+  return KILN_ERR_MEMORY;
+}
+
 /* After the run: a NULL output becomes a new handle over its value; a given
  * one the executable could not write in place gets a copy of it. */
 static kiln_status deliver(const char *f, int l, const kiln_fn *fn, const fn_variant *var, kiln_tensor **out,
@@ -434,11 +484,13 @@ static kiln_status deliver(const char *f, int l, const kiln_fn *fn, const fn_var
       continue;   /* written in place */
     const fn_value *w = &var->out[o];
     ir_node *t = ir_node_new(IR_BUFFER, w->dtype, w->ndim, w->shape, 0, NULL, f, l);
+    if (!t) return run_oom(f, l);
     t->device = w->device;
     rt_buffer_retain(b);
     ir_node_set_storage(t, b, v->strides, v->offset);
     if (!out[o]) {
       out[o] = fe_register(t);
+      if (out[o] == ir_node_oom()) return run_oom(f, l);
       continue;
     }
     size_t bytes = (size_t)ir_numel(w->ndim, w->shape) * ir_dtypes[w->dtype].size;
@@ -485,9 +537,13 @@ kiln_status kiln_fn_run_at(const char *f, int l, kiln_fn *fn, kiln_tensor *const
   fn_variant *var = st != KILN_OK ? NULL : fn->dynamic ? variant(fn, size, &st) : &fn->variants[0];
   if (!var) return st;
   int ns = rt_exec_nslots(var->exec);
-  rt_buffer *small[32], **slots = ns <= 32 ? small : calloc((size_t)ns, sizeof *slots);
-  bool small_b[32], *borrowed = ns <= 32 ? small_b : calloc((size_t)ns, sizeof *borrowed);
-  IR_ASSERT(slots && borrowed);
+  rt_buffer *small[32], **slots = ns <= 32 ? small : ir_calloc((size_t)ns, sizeof *slots);
+  bool small_b[32], *borrowed = ns <= 32 ? small_b : ir_calloc((size_t)ns, sizeof *borrowed);
+  if (!slots || !borrowed) {
+    if (slots != small) free(slots);
+    if (borrowed != small_b) free(borrowed);
+    return run_oom(f, l);
+  }
   memset(slots, 0, sizeof *slots * (size_t)ns);
   memset(borrowed, 0, sizeof *borrowed * (size_t)ns);
   st = bind(f, l, fn, var, in, out, slots, borrowed);
@@ -514,7 +570,9 @@ kiln_status kiln_fn_dump(kiln_fn *fn, FILE *out, kiln_graph_format fmt) {
     rt_exec_print(&b, fn->variants[i].exec, fmt == KILN_FMT_DOT, where);
   }
   pthread_mutex_unlock(&fn->mu);
-  fputs(b.s ? b.s : "", out);
+  kiln_status st = b.failed ? KILN_ERR_MEMORY : KILN_OK;
+  if (b.failed) ir_error_set("fn_dump: out of memory");
+  else fputs(b.s ? b.s : "", out);
   ir_str_free(&b);
-  return KILN_OK;
+  return st;
 }

@@ -10,9 +10,8 @@
  * cache, so a plan's names match what KILN_DEBUG=1 prints. A transfer is a
  * copy that realize runs without a kernel: nothing to lower. */
 static rt_planned plan_group(pass_graph *g, int gi, const pass_config *cfg) {
-  rt_planned p = {.inputs = malloc(sizeof(ir_node *) * ((size_t)g->n + 1))};
-  IR_ASSERT(p.inputs);
-  if (ir_op_has(g->groups[gi].outs[0]->op, IR_XFER)) return p;
+  rt_planned p = {.inputs = ir_malloc(sizeof(ir_node *) * ((size_t)g->n + 1))};
+  if (!p.inputs || ir_op_has(g->groups[gi].outs[0]->op, IR_XFER)) return p;
   p.k = pass_run_kernel(g, gi, p.inputs, &p.ninputs, cfg);
   ir_str key = {0};
   k_key(p.k, &key);
@@ -25,17 +24,22 @@ static rt_planned plan_group(pass_graph *g, int gi, const pass_config *cfg) {
 kiln_status rt_plan_graph(int target, int n, ir_node *const *nodes, rt_graph_plan *p) {
   memset(p, 0, sizeof *p);
   p->nheld = ir_graph_collect(n, nodes, &p->held);
+  if (p->nheld < 0) {
+    p->nheld = 0;
+    return ir_error_oom(nodes[0]);
+  }
   for (int i = 0; i < p->nheld; i++) ir_node_retain(p->held[i]);
   p->g = (pass_graph){.ntargets = n, .targets = nodes, .arena = ir_arena_new(), .n = p->nheld,
-                      .topo = malloc(sizeof(ir_node *) * ((size_t)p->nheld + 1))};
-  IR_ASSERT(p->g.topo);
+                      .topo = ir_malloc(sizeof(ir_node *) * ((size_t)p->nheld + 1))};
+  if (!p->g.topo) return ir_error_oom(nodes[0]);
   memcpy(p->g.topo, p->held, sizeof(ir_node *) * (size_t)p->nheld);
   pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = target};
   kiln_status st = pass_run_graph(&p->g, &cfg);
   if (st != KILN_OK) return st;
-  p->kernels = calloc((size_t)p->g.ngroups + 1, sizeof *p->kernels);
-  IR_ASSERT(p->kernels);
-  for (int i = 0; i < p->g.ngroups; i++) p->kernels[i] = plan_group(&p->g, p->g.order[i], &cfg);
+  p->kernels = ir_calloc((size_t)p->g.ngroups + 1, sizeof *p->kernels);
+  if (!p->kernels) return ir_error_oom(nodes[0]);
+  for (int i = 0; i < p->g.ngroups; i++)
+    if (!(p->kernels[i] = plan_group(&p->g, p->g.order[i], &cfg)).inputs) return ir_error_oom(nodes[0]);
   return KILN_OK;
 }
 

@@ -131,21 +131,22 @@ static void pool_after_fork(void) {
 static void pool_register_fork(void) { pthread_atfork(NULL, NULL, pool_after_fork); }
 
 /* Starts the workers once; a failed pthread_create just means fewer
- * workers (the caller claims whatever nobody else takes). */
+ * workers (the caller claims whatever nobody else takes). Without memory
+ * for the thread list none start, and the next launch tries again. */
 static void pool_start(void) {
   static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
   pthread_once(&fork_once, pool_register_fork);
   pthread_mutex_lock(&pool.lock);
   if (!atomic_load(&pool.started)) {
     int want = rt_opts()->num_threads - 1;
-    pool.threads = calloc((size_t)(want > 0 ? want : 1), sizeof *pool.threads);
+    pool.threads = ir_calloc((size_t)(want > 0 ? want : 1), sizeof *pool.threads);
     uint32_t gen = WORD_GEN(atomic_load(&pool.word));
     atomic_store(&pool.stop, false);
     pool.nworkers = 0;
     while (pool.threads && pool.nworkers < want &&
            pthread_create(&pool.threads[pool.nworkers], NULL, worker_main, (void *)(uintptr_t)gen) == 0)
       pool.nworkers++;
-    atomic_store(&pool.started, 1);
+    if (pool.threads) atomic_store(&pool.started, 1);
   }
   pthread_mutex_unlock(&pool.lock);
 }

@@ -304,14 +304,18 @@ static kiln_status realize_graph(int n, ir_node *const *nodes) {
    * realize is done. */
   ir_node **held, **leaves;
   int nheld = ir_graph_collect(n, nodes, &held);
-  ir_graph_private_leaves(nheld, held);
+  if (nheld < 0) return ir_error_oom(nodes[0]);
+  if (!ir_graph_private_leaves(nheld, held)) {
+    free(held);
+    return ir_error_oom(nodes[0]);
+  }
   for (int i = 0; i < nheld; i++) ir_node_retain(held[i]);
   int nleaves = collect_leaves(nheld, held, &leaves);
   pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1};
   ir_str key = {0};
   graph_key(&key, nheld, held, n, nodes, &cfg);
   uint64_t h = ir_hash_bytes(key.s, key.len, 0);
-  plan_entry *e = plan_find(h, &key, held);
+  plan_entry *e = key.failed ? NULL : plan_find(h, &key, held);   /* a partial key finds nothing */
   rt_exec *p = e ? e->plan : NULL;
   kiln_status st = KILN_OK;
   if (!e) {
@@ -324,6 +328,7 @@ static kiln_status realize_graph(int n, ir_node *const *nodes) {
   }
   if (p) st = run_plan(p, n, nodes, nheld, held, nleaves, leaves, !e, cfg.debug);
   if (e) plan_done(e);
+  else if (p && key.failed) rt_exec_free(p);
   else if (p) plan_insert(h, &key, held, p);   /* after its run: inserting may free it */
   ir_str_free(&key);
   for (int i = 0; i < nheld; i++) ir_node_release(held[i]);
@@ -346,6 +351,8 @@ kiln_status rt_realize(int n, ir_node *const *nodes) {
   if (pending != small) free(pending);
   return st;
 }
+
+void rt_plans_forget(void) { plans_free(); }
 
 void rt_shutdown(void) {
   plans_free();

@@ -95,6 +95,9 @@ typedef enum { RT_COMPILED, RT_MEMORY, RT_DISK } rt_origin;
 /* Computes every node in nodes (they become BUFFERs). On failure returns the
  * status and sets the thread's last error (ir_error_set). */
 kiln_status rt_realize(int n, ir_node *const *nodes);
+/* Drops every plan realize keeps (their kernels stay cached): the next
+ * realize of any graph plans it again (shutdown; tests of the planning path). */
+void rt_plans_forget(void);
 void rt_shutdown(void);
 
 #endif

@@ -71,9 +71,15 @@ static kiln_status compare(const kernel *k, int o, int p, const rt_buffer *got, 
 }
 
 kiln_status rt_validate(kernel *k, rt_buffer **out, rt_buffer **inputs, int debug) {
-  rt_buffer **host = calloc((size_t)k->nparams + 1, sizeof *host), **cpu = calloc((size_t)k->nparams + 1, sizeof *cpu);
-  void **bufs = calloc((size_t)k->nparams + 1, sizeof *bufs);
-  IR_ASSERT(host && cpu && bufs);
+  rt_buffer **host = ir_calloc((size_t)k->nparams + 1, sizeof *host), **cpu = ir_calloc((size_t)k->nparams + 1, sizeof *cpu);
+  void **bufs = ir_calloc((size_t)k->nparams + 1, sizeof *bufs);
+  if (!host || !cpu || !bufs) {
+    free(host);
+    free(cpu);
+    free(bufs);
+    ir_error_set("KILN_VALIDATE: out of memory");
+    return KILN_ERR_MEMORY;
+  }
   kiln_status st = KILN_OK;
   /* the device's buffers as host copies; the CPU writes fresh outputs */
   for (int p = 0, o = 0, i = 0; p < k->nparams; p++) {

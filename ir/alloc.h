@@ -1,0 +1,35 @@
+/* alloc.h: every allocation in kiln's own code goes through these, so that
+ * a failure is a status (KILN_ERR_MEMORY) and a test can fail any one. */
+#ifndef KILN_IR_ALLOC_H
+#define KILN_IR_ALLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Like the C library's (memory is released with free()), but NULL when the
+ * test hook says so. Callers handle NULL: it becomes KILN_ERR_MEMORY. */
+void *ir_malloc(size_t bytes);
+void *ir_calloc(size_t n, size_t size);
+void *ir_realloc(void *p, size_t bytes);   /* on failure p is untouched */
+char *ir_strdup(const char *s);
+void *ir_aligned_alloc(size_t align, size_t bytes);   /* bytes a multiple of align */
+
+/* Allocations that cannot fail yet: they abort on failure and the hook
+ * leaves them alone. Each one is a site still to convert. */
+void *ir_xmalloc(size_t bytes);
+void *ir_xcalloc(size_t n, size_t size);
+void *ir_xrealloc(void *p, size_t bytes);
+
+/* The test hook (tests only; not in kiln.h). Restarts the count; the nth
+ * allocation from now fails (1 is the next), and with and_after every one
+ * after it too; n = 0 fails none. */
+void ir_alloc_fail_at(uint64_t n, bool and_after);
+uint64_t ir_alloc_count(void);      /* allocations since the last ir_alloc_fail_at */
+uint64_t ir_alloc_failed(void);     /* of those, how many the hook failed */
+/* Allocations that returned NULL on this thread so far (the hook's or the
+ * system's): a stage that reports only "failed" (a compile) compares it
+ * before and after to tell out of memory from its other errors. */
+uint64_t ir_alloc_thread_failures(void);
+
+#endif
