@@ -67,6 +67,8 @@ ir_node *fe_same(ir_node *t);
     ir_api_pop(prev_);                        \
     return result_;                           \
   } while (0)
+/* Releases the n intermediates a composition built and returns its result. */
+ir_node *fe_done(ir_node *result, int n, ir_node **tmp);
 /* A registered error node; the message gets the caller's "file:line: ". */
 #define fe_error(st, f, l, ...) fe_register(ir_node_error(st, f, l, __VA_ARGS__))
 /* NULL when t can be used as argument argno (1-based) of op; otherwise the
