@@ -291,6 +291,31 @@ START_TEST(division_by_zero_eager) {
 }
 END_TEST
 
+/* A compiled function reports the failure of a run and runs again on good data. */
+START_TEST(division_by_zero_fn) {
+  kiln_scope_begin();
+  kiln_tensor *pa = kiln_placeholder(KILN_I32, KILN_SHAPE(4)), *pb = kiln_placeholder(KILN_I32, KILN_SHAPE(4));
+  int line = __LINE__ + 1;
+  kiln_tensor *y = kiln_bitwise_xor(kiln_floor_divide(pa, pb), pa);
+  kiln_fn *fn = kiln_compile(2, ((kiln_tensor *[]){pa, pb}), 1, &y);
+  ck_assert_ptr_nonnull(fn);
+  kiln_tensor *a = kiln_from_data(((int32_t[]){-7, 8, 9, 10}), KILN_I32, KILN_SHAPE(4));
+  kiln_tensor *bad = kiln_from_data(((int32_t[]){1, 2, 3, 0}), KILN_I32, KILN_SHAPE(4));
+  kiln_tensor *good = kiln_from_data(((int32_t[]){2, 2, 3, 5}), KILN_I32, KILN_SHAPE(4));
+  kiln_tensor *out = NULL;
+  ck_assert_int_eq(kiln_fn_run(fn, ((kiln_tensor *[]){a, bad}), &out), KILN_ERR_VALUE);
+  char want[160];
+  snprintf(want, sizeof want, "test_ew_ops.c:%d: floor_divide: integer division by zero (ZeroDivisionError) at element 3",
+           line);
+  ck_assert_msg(strstr(kiln_last_error(), want), "%s", kiln_last_error());
+  out = NULL;
+  ck_assert_int_eq(kiln_fn_run(fn, ((kiln_tensor *[]){a, good}), &out), KILN_OK);
+  expect_values(out, KILN_I32, VALUES(-4 ^ -7, 4 ^ 8, 3 ^ 9, 2 ^ 10));
+  kiln_fn_free(fn);
+  kiln_scope_end();
+}
+END_TEST
+
 /* The number 0 is PyTorch's ZeroDivisionError at once; a float divisor of
  * zero is no error (x / 0). */
 START_TEST(division_by_number_zero) {
@@ -507,6 +532,7 @@ static Suite *ew_ops_suite(void) {
   tc = tu_tcase(s, "errors");
   tcase_add_test(tc, division_by_zero_fused);
   tcase_add_test(tc, division_by_zero_eager);
+  tcase_add_test(tc, division_by_zero_fn);
   tcase_add_test(tc, division_by_number_zero);
   tcase_add_test(tc, dtype_errors);
   tc = tu_tcase(s, "compositions");

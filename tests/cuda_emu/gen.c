@@ -114,6 +114,7 @@ static bool write_case(FILE *src, FILE *inc, int id, cuda_case *c, ir_str *seen)
   rt_planned *plan;
   int n = rt_plan_for(KILN_CUDA, 1, &c->t, &plan);
   ref_tensor *want = single_output(plan, n) ? ref_eval(c->t) : NULL;
+  if (want && c->fails) want->numel = 0;   /* no result: the status slot is what is compared */
   bool ok = want && param_rows(inc, id, &plan[0]);
   if (ok) {
     kernel *k = plan[0].k;
@@ -122,14 +123,16 @@ static bool write_case(FILE *src, FILE *inc, int id, cuda_case *c, ir_str *seen)
     char name[32];
     snprintf(name, sizeof name, "c%d_want", id);
     doubles_array(inc, name, want);
-    ok = cpu_result(inc, id, c, want->numel);
+    ok = c->fails ? kiln_realize(c->t) == KILN_ERR_VALUE : cpu_result(inc, id, c, want->numel);
+    if (ok && c->fails) fprintf(inc, "static const unsigned char c%d_cpu[] = {0};\n", id);
     if (ok) launcher(inc, id, k);
     if (ok)
       fprintf(inc,
               "#define CASE_%d {\"%s\", c%d_run, %lld, %d, %d, %lld, %d, c%d_params, %d, %lld, c%d_want, c%d_cpu, "
-              "%a, %a, %d}\n",
+              "%a, %a, %d, %d, %lld}\n",
               id, c->name, id, (long long)l.range, l.block, l.grid, (long long)l.scratch, k->nparams, id,
-              (int)k->params[0].dtype, (long long)want->numel, id, id, c->tol.rtol, c->tol.atol, (int)!c->reduces);
+              (int)k->params[0].dtype, (long long)want->numel, id, id, c->tol.rtol, c->tol.atol, (int)!c->reduces, c->fails,
+              (long long)c->fail_at);
   }
   ref_free(want);
   if (n >= 0) rt_plan_free(plan, n);
