@@ -368,6 +368,7 @@ typedef struct {
   kx_visit on_expr;
   ks_visit on_stmt;
   void *ctx;
+  bool skip_checks;     /* leave out KS_CHECK and what only it reads */
 } kwalk;
 
 static void walk_expr(kwalk *w, const kexpr *e, int depth) {
@@ -383,6 +384,7 @@ static void walk_expr(kwalk *w, const kexpr *e, int depth) {
  * their header (enter) before their body. */
 static void walk_block(kwalk *w, const kstmt *s, int depth) {
   for (; s; s = s->next) {
+    if (s->kind == KS_CHECK && w->skip_checks) continue;
     if (s->kind == KS_GEMM) {
       walk_expr(w, s->gemm.a_off, depth);
       walk_expr(w, s->gemm.b_off, depth);
@@ -400,11 +402,15 @@ static void walk_block(kwalk *w, const kstmt *s, int depth) {
   }
 }
 
-static void k_walk(kernel *k, kx_visit on_expr, ks_visit on_stmt, void *ctx) {
-  kwalk w = {calloc((size_t)k->nexprs + 1, 1), on_expr, on_stmt, ctx};
+static void k_walk_checks(kernel *k, kx_visit on_expr, ks_visit on_stmt, void *ctx, bool checks) {
+  kwalk w = {calloc((size_t)k->nexprs + 1, 1), on_expr, on_stmt, ctx, !checks};
   IR_ASSERT(w.done);
   walk_block(&w, k->body, 1);
   free(w.done);
+}
+
+static void k_walk(kernel *k, kx_visit on_expr, ks_visit on_stmt, void *ctx) {
+  k_walk_checks(k, on_expr, on_stmt, ctx, true);
 }
 
 /* ---- binary key ---------------------------------------------------------- */
@@ -493,7 +499,7 @@ static const struct {
 
 static void describe(kernel *k, char *out, size_t room) {
   kdesc d = {0};
-  k_walk(k, desc_expr, desc_stmt, &d);
+  k_walk_checks(k, desc_expr, desc_stmt, &d, false);   /* a check's compare is not what the kernel computes */
   for (size_t p = 0; p < sizeof desc_patterns / sizeof *desc_patterns; p++) {
     int have = 0;
     for (int i = 0; i < desc_patterns[p].n; i++) have += d.seen[desc_patterns[p].need[i]];
