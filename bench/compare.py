@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""compare.py: times the workloads W1-W7 of bench/README.md in kiln, NumPy and
+"""compare.py: times the workloads W1-W7 and W13 of bench/README.md in kiln, NumPy and
 PyTorch (CPU) in one invocation, so the ratios compare numbers taken on the
 same machine at the same time: it runs kiln_bench (default
 build/bench/kiln_bench) on the selected workloads first, with the same runs
@@ -71,6 +71,27 @@ def numpy_layer_norm(x, eps=1e-5):
     return (x - mu) / np.sqrt(x.var(axis=-1, keepdims=True) + eps)
 
 
+def w13_ints(t, lib):
+    """W13's int32 operands from the float inputs: a over a wide range, b in
+    +-[2, 100] (no 0, no -1), c any; converted once, outside the timing."""
+    def ints(x, scale):
+        return (x * scale).astype(np.int32) if lib == "numpy" else (x * scale).to(torch.int32)
+    a, c = ints(t["a"], 1e9), ints(t["c"], 1e9)
+    b = ints(t["b"], 30)
+    b = (abs(b) % 99 + 2) * (1 - 2 * (b < 0))
+    return a, b, c
+
+
+def w13_numpy(t):
+    a, b, c = w13_ints(t, "numpy")
+    return lambda: ((a // b + a % b) & c).astype(np.float32)
+
+
+def w13_torch(t):
+    a, b, c = w13_ints(t, "torch")
+    return lambda: ((a // b + a % b) & c).to(torch.float32)
+
+
 WORKLOADS = [
     ("W1", "relu(a*b + c) * sigmoid(a), f32[16M]", {"a": (1 << 24,), "b": (1 << 24,), "c": (1 << 24,)},
      {"numpy": lambda t: lambda: np.maximum(t["a"] * t["b"] + t["c"], 0) / (1 + np.exp(-t["a"])),
@@ -96,6 +117,8 @@ WORKLOADS = [
     ("W7-2048", "matmul 2048^3", {"a": (2048, 2048), "b": (2048, 2048)},
      {"numpy": lambda t: lambda: t["a"] @ t["b"],
       "torch": lambda t: lambda: t["a"] @ t["b"]}),
+    ("W13", "f32((a // b + a % b) & c), a b c i32[16M]", {"a": (1 << 24,), "b": (1 << 24,), "c": (1 << 24,)},
+     {"numpy": w13_numpy, "torch": w13_torch}),
 ]
 
 

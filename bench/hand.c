@@ -63,6 +63,30 @@ void hand_w1(float *out, const float *a, const float *b, const float *c, int64_t
 }
 
 typedef struct {
+  float *out;
+  const int32_t *a, *b, *c;
+} w13_args;
+
+static void w13_body(void *ctx, int64_t lo, int64_t hi) {
+  const w13_args *w = ctx;
+  float *restrict out = w->out;
+  const int32_t *restrict a = w->a, *restrict b = w->b, *restrict c = w->c;
+  for (int64_t i = lo; i < hi; i++) {
+    int32_t x = a[i], y = b[i], q = x / y, r = x % y;
+    if (r != 0 && (r ^ y) < 0) {   /* floor rounding: the remainder takes b's sign */
+      q -= 1;
+      r += y;
+    }
+    out[i] = (float)(int32_t)(((uint32_t)q + (uint32_t)r) & (uint32_t)c[i]);
+  }
+}
+
+void hand_w13(float *out, const int32_t *a, const int32_t *b, const int32_t *c, int64_t n, int threads) {
+  w13_args w = {out, a, b, c};
+  hand_parallel_for(threads, n, w13_body, &w);
+}
+
+typedef struct {
   float *c;
   const float *b;
   int64_t n;

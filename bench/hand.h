@@ -40,4 +40,9 @@ float hand_stream_sum(const float *x, int64_t n, int threads);
 /* STREAM's triad: a[i] = b[i] + s * c[i]. */
 void hand_stream_triad(float *a, const float *b, const float *c, float s, int64_t n, int threads);
 
+/* W13: out[i] = (float)((a[i] // b[i] + a[i] % b[i]) & c[i]) with Python's
+ * floor division and remainder on int32; b has no 0 and no -1 (plain C
+ * division would trap on them, which kiln's kernels check for). */
+void hand_w13(float *out, const int32_t *a, const int32_t *b, const int32_t *c, int64_t n, int threads);
+
 #endif

@@ -123,8 +123,10 @@ static float *random_floats(int64_t n, uint64_t seed) { return random_floats_in(
 
 #define W1_N ((int64_t)16 << 20)
 
+/* Three inputs, one f32 output: W1's (f32 inputs) and W13's (i32). */
 typedef struct {
-  float *a, *b, *c, *out;        /* out: the hand loop's result, the reference */
+  void *a, *b, *c;
+  float *out;                    /* the hand loop's result, the reference */
   kiln_tensor *ta, *tb, *tc;     /* zero-copy views of a, b, c */
   int threads;
 } w1_state;
@@ -171,6 +173,51 @@ static kiln_tensor *w1_build(void *p) {
 
 static const float *w1_expected(void *p, int64_t *n) {
   *n = W1_N;
+  return ((w1_state *)p)->out;
+}
+
+/* ---- W13: integer floor_divide, remainder, bitwise_and on 16M i32 -------- */
+
+#define W13_N ((int64_t)16 << 20)
+
+static void w13_hand(void *p, int threads) {
+  w1_state *s = p;
+  hand_w13(s->out, s->a, s->b, s->c, W13_N, threads);
+}
+
+/* a over all of int32, b in +-[2, 100] (never 0 or -1: see hand_w13), c any. */
+static void *w13_setup(void) {
+  w1_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  int32_t *a = s->a = malloc(sizeof *a * (size_t)W13_N), *b = s->b = malloc(sizeof *b * (size_t)W13_N);
+  int32_t *c = s->c = malloc(sizeof *c * (size_t)W13_N);
+  s->out = malloc(sizeof *s->out * (size_t)W13_N);
+  if (!a || !b || !c || !s->out) {
+    w1_teardown(s);
+    return NULL;
+  }
+  uint64_t seed = 13;
+  for (int64_t i = 0; i < W13_N; i++) {
+    uint64_t r = rng_next(&seed);
+    a[i] = (int32_t)(uint32_t)r;
+    b[i] = (int32_t)(2 + (r >> 32) % 99) * ((r >> 40) & 1 ? -1 : 1);
+    c[i] = (int32_t)(uint32_t)(r >> 17);
+  }
+  s->ta = placed(kiln_from_buffer(s->a, KILN_I32, KILN_SHAPE(W13_N)));
+  s->tb = placed(kiln_from_buffer(s->b, KILN_I32, KILN_SHAPE(W13_N)));
+  s->tc = placed(kiln_from_buffer(s->c, KILN_I32, KILN_SHAPE(W13_N)));
+  w13_hand(s, bench_threads);
+  return s;
+}
+
+static kiln_tensor *w13_build(void *p) {
+  w1_state *s = p;
+  kiln_tensor *q = kiln_floor_divide(s->ta, s->tb), *r = kiln_remainder(s->ta, s->tb);
+  return kiln_cast(kiln_bitwise_and(kiln_add(q, r), s->tc), KILN_F32);
+}
+
+static const float *w13_expected(void *p, int64_t *n) {
+  *n = W13_N;
   return ((w1_state *)p)->out;
 }
 
@@ -910,6 +957,9 @@ static const workload workloads[] = {
    {KILN_FUSED, KILN_FN}, 0, 0, NULL},
   {"W8-scalar", "a * s on f32[16] with a new s every call: per-realize dispatch, no compile", 0, 10000,
    w8_setup, w8_scalar_build, w8_scalar_expected, w8_teardown, {KILN_FUSED}, 0, 0, NULL},
+  {"W13", "f32((a // b + a % b) & c), a b c i32[16M] (integer division checked for zero)", 16.0 * (double)W13_N, 0,
+   w13_setup, w13_build, w13_expected, w1_teardown,
+   {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w13_hand, 0}}, 0, 0, NULL},
   W9_ROW("W9-ew", "tanh(a*b + c) - a on f32[16,16]: compile, cached dispatch", ew),
   W9_ROW("W9-rowsum", "sum(a*b, dim=1) on f32[16,16]: compile, cached dispatch", rowsum),
   W9_ROW("W9-softmax", "softmax(a, -1) on f32[16,16]: compile, cached dispatch", softmax),

@@ -69,15 +69,17 @@ ir_node *fe_same(ir_node *t);
     ir_api_pop(prev_);                        \
     return result_;                           \
   } while (0)
+/* Releases the n intermediates a composition built and returns its result. */
+ir_node *fe_done(ir_node *result, int n, ir_node **tmp);
 /* The intermediates of one composition, released together when it ends:
- * fe_keep(&s, t) records t and returns it; fe_done(&s, r) releases them
- * all and returns r. Sized for the longest composition (NN losses). */
+ * fe_keep(&s, t) records t and returns it; fe_temps_done(&s, r) releases
+ * them all and returns r. Sized for the longest composition (NN losses). */
 typedef struct {
   ir_node *t[32];
   int n;
 } fe_temps;
 ir_node *fe_keep(fe_temps *s, ir_node *t);
-ir_node *fe_done(fe_temps *s, ir_node *result);
+ir_node *fe_temps_done(fe_temps *s, ir_node *result);
 /* A registered error node; the message gets the caller's "file:line: ". */
 #define fe_error(st, f, l, ...) fe_register(ir_node_error(st, f, l, __VA_ARGS__))
 /* What an op returns when ir_node_new found no memory: a registered

@@ -65,7 +65,7 @@ static ir_node *rms_norm(const char *f, int l, ir_node *x, int nlast, ir_node *w
   ir_node *r = fe_keep(&s, kiln_rsqrt_at(f, l, fe_keep(&s, kiln_adds_at(f, l, ms, eps))));
   ir_node *y = kiln_mul_at(f, l, x, r);
   if (weight) y = kiln_mul_at(f, l, fe_keep(&s, y), weight);
-  return fe_done(&s, y);
+  return fe_temps_done(&s, y);
 }
 
 /* Inference form: (x - running_mean) * (weight / sqrt(running_var + eps))
@@ -82,12 +82,12 @@ static ir_node *batch_norm(const char *f, int l, ir_node *x, ir_node *mean, ir_n
       (e = per_channel(f, l, "batch_norm", "running_var", x, var, &v, &s)) ||
       (e = per_channel(f, l, "batch_norm", "weight", x, weight, &w, &s)) ||
       (e = per_channel(f, l, "batch_norm", "bias", x, bias, &b, &s)))
-    return fe_done(&s, e);
+    return fe_temps_done(&s, e);
   ir_node *scale = fe_keep(&s, kiln_rsqrt_at(f, l, fe_keep(&s, kiln_adds_at(f, l, v, eps))));
   if (w) scale = fe_keep(&s, kiln_mul_at(f, l, scale, w));
   ir_node *y = kiln_mul_at(f, l, fe_keep(&s, kiln_sub_at(f, l, x, m)), scale);
   if (b) y = kiln_add_at(f, l, fe_keep(&s, y), b);
-  return fe_done(&s, y);
+  return fe_temps_done(&s, y);
 }
 
 /* layer_norm over each group of channels and the dims after them (x viewed
@@ -111,14 +111,14 @@ static ir_node *group_norm(const char *f, int l, ir_node *x, int64_t groups, ir_
   ir_node *w, *b;
   if ((e = per_channel(f, l, "group_norm", "weight", x, weight, &w, &s)) ||
       (e = per_channel(f, l, "group_norm", "bias", x, bias, &b, &s)))
-    return fe_done(&s, e);
+    return fe_temps_done(&s, e);
   int64_t rest = ir_numel(x->ndim - 1, x->shape + 1) / groups;
   ir_node *g = fe_keep(&s, kiln_reshape_at(f, l, x, 3, (int64_t[]){x->shape[0], groups, rest}));
   ir_node *n = fe_keep(&s, kiln_layer_norm_at(f, l, g, 1, NULL, NULL, eps));
   ir_node *y = kiln_reshape_at(f, l, n, x->ndim, x->shape);
   if (w) y = kiln_mul_at(f, l, fe_keep(&s, y), w);
   if (b) y = kiln_add_at(f, l, fe_keep(&s, y), b);
-  return fe_done(&s, y);
+  return fe_temps_done(&s, y);
 }
 
 /* ---- losses -------------------------------------------------------------- */
@@ -162,7 +162,7 @@ static ir_node *mse_loss(const char *f, int l, ir_node *input, ir_node *target, 
   if (e) return e;
   fe_temps s = {0};
   ir_node *d = fe_keep(&s, kiln_sub_at(f, l, input, target));
-  return fe_done(&s, reduce_loss(f, l, &s, kiln_mul_at(f, l, d, d), reduction));
+  return fe_temps_done(&s, reduce_loss(f, l, &s, kiln_mul_at(f, l, d, d), reduction));
 }
 
 /* |input - target|, input and target broadcast together. */
@@ -171,7 +171,7 @@ static ir_node *l1_loss(const char *f, int l, ir_node *input, ir_node *target, c
   if (e) return e;
   fe_temps s = {0};
   ir_node *d = fe_keep(&s, kiln_sub_at(f, l, input, target));
-  return fe_done(&s, reduce_loss(f, l, &s, kiln_abs_at(f, l, d), reduction));
+  return fe_temps_done(&s, reduce_loss(f, l, &s, kiln_abs_at(f, l, d), reduction));
 }
 
 /* 1 - t */
@@ -192,7 +192,7 @@ static ir_node *binary_cross_entropy(const char *f, int l, ir_node *x, ir_node *
   ir_node *neg = fe_keep(&s, kiln_mul_at(f, l, fe_keep(&s, one_minus(f, l, &s, y)), l1x));
   ir_node *loss = kiln_neg_at(f, l, fe_keep(&s, kiln_add_at(f, l, pos, neg)));
   if (weight) loss = kiln_mul_at(f, l, fe_keep(&s, loss), weight);
-  return fe_done(&s, reduce_loss(f, l, &s, loss, reduction));
+  return fe_temps_done(&s, reduce_loss(f, l, &s, loss, reduction));
 }
 
 /* torch's stable form: with m = max(-x, 0) and lse = log(e^-m + e^(-x-m)) + m
@@ -214,7 +214,7 @@ static ir_node *bce_with_logits(const char *f, int l, ir_node *x, ir_node *y, ir
   }
   ir_node *loss = kiln_add_at(f, l, fe_keep(&s, kiln_mul_at(f, l, fe_keep(&s, one_minus(f, l, &s, y)), x)), lse);
   if (weight) loss = kiln_mul_at(f, l, fe_keep(&s, loss), weight);
-  return fe_done(&s, reduce_loss(f, l, &s, loss, reduction));
+  return fe_temps_done(&s, reduce_loss(f, l, &s, loss, reduction));
 }
 
 /* ---- attention --------------------------------------------------------------- */
@@ -297,7 +297,7 @@ static ir_node *attention(const char *f, int l, ir_node *q, ir_node *k, ir_node 
   ir_node *kt = fe_keep(&s, kiln_transpose_at(f, l, k, -2, -1));
   ir_node *scores = fe_keep(&s, kiln_muls_at(f, l, fe_keep(&s, kiln_matmul_at(f, l, q, kt)), sc));
   ir_node *p = fe_keep(&s, kiln_softmax_at(f, l, masked(f, l, scores, mask, causal, &s), -1));
-  return fe_done(&s, kiln_matmul_at(f, l, p, v));
+  return fe_temps_done(&s, kiln_matmul_at(f, l, p, v));
 }
 
 /* ---- the public functions ------------------------------------------------- */

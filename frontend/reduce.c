@@ -107,11 +107,6 @@ kiln_tensor *kiln_argmin_dim_at(const char *f, int l, kiln_tensor *t, int64_t di
 }
 
 /* ---- compositions ------------------------------------------------------- */
-/* Releases the intermediates a composition built and returns its result. */
-static ir_node *done(ir_node *result, int n, ir_node **tmp) {
-  for (int i = 0; i < n; i++) kiln_release(tmp[i]);
-  return result;
-}
 
 /* PyTorch's message for mean/var/std of an integer or bool tensor. */
 static ir_node *float_only(const char *f, int l, const char *op, ir_node *t) {
@@ -126,7 +121,7 @@ static ir_node *float_only(const char *f, int l, const char *op, ir_node *t) {
 /* sum(t) over dims, its elements converted to acc first, keepdim. */
 static ir_node *sum_in(const char *f, int l, ir_node *t, int ndims, const int64_t *dims, kiln_dtype acc) {
   ir_node *c = kiln_cast_at(f, l, t, acc);
-  return done(reduce(f, l, IR_SUM, c, ndims, dims, true), 1, &c);
+  return fe_done(reduce(f, l, IR_SUM, c, ndims, dims, true), 1, &c);
 }
 
 /* The mean over mask's dims (dims) summed in acc, keepdim, in t's dtype.
@@ -140,7 +135,7 @@ static ir_node *mean_in(const char *f, int l, ir_node *t, int ndims, const int64
   ir_node *tmp[2];
   tmp[0] = sum_in(f, l, t, ndims, dims, acc);
   tmp[1] = kiln_muls_at(f, l, tmp[0], 1.0 / (double)reduced_count(t, mask));
-  return done(kiln_cast_at(f, l, tmp[1], t->dtype), 2, tmp);
+  return fe_done(kiln_cast_at(f, l, tmp[1], t->dtype), 2, tmp);
 }
 
 static ir_node *mean(const char *f, int l, ir_node *t, int ndims, const int64_t *dims, bool keepdim) {
@@ -173,7 +168,7 @@ static ir_node *deviations(const char *f, int l, ir_node *t, unsigned mask) {
    * broadcast over leading dims (which fuse would store) */
   ir_node *full = kiln_expand_at(f, l, shift, t->ndim, t->shape);
   kiln_release(shift);
-  return done(kiln_sub_at(f, l, t, full), 1, &full);
+  return fe_done(kiln_sub_at(f, l, t, full), 1, &full);
 }
 
 /* One pass over t: var = (sum(d^2) - sum(d)^2 / n) / (n - unbiased),
@@ -195,12 +190,12 @@ static ir_node *var(const char *f, int l, const char *op, ir_node *t, int ndims,
   tmp[6] = kiln_sub_at(f, l, tmp[3], tmp[5]);
   tmp[7] = kiln_maximums_at(f, l, tmp[6], 0.0);
   tmp[8] = kiln_divs_at(f, l, tmp[7], count - (unbiased ? 1 : 0));
-  return drop_reduced(f, l, done(kiln_cast_at(f, l, tmp[8], t->dtype), 9, tmp), t, mask, keepdim);
+  return drop_reduced(f, l, fe_done(kiln_cast_at(f, l, tmp[8], t->dtype), 9, tmp), t, mask, keepdim);
 }
 
 static ir_node *std(const char *f, int l, ir_node *t, int ndims, const int64_t *dims, bool unbiased, bool keepdim) {
   ir_node *v = var(f, l, "std", t, ndims, dims, unbiased, keepdim);
-  return done(kiln_sqrt_at(f, l, v), 1, &v);
+  return fe_done(kiln_sqrt_at(f, l, v), 1, &v);
 }
 
 kiln_tensor *kiln_var_at(const char *f, int l, kiln_tensor *t, int unbiased) {
@@ -224,7 +219,7 @@ static ir_node *shifted(const char *f, int l, const char *op, ir_node *t, int64_
   if (e) return e;
   if (ir_numel(t->ndim, t->shape) == 0) return fe_same(t);  /* no row has a max; the result is empty */
   ir_node *m = reduce(f, l, IR_MAX, t, 1, &dim, true);
-  return done(kiln_sub_at(f, l, t, m), 1, &m);
+  return fe_done(kiln_sub_at(f, l, t, m), 1, &m);
 }
 
 static ir_node *softmax(const char *f, int l, ir_node *t, int64_t dim) {
@@ -232,7 +227,7 @@ static ir_node *softmax(const char *f, int l, ir_node *t, int64_t dim) {
   tmp[0] = shifted(f, l, "softmax", t, dim);
   tmp[1] = kiln_exp_at(f, l, tmp[0]);
   tmp[2] = reduce(f, l, IR_SUM, tmp[1], 1, &dim, true);
-  return done(kiln_div_at(f, l, tmp[1], tmp[2]), 3, tmp);
+  return fe_done(kiln_div_at(f, l, tmp[1], tmp[2]), 3, tmp);
 }
 
 static ir_node *log_softmax(const char *f, int l, ir_node *t, int64_t dim) {
@@ -241,7 +236,7 @@ static ir_node *log_softmax(const char *f, int l, ir_node *t, int64_t dim) {
   tmp[1] = kiln_exp_at(f, l, tmp[0]);
   tmp[2] = reduce(f, l, IR_SUM, tmp[1], 1, &dim, true);
   tmp[3] = kiln_log_at(f, l, tmp[2]);
-  return done(kiln_sub_at(f, l, tmp[0], tmp[3]), 4, tmp);
+  return fe_done(kiln_sub_at(f, l, tmp[0], tmp[3]), 4, tmp);
 }
 
 /* (x - mean) / sqrt(var + eps) over the last nlast dims (biased var), then
@@ -269,7 +264,7 @@ static ir_node *layer_norm(const char *f, int l, ir_node *x, int nlast, ir_node 
   ir_node *y = kiln_mul_at(f, l, tmp[1], tmp[5]);
   if (weight) tmp[n++] = y, y = kiln_mul_at(f, l, y, weight);
   if (bias) tmp[n++] = y, y = kiln_add_at(f, l, y, bias);
-  return done(y, n, tmp);
+  return fe_done(y, n, tmp);
 }
 
 kiln_tensor *kiln_softmax_at(const char *f, int l, kiln_tensor *t, int64_t dim) {

@@ -155,7 +155,7 @@ static void max_pool(const char *f, int l, ir_node *x, int nk, const int64_t *k,
         kiln_release(best);
         best = nb;
       }
-      fe_done(&t, NULL);
+      fe_temps_done(&t, NULL);
     }
   kiln_release(xp);
   *values = best;
@@ -219,7 +219,7 @@ static ir_node *avg_pool(const char *f, int l, ir_node *x, int nk, const int64_t
       ir_node *next = sum ? kiln_add_at(f, l, sum, v) : fe_same(v);
       kiln_release(sum);
       sum = next;
-      fe_done(&t, NULL);
+      fe_temps_done(&t, NULL);
     }
   ir_node *y = kiln_mul_at(f, l, sum, scale);
   kiln_release(xp);
@@ -253,10 +253,10 @@ static ir_node *adaptive_avg_pool(const char *f, int l, ir_node *x, int n, const
   fe_temps t = {0};
   ir_node *ah = fe_keep(&t, averaging(f, l, out[0], x->shape[x->ndim - 2], x->dtype));
   ir_node *aw = fe_keep(&t, averaging(f, l, out[1], x->shape[x->ndim - 1], x->dtype));
-  if (ah->status != KILN_OK) return fe_done(&t, fe_same(ah));
-  if (aw->status != KILN_OK) return fe_done(&t, fe_same(aw));
+  if (ah->status != KILN_OK) return fe_temps_done(&t, fe_same(ah));
+  if (aw->status != KILN_OK) return fe_temps_done(&t, fe_same(aw));
   ir_node *cols = fe_keep(&t, kiln_matmul_at(f, l, x, fe_keep(&t, kiln_transpose_at(f, l, aw, 0, 1))));
-  return fe_done(&t, kiln_matmul_at(f, l, ah, cols));
+  return fe_temps_done(&t, kiln_matmul_at(f, l, ah, cols));
 }
 
 /* ---- interpolation ---------------------------------------------------------------- */
@@ -341,7 +341,7 @@ static ir_node *interpolate(const char *f, int l, ir_node *x, int n, const int64
     int64_t in = x->shape[2 + d], out = size[n == 1 ? 0 : d];
     if (out < 1) {
       kiln_release(y);
-      return fe_done(&t, fe_error(KILN_ERR_ARG, f, l, "%s: output sizes must be positive, got %lld", op, (long long)out));
+      return fe_temps_done(&t, fe_error(KILN_ERR_ARG, f, l, "%s: output sizes must be positive, got %lld", op, (long long)out));
     }
     double *m = calloc((size_t)(out * in), sizeof *m);
     for (int64_t o = 0; m && o < out; o++) resample_row(m, o, in, out, mode, align_corners);
@@ -351,7 +351,7 @@ static ir_node *interpolate(const char *f, int l, ir_node *x, int n, const int64
     kiln_release(y);
     y = kiln_transpose_at(f, l, r, 2 + d, -1);
   }
-  return fe_done(&t, y);
+  return fe_temps_done(&t, y);
 }
 
 /* ---- convolution ------------------------------------------------------------------ */
@@ -393,12 +393,12 @@ static ir_node *conv(const char *f, int l, const char *op, ir_node *x, ir_node *
   int64_t n = x->shape[0], c = x->shape[1], o = w->shape[0], taps = win.k[0] * win.k[1];
   int64_t cols = win.out[0] * win.out[1], depth = c / groups * taps;
   ir_node **each = malloc(sizeof *each * (size_t)taps);
-  if (!each) return fe_done(&t, fe_error(KILN_ERR_MEMORY, f, l, "%s: out of memory", op));
+  if (!each) return fe_temps_done(&t, fe_error(KILN_ERR_MEMORY, f, l, "%s: out of memory", op));
   ir_node *xp = padded(f, l, x, &win, 0);
   for (int64_t i = 0; i < taps; i++) {
     fe_temps tt = {0};
     each[i] = fe_same(tap(f, l, xp, &win, i / win.k[1], i % win.k[1], &tt));
-    fe_done(&tt, NULL);
+    fe_temps_done(&tt, NULL);
   }
   ir_node *st = fe_keep(&t, kiln_stack_at(f, l, (int)taps, each, 2));   /* (N, C, taps, OH, OW) */
   for (int64_t i = 0; i < taps; i++) kiln_release(each[i]);
@@ -410,7 +410,7 @@ static ir_node *conv(const char *f, int l, const char *op, ir_node *x, ir_node *
   if (b)   /* per (group, output channel) of the product */
     y = fe_keep(&t, kiln_add_at(f, l, y, fe_keep(&t, kiln_reshape_at(f, l, b, 3, (int64_t[]){groups, o / groups, 1}))));
   y = fe_keep(&t, kiln_reshape_at(f, l, y, 4, (int64_t[]){n, o, win.out[0], win.out[1]}));
-  return fe_done(&t, unbatched ? kiln_squeeze_dim_at(f, l, y, 0) : fe_same(y));
+  return fe_temps_done(&t, unbatched ? kiln_squeeze_dim_at(f, l, y, 0) : fe_same(y));
 }
 
 /* conv1d as conv2d over a height of 1: x (N, C, L) or (C, L), w (O, C/g, k). */
@@ -425,7 +425,7 @@ static ir_node *conv1d(const char *f, int l, ir_node *x, ir_node *w, ir_node *b,
   fe_temps t = {0};
   ir_node *x2 = fe_keep(&t, kiln_unsqueeze_at(f, l, x, -2)), *w2 = fe_keep(&t, kiln_unsqueeze_at(f, l, w, -2));
   ir_node *y = fe_keep(&t, conv(f, l, "conv1d", x2, w2, b, 2, s2, 2, p2, 2, d2, groups));
-  return fe_done(&t, y->status == KILN_OK ? kiln_squeeze_dim_at(f, l, y, -2) : fe_same(y));
+  return fe_temps_done(&t, y->status == KILN_OK ? kiln_squeeze_dim_at(f, l, y, -2) : fe_same(y));
 }
 
 /* ---- the public functions --------------------------------------------------------- */

@@ -136,6 +136,7 @@ typedef enum {
   KILN_ERR_MEMORY,    /**< allocation failed */
   KILN_ERR_COMPILE,   /**< the JIT or NVRTC failed (an internal error) */
   KILN_ERR_IO,        /**< a file that cannot be read or written, or is not a valid .npy file */
+  KILN_ERR_VALUE,     /**< a kernel met a value it cannot compute: an integer division by zero */
   KILN_NUM_STATUS     /**< the number of statuses, not a status */
 } kiln_status;
 
@@ -523,6 +524,204 @@ KILN_API kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dt
 #define kiln_where(c, a, b) kiln_where_at(__FILE__, __LINE__, c, a, b)
 #define kiln_clamp(a, lo, hi) kiln_clamp_at(__FILE__, __LINE__, a, lo, hi)
 #define kiln_cast(a, dt) kiln_cast_at(__FILE__, __LINE__, a, dt)
+/** @} */
+
+/* ---- elementwise: integer-aware division, bitwise ops, trunc ------------- */
+/** Declares the `_at` functions of a binary op and its scalar form (undefined after use). */
+#define KILN_BINARY_(name) \
+  KILN_API kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b); \
+  KILN_API kiln_tensor *kiln_##name##s_at(const char *f, int l, kiln_tensor *a, double b);
+/** @name Division and bitwise ops
+ * PyTorch's floor_divide (a // b), trunc_divide (div with rounding_mode
+ * 'trunc'), remainder (a % b: the sign of b), fmod (the sign of a),
+ * copysign, bitwise_and, bitwise_or, bitwise_xor (&, |, ^: integer and bool
+ * tensors), bitwise_left_shift and bitwise_right_shift (<<, >>: integer
+ * tensors; a shift by a negative amount or by the width or more gives 0, or
+ * the sign for >> of a signed type, as PyTorch); each also in a scalar form.
+ * An integer division by zero is PyTorch's ZeroDivisionError: the scalar
+ * forms fail at once, and a divisor tensor holding 0 makes the realize fail
+ * with KILN_ERR_VALUE, naming the op, the element and the caller's line;
+ * INT_MIN // -1 wraps. A Python number on the left (7 // x) is the tensor
+ * form with kiln_scalar.
+ * @{ */
+/** An elementwise op of a and b with NumPy broadcasting and PyTorch's type
+ * promotion (copysign gives a float; the others keep the promoted dtype).
+ * @at
+ * @param a the first operand
+ * @param b the second operand: a tensor, or a double in the scalar forms
+ * @handle errors as the binary ops; KILN_ERR_DTYPE for bool operands of the
+ * divisions and shifts and float operands of the bitwise ops; KILN_ERR_VALUE
+ * for an integer division by the number 0. */
+KILN_BINARY_(floor_divide) KILN_BINARY_(trunc_divide) KILN_BINARY_(remainder) KILN_BINARY_(fmod)
+KILN_BINARY_(copysign) KILN_BINARY_(bitwise_and) KILN_BINARY_(bitwise_or) KILN_BINARY_(bitwise_xor)
+KILN_BINARY_(bitwise_left_shift) KILN_BINARY_(bitwise_right_shift)
+/** @} */
+#undef KILN_BINARY_
+/** torch.trunc: rounds toward zero (integers unchanged).
+ * @at
+ * @param a the operand (not bool)
+ * @handle errors as the unary ops. */
+KILN_API kiln_tensor *kiln_trunc_at(const char *f, int l, kiln_tensor *a);
+/** torch.bitwise_not (~a): integer tensors bit by bit, bool tensors logically.
+ * @at
+ * @param a an integer or bool tensor
+ * @handle errors as the unary ops; KILN_ERR_DTYPE for a float tensor. */
+KILN_API kiln_tensor *kiln_bitwise_not_at(const char *f, int l, kiln_tensor *a);
+
+/** @name Division and bitwise macros
+ * @{ */
+/** @macros */
+#define kiln_floor_divide(a, b) kiln_floor_divide_at(__FILE__, __LINE__, a, b)
+#define kiln_floor_divides(a, b) kiln_floor_divides_at(__FILE__, __LINE__, a, b)
+#define kiln_trunc_divide(a, b) kiln_trunc_divide_at(__FILE__, __LINE__, a, b)
+#define kiln_trunc_divides(a, b) kiln_trunc_divides_at(__FILE__, __LINE__, a, b)
+#define kiln_remainder(a, b) kiln_remainder_at(__FILE__, __LINE__, a, b)
+#define kiln_remainders(a, b) kiln_remainders_at(__FILE__, __LINE__, a, b)
+#define kiln_fmod(a, b) kiln_fmod_at(__FILE__, __LINE__, a, b)
+#define kiln_fmods(a, b) kiln_fmods_at(__FILE__, __LINE__, a, b)
+#define kiln_copysign(a, b) kiln_copysign_at(__FILE__, __LINE__, a, b)
+#define kiln_copysigns(a, b) kiln_copysigns_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_and(a, b) kiln_bitwise_and_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_ands(a, b) kiln_bitwise_ands_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_or(a, b) kiln_bitwise_or_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_ors(a, b) kiln_bitwise_ors_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_xor(a, b) kiln_bitwise_xor_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_xors(a, b) kiln_bitwise_xors_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_left_shift(a, b) kiln_bitwise_left_shift_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_left_shifts(a, b) kiln_bitwise_left_shifts_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_right_shift(a, b) kiln_bitwise_right_shift_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_right_shifts(a, b) kiln_bitwise_right_shifts_at(__FILE__, __LINE__, a, b)
+#define kiln_trunc(a) kiln_trunc_at(__FILE__, __LINE__, a)
+#define kiln_bitwise_not(a) kiln_bitwise_not_at(__FILE__, __LINE__, a)
+/** @} */
+
+/* ---- elementwise compositions: tests, parameters, simple activations ----- */
+/** @name Elementwise tests, parameterised ops and simple activations
+ * Made of the ops above, so they fuse with their neighbours; an error
+ * inside one names it. Semantics, defaults and dtypes are PyTorch's.
+ * @{ */
+/** torch.frac: a - trunc(a).
+ * @at
+ * @param a a floating-point tensor
+ * @handle KILN_ERR_DTYPE for an integer or bool tensor. */
+KILN_API kiln_tensor *kiln_frac_at(const char *f, int l, kiln_tensor *a);
+/** torch.isnan: a bool tensor, true where a is nan (never for integers).
+ * @at
+ * @param a the tensor
+ * @handle */
+KILN_API kiln_tensor *kiln_isnan_at(const char *f, int l, kiln_tensor *a);
+/** torch.isinf: a bool tensor, true where a is +-inf.
+ * @at
+ * @param a the tensor
+ * @handle */
+KILN_API kiln_tensor *kiln_isinf_at(const char *f, int l, kiln_tensor *a);
+/** torch.isfinite: a bool tensor, true where a is neither nan nor +-inf.
+ * @at
+ * @param a the tensor
+ * @handle */
+KILN_API kiln_tensor *kiln_isfinite_at(const char *f, int l, kiln_tensor *a);
+/** torch.nan_to_num: nan, +inf and -inf replaced (an integer or bool tensor
+ * is returned unchanged). PyTorch's posinf/neginf=None is the dtype's
+ * largest/lowest finite value, which the caller passes.
+ * @at
+ * @param t the tensor
+ * @param nan,posinf,neginf the replacements (converted to t's dtype)
+ * @handle */
+KILN_API kiln_tensor *kiln_nan_to_num_at(const char *f, int l, kiln_tensor *t, double nan, double posinf, double neginf);
+/** torch.clamp with tensor bounds: maximum(a, min) then minimum(.., max),
+ * all three broadcast and promoted together; where min > max the result is
+ * max; a nan in any of them gives nan.
+ * @at
+ * @param a the tensor
+ * @param min,max the bounds; NULL for no bound (not both)
+ * @handle errors as the binary ops; KILN_ERR_ARG when both bounds are NULL. */
+KILN_API kiln_tensor *kiln_clamp_tensor_at(const char *f, int l, kiln_tensor *a, kiln_tensor *min, kiln_tensor *max);
+/** Tensor.masked_fill: value where mask is true, t elsewhere, in t's dtype
+ * and shape.
+ * @at
+ * @param t the tensor
+ * @param mask a bool tensor that broadcasts to t's shape
+ * @param value acts like a Python number converted to t's dtype
+ * @handle KILN_ERR_DTYPE for a mask that is not bool; KILN_ERR_SHAPE when it
+ * cannot broadcast to t; KILN_ERR_ARG for a value out of an integer dtype's range. */
+KILN_API kiln_tensor *kiln_masked_fill_at(const char *f, int l, kiln_tensor *t, kiln_tensor *mask, double value);
+/** torch.lerp: a + weight (b - a), computed as PyTorch does (from b's end
+ * when |weight| >= 0.5, so weight 1 gives b exactly).
+ * @at
+ * @param a the start (floating point)
+ * @param b the end
+ * @param weight the weights (tensor form) or one weight (kiln_lerps_at)
+ * @handle errors as the binary ops; KILN_ERR_DTYPE for an integer start. */
+KILN_API kiln_tensor *kiln_lerp_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b, kiln_tensor *weight);
+/** torch.lerp with a number weight (see kiln_lerp_at).
+ * @at
+ * @param a the start (floating point)
+ * @param b the end
+ * @param weight the weight
+ * @handle as kiln_lerp_at. */
+KILN_API kiln_tensor *kiln_lerps_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b, double weight);
+/** torch.isclose: a == b, or |a - b| <= atol + |rtol * b| (finite), or,
+ * with equal_nan, both nan.
+ * @at
+ * @param a,b tensors of one dtype
+ * @param rtol,atol tolerances >= 0 (PyTorch's defaults are 1e-5, 1e-8)
+ * @param equal_nan nonzero: nan is close to nan
+ * @handle KILN_ERR_DTYPE for dtypes that differ; KILN_ERR_ARG for a negative tolerance. */
+KILN_API kiln_tensor *kiln_isclose_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b, double rtol, double atol,
+                                      int equal_nan);
+/** F.hardtanh: t clamped to [min_val, max_val] (PyTorch's defaults: -1, 1).
+ * @at
+ * @param t the tensor (not bool)
+ * @param min_val,max_val the bounds, min_val <= max_val
+ * @handle KILN_ERR_ARG for min_val > max_val; errors as kiln_clamp_at. */
+KILN_API kiln_tensor *kiln_hardtanh_at(const char *f, int l, kiln_tensor *t, double min_val, double max_val);
+/** F.relu6: hardtanh(t, 0, 6).
+ * @at
+ * @param t the tensor (not bool)
+ * @handle errors as kiln_clamp_at. */
+KILN_API kiln_tensor *kiln_relu6_at(const char *f, int l, kiln_tensor *t);
+/** F.leaky_relu: t where t > 0, else t * negative_slope (PyTorch's default 0.01).
+ * @at
+ * @param t a floating-point tensor
+ * @param negative_slope the slope below 0
+ * @handle KILN_ERR_DTYPE for an integer or bool tensor. */
+KILN_API kiln_tensor *kiln_leaky_relu_at(const char *f, int l, kiln_tensor *t, double negative_slope);
+/** F.hardswish: t * relu6(t + 3) / 6.
+ * @at
+ * @param t a floating-point tensor
+ * @handle KILN_ERR_DTYPE for an integer or bool tensor. */
+KILN_API kiln_tensor *kiln_hardswish_at(const char *f, int l, kiln_tensor *t);
+/** F.hardsigmoid: relu6(t + 3) / 6.
+ * @at
+ * @param t a floating-point tensor
+ * @handle KILN_ERR_DTYPE for an integer or bool tensor. */
+KILN_API kiln_tensor *kiln_hardsigmoid_at(const char *f, int l, kiln_tensor *t);
+/** F.softsign: t / (1 + |t|) (a float result for integers).
+ * @at
+ * @param t the tensor (not bool)
+ * @handle errors as kiln_abs_at. */
+KILN_API kiln_tensor *kiln_softsign_at(const char *f, int l, kiln_tensor *t);
+/** @} */
+
+/** @name Elementwise composition macros
+ * @{ */
+/** @macros */
+#define kiln_frac(a) kiln_frac_at(__FILE__, __LINE__, a)
+#define kiln_isnan(a) kiln_isnan_at(__FILE__, __LINE__, a)
+#define kiln_isinf(a) kiln_isinf_at(__FILE__, __LINE__, a)
+#define kiln_isfinite(a) kiln_isfinite_at(__FILE__, __LINE__, a)
+#define kiln_nan_to_num(t, nan, posinf, neginf) kiln_nan_to_num_at(__FILE__, __LINE__, t, nan, posinf, neginf)
+#define kiln_clamp_tensor(a, min, max) kiln_clamp_tensor_at(__FILE__, __LINE__, a, min, max)
+#define kiln_masked_fill(t, mask, value) kiln_masked_fill_at(__FILE__, __LINE__, t, mask, value)
+#define kiln_lerp(a, b, w) kiln_lerp_at(__FILE__, __LINE__, a, b, w)
+#define kiln_lerps(a, b, w) kiln_lerps_at(__FILE__, __LINE__, a, b, w)
+#define kiln_isclose(a, b, rtol, atol, equal_nan) kiln_isclose_at(__FILE__, __LINE__, a, b, rtol, atol, equal_nan)
+#define kiln_hardtanh(t, min_val, max_val) kiln_hardtanh_at(__FILE__, __LINE__, t, min_val, max_val)
+#define kiln_relu6(t) kiln_relu6_at(__FILE__, __LINE__, t)
+#define kiln_leaky_relu(t, slope) kiln_leaky_relu_at(__FILE__, __LINE__, t, slope)
+#define kiln_hardswish(t) kiln_hardswish_at(__FILE__, __LINE__, t)
+#define kiln_hardsigmoid(t) kiln_hardsigmoid_at(__FILE__, __LINE__, t)
+#define kiln_softsign(t) kiln_softsign_at(__FILE__, __LINE__, t)
 /** @} */
 
 /* ---- movement: views, never copies until realize (PyTorch semantics) ----- */

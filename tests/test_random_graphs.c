@@ -181,7 +181,7 @@ static double rounding_ulps(ir_op op) {
 static bool keeps_exact(ir_op op) {
   switch (op) {
   case IR_NEG: case IR_ABS: case IR_RELU: case IR_FLOOR: case IR_CEIL: case IR_ROUND: case IR_SIGN:
-  case IR_LOGICAL_NOT: case IR_MAXIMUM: case IR_MINIMUM: case IR_EQ: case IR_NE: case IR_LT: case IR_LE:
+  case IR_TRUNC: case IR_BITWISE_NOT: case IR_LOGICAL_NOT: case IR_MAXIMUM: case IR_MINIMUM: case IR_EQ: case IR_NE: case IR_LT: case IR_LE:
   case IR_GT: case IR_GE: case IR_LOGICAL_AND: case IR_LOGICAL_OR:
     return true;
   default:
@@ -192,6 +192,7 @@ static bool keeps_exact(ir_op op) {
 /* Ops that only take exact operands (their result jumps). */
 static bool needs_exact(ir_op op) {
   return op == IR_FLOOR || op == IR_CEIL || op == IR_ROUND || op == IR_SIGN || op == IR_LOGICAL_NOT ||
+         op == IR_TRUNC || op == IR_BITWISE_NOT ||
          ir_ops[op].typing == TR_BOOL;
 }
 
@@ -208,7 +209,7 @@ static void unary_bounds(ir_op op, double m, double *mag, double *lip) {
   case IR_SIN: case IR_COS: case IR_TANH: case IR_RECIPROCAL: case IR_LOGICAL_NOT: case IR_SIGN: *mag = 1; break;
   case IR_SIGMOID: *mag = 1, *lip = 0.25; break;
   case IR_GELU: case IR_GELU_TANH: case IR_SILU: *lip = 1.13; break;
-  case IR_FLOOR: case IR_CEIL: case IR_ROUND: *mag = m + 1; break;
+  case IR_FLOOR: case IR_CEIL: case IR_ROUND: case IR_TRUNC: case IR_BITWISE_NOT: *mag = m + 1; break;
   default: break;
   }
 }
@@ -332,6 +333,7 @@ static int gen_unary(program *p, ir_op op, int a) {
   double mag, lip;
   unary_bounds(op, x->mag, &mag, &lip);
   if (ir_op_has(op, IR_NOBOOL) && x->dt == KILN_BOOL) return -1;
+  if (ir_op_has(op, IR_NOFLOAT) && ir_is_float(x->dt)) return -1;
   if ((op == IR_EXP && x->mag > 4) || mag > MAG_LIMIT || (needs_exact(op) && !x->exact)) return -1;
   instr in = {.kind = P_UNARY, .op = op, .a = a};
   return emit(p, in, mag, lip * x->err, rounding_ulps(op), x->exact && keeps_exact(op), x->exact);
@@ -370,6 +372,32 @@ static int gen_div(program *p, int a, int b) {
   int abs = gen_unary(p, IR_ABS, b);
   int one = abs < 0 ? -1 : add_one(p, abs);
   return one < 0 ? -1 : gen_binary(p, IR_DIV, a, one);
+}
+
+/* Integer ops on exact integer or bool operands: a division by |b| + 1
+ * (never 0), a bitwise op, a shift by 1 or 3. */
+static const ir_op int_pool[] = {IR_FLOOR_DIVIDE, IR_TRUNC_DIVIDE, IR_REMAINDER, IR_FMOD, IR_BITWISE_AND,
+                                 IR_BITWISE_OR, IR_BITWISE_XOR, IR_LSHIFT, IR_RSHIFT};
+
+static int gen_integer(program *p, ir_op op, int a, int b) {
+  const info *x = &p->inf[a], *y = &p->inf[b];
+  if (!x->exact || !y->exact || ir_is_float(x->dt) || ir_is_float(y->dt) || p->n + 3 > MAX_INSTR) return -1;
+  if (ir_op_has(op, IR_NOBOOL) && (x->dt == KILN_BOOL || y->dt == KILN_BOOL)) return -1;
+  if (op == IR_LSHIFT || op == IR_RSHIFT) {
+    double s = tu_below(&p->rng, 2) ? 1 : 3, mag = op == IR_LSHIFT ? x->mag * 8 : x->mag;
+    if (mag > MAG_LIMIT) return -1;
+    return emit(p, (instr){.kind = P_SCALAR, .op = op, .a = a, .s = s}, mag, 0, 0, true, true);
+  }
+  if (!ir_op_has(op, IR_NOFLOAT)) {   /* a division */
+    int abs = gen_unary(p, IR_ABS, b);
+    b = abs < 0 ? -1 : add_one(p, abs);
+    if (b < 0 || !p->inf[b].exact || ir_is_float(p->inf[b].dt)) return -1;
+    y = &p->inf[b];
+    x = &p->inf[a];
+  }
+  double mag = op == IR_REMAINDER || op == IR_FMOD ? y->mag : 2 * fmax(x->mag, y->mag);
+  if (mag > MAG_LIMIT) return -1;
+  return emit(p, (instr){.kind = P_BINARY, .op = op, .a = a, .b = b}, mag, 0, 0, true, true);
 }
 
 static int gen_scalar(program *p, ir_op op, int a) {
@@ -421,7 +449,7 @@ static int gen_cast(program *p, int a) {
 
 static const ir_op unary_pool[] = {IR_NEG, IR_ABS, IR_EXP, IR_SIN, IR_COS, IR_TANH, IR_SIGMOID, IR_RELU,
                                    IR_GELU, IR_GELU_TANH, IR_SILU, IR_FLOOR, IR_CEIL, IR_ROUND, IR_SIGN,
-                                   IR_LOGICAL_NOT};
+                                   IR_LOGICAL_NOT, IR_TRUNC, IR_BITWISE_NOT};
 static const ir_op shifted_pool[] = {IR_LOG, IR_SQRT, IR_RSQRT, IR_RECIPROCAL};
 static const ir_op binary_pool[] = {IR_ADD, IR_SUB, IR_MUL, IR_MAXIMUM, IR_MINIMUM, IR_EQ, IR_NE,
                                     IR_LT, IR_LE, IR_GT, IR_GE, IR_LOGICAL_AND, IR_LOGICAL_OR};
@@ -755,8 +783,9 @@ static int gen_step(program *p) {
     return gen_binary(p, POOL(binary_pool), a, pick_compatible(p, &p->inf[a].shape));
   }
   case 5: {
-    int a = pick(p);
-    return tu_below(&p->rng, 2) ? gen_div(p, a, pick_compatible(p, &p->inf[a].shape)) : gen_scalar(p, POOL(binary_pool), a);
+    int a = pick(p), kind = tu_below(&p->rng, 3);
+    if (kind == 2) return gen_integer(p, POOL(int_pool), a, pick_compatible(p, &p->inf[a].shape));
+    return kind ? gen_div(p, a, pick_compatible(p, &p->inf[a].shape)) : gen_scalar(p, POOL(binary_pool), a);
   }
   case 6: return gen_where(p);
   case 7: return gen_clamp(p, pick(p));

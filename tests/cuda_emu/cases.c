@@ -1,6 +1,7 @@
 /* cases.c: the CUDA test graphs (cases.h), as families of rows: each family
  * has a count and builds its j-th member. */
 #include "cuda_emu/cases.h"
+#include "ir/kernel.h"
 #include "util/testutil.h"
 
 #include <math.h>
@@ -34,7 +35,20 @@ static int count_ops(int arity) {
   return n;
 }
 
-static bool usable(ir_op op, kiln_dtype dt) { return !(ir_op_has(op, IR_NOBOOL) && dt == KILN_BOOL); }
+static bool usable(ir_op op, kiln_dtype dt) {
+  return !(ir_op_has(op, IR_NOBOOL) && dt == KILN_BOOL) && !(ir_op_has(op, IR_NOFLOAT) && ir_is_float(dt));
+}
+
+/* An integer divisor without zeros (a zero fails the realize: ZeroDivisionError). */
+static kiln_tensor *divisor(ir_op op, kiln_tensor *b) {
+  bool division = op == IR_FLOOR_DIVIDE || op == IR_TRUNC_DIVIDE || op == IR_REMAINDER || op == IR_FMOD;
+  if (!division || ir_is_float(kiln_dtype_of(b))) return b;
+  kiln_tensor *z = kiln_eqs(b, 0), *one = kiln_ones_like(b), *nz = kiln_where(z, one, b);
+  kiln_release(z);
+  kiln_release(one);
+  kiln_release(b);
+  return nz;
+}
 
 static bool finish(cuda_case *c, kiln_tensor *t, ref_tol tol) {
   c->t = t;
@@ -62,7 +76,7 @@ static bool fam_binary(int j, cuda_case *c) {
   if (!usable(op, dt)) return false;
   snprintf(c->name, sizeof c->name, "%s_%s", ir_ops[op].name, ir_dtypes[dt].short_name);
   kiln_tensor *a = data(dt, KILN_SHAPE(5, 7), (uint64_t)j, TU_MODERATE);
-  kiln_tensor *b = data(dt, KILN_SHAPE(7), (uint64_t)j + 1, TU_MODERATE);
+  kiln_tensor *b = divisor(op, data(dt, KILN_SHAPE(7), (uint64_t)j + 1, TU_MODERATE));
   kiln_tensor *y = tu_binary(op)(__FILE__, __LINE__, a, b);
   kiln_release(a);
   kiln_release(b);
@@ -395,8 +409,31 @@ static bool fam_vector(int j, cuda_case *c) {
   return finish(c, y, ref_tol_dtype(dt));
 }
 
+/* An integer division whose divisor holds one 0 at a known element: the
+ * kernel check reports it there (one failing element, so the order the
+ * emulator runs blocks in cannot change which is reported). */
+static bool fam_zero_division(int j, cuda_case *c) {
+  static const struct { ir_op op; kiln_dtype dt; int64_t at; } rows[] = {
+    {IR_FLOOR_DIVIDE, KILN_I32, 23}, {IR_REMAINDER, KILN_U8, 0}, {IR_FMOD, KILN_I64, 34}, {IR_TRUNC_DIVIDE, KILN_I16, 3},
+  };
+  snprintf(c->name, sizeof c->name, "zero_division_%s_%s", ir_ops[rows[j].op].name, ir_dtypes[rows[j].dt].short_name);
+  kiln_tensor *t[7];
+  t[0] = data(rows[j].dt, KILN_SHAPE(5, 7), (uint64_t)j, TU_MODERATE);
+  t[1] = kiln_ones(KILN_SHAPE(5, 7), rows[j].dt);
+  t[2] = kiln_arange(0, 35, 1);
+  t[3] = kiln_reshape(t[2], KILN_SHAPE(5, 7));
+  t[4] = kiln_eqs(t[3], (double)rows[j].at);
+  t[5] = kiln_zeros_like(t[1]);
+  t[6] = kiln_where(t[4], t[5], t[1]);
+  kiln_tensor *y = tu_binary(rows[j].op)(__FILE__, __LINE__, t[0], t[6]);
+  for (int k = 0; k < 7; k++) kiln_release(t[k]);
+  c->fails = KC_DIV_ZERO;
+  c->fail_at = rows[j].at;
+  return finish(c, y, (ref_tol){0, 0});
+}
+
 static const family *families(int *n) {
-  static family f[11];
+  static family f[12];
   if (!f[0].build) {
     f[0] = (family){count_ops(1) * NDT, fam_unary};
     f[1] = (family){count_ops(2) * NDT, fam_binary};
@@ -409,8 +446,9 @@ static const family *families(int *n) {
     f[8] = (family){14, fam_whole};
     f[9] = (family){11, fam_grid};
     f[10] = (family){8, fam_vector};
+    f[11] = (family){4, fam_zero_division};
   }
-  *n = 11;
+  *n = 12;
   return f;
 }
 

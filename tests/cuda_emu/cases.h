@@ -1,7 +1,8 @@
 /* cases.h: the graphs the CUDA tests compile: every elementwise op on every
  * dtype it accepts, casts between all dtypes, broadcasting, movement views,
  * random and other sources, reductions (by rows, and whole tensors on one
- * block or the whole grid), elementwise kernels on the vector path.
+ * block or the whole grid), elementwise kernels on the vector path, and
+ * integer divisions by zero whose kernel check must fail.
  * test_cuda_codegen.c compiles the kernels of all of them with NVRTC; the
  * emulation generator (gen.c) runs a share of them through the emulated
  * GPU. Built through the public API only. */
@@ -16,6 +17,8 @@ typedef struct {
   kiln_tensor *t;       /* the pending expression (the caller releases it) */
   ref_tol tol;          /* against the reference evaluator */
   bool reduces;         /* has a reduction: CPU and GPU may sum in other orders */
+  int fails;            /* a kernel check that must fail (kc_code; 0: none) ... */
+  int64_t fail_at;      /* ... at this flat position: the launch has no result to compare */
 } cuda_case;
 
 int cuda_case_count(void);

@@ -17,6 +17,7 @@ struct emu_param {
   long long numel;              // outputs: elements to allocate
   const unsigned char *data;    // inputs: bytes to copy (nullptr for the output)
   size_t bytes;
+  int status;                   // a kernel check's status slot (ir/kernel.h), zero before the launch
 };
 struct emu_case {
   const char *name;
@@ -33,6 +34,8 @@ struct emu_case {
   const unsigned char *cpu;     // CPU back end, raw storage
   double rtol, atol;
   int exact_cpu;
+  int fails;                    // the kernel check that must fail (kc_code), 0: none
+  long long fail_at;            // at this flat position
 };
 
 #include "cases.inc"
@@ -98,6 +101,15 @@ static int run_case(const emu_case &c, unsigned grid, unsigned block, bool rever
   if (counter) printf("FAIL %s (%u blocks of %u): scratch counter left at %u\n", c.name, grid, block, counter);
   const unsigned char *out = (const unsigned char *)bufs[0];
   int bad = 0;
+  for (int p = 0; p < c.nparams; p++) {
+    long long slot[4];
+    if (!c.params[p].status) continue;
+    memcpy(slot, bufs[p], sizeof slot);
+    if (slot[0] == c.fails && (!c.fails || slot[2] == c.fail_at)) continue;
+    printf("FAIL %s: kernel check slot: code %lld, site %lld, element %lld; wanted code %d at %lld\n", c.name, slot[0],
+           slot[1], slot[2], c.fails, c.fail_at);
+    bad++;
+  }
   for (long long i = 0; i < c.numel; i++) {
     double got = load(c.out_dtype, out, i);
     bool ok = near(got, c.want[i], c.rtol, c.atol);
