@@ -190,6 +190,94 @@ static LLVMValueRef emit_sign(emitter *em, LLVMValueRef x, kiln_dtype t) {
   return LLVMBuildSub(b, pos, neg, "");
 }
 
+/* ---- division and shifts ------------------------------------------------ */
+static LLVMValueRef ieq(cpu_cg *g, LLVMValueRef v, long long c) {
+  return LLVMBuildICmp(g->b, LLVMIntEQ, v, LLVMConstInt(LLVMTypeOf(v), (unsigned long long)c, 1), "");
+}
+
+/* a / b and a % b rounded toward zero that cannot trap: x86 faults on a
+ * zero divisor and on INT_MIN / -1, so both divide by 1 instead; b == -1
+ * gives -a (wrapping) and 0, as PyTorch, and b == 0 is a kernel check's
+ * failure (passes/lower.c) whose result is only a stand-in. */
+static void int_divmod(cpu_cg *g, LLVMValueRef a, LLVMValueRef b, bool sg, LLVMValueRef *q, LLVMValueRef *r) {
+  LLVMBuilderRef B = g->b;
+  LLVMValueRef one = one_of(b);
+  if (!sg) {
+    LLVMValueRef d = LLVMBuildSelect(B, ieq(g, b, 0), one, b, "");
+    *q = LLVMBuildUDiv(B, a, d, "");
+    *r = LLVMBuildURem(B, a, d, "");
+    return;
+  }
+  LLVMValueRef m1 = ieq(g, b, -1), d = LLVMBuildSelect(B, LLVMBuildOr(B, ieq(g, b, 0), m1, ""), one, b, "");
+  *q = LLVMBuildSelect(B, m1, LLVMBuildNeg(B, a, ""), LLVMBuildSDiv(B, a, d, ""), "");
+  *r = LLVMBuildSelect(B, m1, zero_of(a), LLVMBuildSRem(B, a, d, ""), "");
+}
+
+/* The remainder has the divisor's sign: r != 0 and r, b of opposite signs. */
+static LLVMValueRef sign_differs(cpu_cg *g, LLVMValueRef r, LLVMValueRef b, bool fl) {
+  LLVMBuilderRef B = g->b;
+  if (fl) {
+    LLVMValueRef rn = LLVMBuildFCmp(B, LLVMRealOLT, r, zero_of(r), ""), bn = LLVMBuildFCmp(B, LLVMRealOLT, b, zero_of(b), "");
+    return LLVMBuildAnd(B, LLVMBuildFCmp(B, LLVMRealONE, r, zero_of(r), ""), LLVMBuildXor(B, rn, bn, ""), "");
+  }
+  LLVMValueRef opp = LLVMBuildICmp(B, LLVMIntSLT, LLVMBuildXor(B, r, b, ""), zero_of(r), "");
+  return LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntNE, r, zero_of(r), ""), opp, "");
+}
+
+/* PyTorch's div_floor for floats: (a - fmod(a, b)) / b, one less when the
+ * remainder's sign differs from b's, rounded to the nearest integer; a zero
+ * quotient keeps the sign of a / b, and b == 0 gives a / b. */
+static LLVMValueRef float_floordiv(emitter *em, LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef B = em->g.b;
+  LLVMValueRef mod = LLVMBuildFRem(B, a, b, ""), quo = LLVMBuildFDiv(B, a, b, "");
+  LLVMValueRef div = LLVMBuildFDiv(B, LLVMBuildFSub(B, a, mod, ""), b, "");
+  div = LLVMBuildSelect(B, sign_differs(&em->g, mod, b, true), LLVMBuildFSub(B, div, one_of(div), ""), div, "");
+  LLVMValueRef fl = intr(em, "llvm.floor", div, NULL);
+  LLVMValueRef up = LLVMBuildFCmp(B, LLVMRealOGT, LLVMBuildFSub(B, div, fl, ""), LLVMConstReal(LLVMTypeOf(a), 0.5), "");
+  fl = LLVMBuildSelect(B, up, LLVMBuildFAdd(B, fl, one_of(fl), ""), fl, "");
+  LLVMValueRef zero = intr(em, "llvm.copysign", zero_of(a), quo);
+  fl = LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOEQ, div, zero_of(div), ""), zero, fl, "");
+  return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOEQ, b, zero_of(b), ""), quo, fl, "");
+}
+
+/* floor_divide, trunc_divide, remainder, fmod. */
+static LLVMValueRef emit_division(emitter *em, ir_op op, LLVMValueRef a, LLVMValueRef b, kiln_dtype t) {
+  cpu_cg *g = &em->g;
+  LLVMBuilderRef B = g->b;
+  if (ir_is_float(t)) {
+    LLVMValueRef m = LLVMBuildFRem(B, a, b, "");
+    switch (op) {
+    case IR_FLOOR_DIVIDE: return float_floordiv(em, a, b);
+    case IR_TRUNC_DIVIDE: return intr(em, "llvm.trunc", LLVMBuildFDiv(B, a, b, ""), NULL);
+    case IR_REMAINDER: return LLVMBuildSelect(B, sign_differs(g, m, b, true), LLVMBuildFAdd(B, m, b, ""), m, "");
+    default: return m;
+    }
+  }
+  bool sg = ir_dtypes[t].is_signed;
+  LLVMValueRef q, r;
+  int_divmod(g, a, b, sg, &q, &r);
+  LLVMValueRef adjust = sg ? sign_differs(g, r, b, false) : LLVMConstInt(g->i1, 0, 0);
+  switch (op) {
+  case IR_FLOOR_DIVIDE: return LLVMBuildSub(B, q, LLVMBuildZExt(B, adjust, LLVMTypeOf(q), ""), "");
+  case IR_TRUNC_DIVIDE: return q;
+  case IR_REMAINDER: return LLVMBuildSelect(B, adjust, LLVMBuildAdd(B, r, b, ""), r, "");
+  default: return r;
+  }
+}
+
+/* PyTorch's shifts: an amount outside 0..bits-1 shifts everything out (the
+ * sign fills a signed >>). */
+static LLVMValueRef emit_shift(emitter *em, ir_op op, LLVMValueRef a, LLVMValueRef b, kiln_dtype t) {
+  LLVMBuilderRef B = em->g.b;
+  bool sg = ir_dtypes[t].is_signed;
+  LLVMValueRef bits = LLVMConstInt(LLVMTypeOf(b), 8 * ir_dtypes[t].size, 0);
+  LLVMValueRef out = LLVMBuildICmp(B, LLVMIntUGE, b, bits, "");  /* negative amounts too */
+  if (op == IR_LSHIFT) return LLVMBuildSelect(B, out, zero_of(a), LLVMBuildShl(B, a, b, ""), "");
+  if (!sg) return LLVMBuildSelect(B, out, zero_of(a), LLVMBuildLShr(B, a, b, ""), "");
+  LLVMValueRef amount = LLVMBuildSelect(B, out, LLVMBuildSub(B, bits, one_of(b), ""), b, "");
+  return LLVMBuildAShr(B, a, amount, "");
+}
+
 /* The one switch over elementwise graph ops (semantics: ir/ops.def). a, b, c
  * are the operands' values; e->a->type is the operands' compute type. */
 static LLVMValueRef emit_op(emitter *em, const kexpr *e, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
@@ -240,6 +328,15 @@ static LLVMValueRef emit_op(emitter *em, const kexpr *e, LLVMValueRef a, LLVMVal
     return LLVMBuildOr(B, nonzero(&em->g, a, t), nonzero(&em->g, b, e->b->type), "");
   case IR_WHERE: return LLVMBuildSelect(B, nonzero(&em->g, a, t), b, c, "");
   case IR_CLAMP: return emit_minmax(em, emit_minmax(em, a, b, t, true), c, t, false);
+  case IR_FLOOR_DIVIDE: case IR_TRUNC_DIVIDE: case IR_REMAINDER: case IR_FMOD:
+    return emit_division(em, e->op, a, b, t);
+  case IR_COPYSIGN: return intr(em, "llvm.copysign", a, b);
+  case IR_BITWISE_AND: return LLVMBuildAnd(B, a, b, "");
+  case IR_BITWISE_OR: return LLVMBuildOr(B, a, b, "");
+  case IR_BITWISE_XOR: return LLVMBuildXor(B, a, b, "");
+  case IR_LSHIFT: case IR_RSHIFT: return emit_shift(em, e->op, a, b, t);
+  case IR_TRUNC: return fl ? intr(em, "llvm.trunc", a, NULL) : a;
+  case IR_BITWISE_NOT: return LLVMBuildNot(B, a, "");
   default: IR_ASSERT(!"not an elementwise op");
   }
 }
@@ -393,6 +490,35 @@ static void emit_store(emitter *em, const kstmt *s) {
   LLVMBuildStore(em->g.b, narrow(&em->g, v, st), p);
 }
 
+/* if (fail) { if (cmpxchg(slot[KC_CODE], 0, code) succeeded) slot[site,
+ * pos, value] = ...; }: the branch is marked unlikely and the failing path
+ * stays out of the loop's way. The operands are emitted before the branch
+ * so they dominate what follows. */
+static void emit_check(emitter *em, const kstmt *s) {
+  cpu_cg *g = &em->g;
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef fail = emit_expr(em, s->value), pos = emit_expr(em, s->index), what = emit_expr(em, s->check.what);
+  fail = intr(em, "llvm.expect", fail, LLVMConstInt(g->i1, 0, 0));
+  LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(g->ctx, em->fn, "check.fail");
+  LLVMBasicBlockRef won = LLVMAppendBasicBlockInContext(g->ctx, em->fn, "check.first");
+  LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(g->ctx, em->fn, "check.ok");
+  LLVMBuildCondBr(b, fail, bad, cont);
+  LLVMPositionBuilderAtEnd(b, bad);
+  LLVMValueRef slot = em->bufs[k_status_param(em->k)];
+  LLVMValueRef x = LLVMBuildAtomicCmpXchg(b, slot, LLVMConstInt(g->i64, 0, 0),
+                                          LLVMConstInt(g->i64, (unsigned long long)s->check.code, 0),
+                                          LLVMAtomicOrderingMonotonic, LLVMAtomicOrderingMonotonic, 0);
+  LLVMBuildCondBr(b, LLVMBuildExtractValue(b, x, 1, ""), won, cont);
+  LLVMPositionBuilderAtEnd(b, won);
+  LLVMValueRef words[] = {LLVMConstInt(g->i64, (unsigned long long)s->check.site, 0), pos, what};
+  for (int w = KC_SITE; w <= KC_VALUE; w++) {
+    LLVMValueRef i = LLVMConstInt(g->i64, (unsigned long long)w, 0);
+    LLVMBuildStore(b, words[w - KC_SITE], LLVMBuildInBoundsGEP2(b, g->i64, slot, &i, 1, ""));
+  }
+  LLVMBuildBr(b, cont);
+  LLVMPositionBuilderAtEnd(b, cont);
+}
+
 /* Values computed inside a loop body do not dominate what follows the loop. */
 static void forget_since(emitter *em, int mark) {
   while (em->ndefined > mark) em->memo[em->defined[--em->ndefined]] = NULL;
@@ -509,6 +635,7 @@ static void emit_block(emitter *em, const kstmt *s) {
     case KS_ACC: emit_acc(em, s); break;
     case KS_UPDATE: (s->acc2 < 0 ? emit_fold : emit_argfold)(em, s); break;
     case KS_GEMM: cpu_emit_gemm(em, s); break;
+    case KS_CHECK: emit_check(em, s); break;
     }
   }
 }

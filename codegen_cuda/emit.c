@@ -140,6 +140,18 @@ static const op_tmpl op_tmpls[IR_NUM_OPS] = {
   [IR_WHERE] = SAME4("(($a != 0) ? $b : $c)"),
   [IR_CLAMP] = {"kiln_min$f(kiln_max$f($a, $b), $c)", "kiln_imin(kiln_imax($a, $b), $c)",
                 "kiln_imin(kiln_imax($a, $b), $c)", NULL},
+  [IR_FLOOR_DIVIDE] = {"kiln_floordiv($a, $b)", "kiln_sfloordiv<$T, $W>($a, $b)", "kiln_udiv($a, $b)", NULL},
+  [IR_TRUNC_DIVIDE] = {"trunc$f($a / $b)", "kiln_sdiv<$T, $W>($a, $b)", "kiln_udiv($a, $b)", NULL},
+  [IR_REMAINDER] = {"kiln_fremainder($a, $b)", "kiln_sremainder($a, $b)", "kiln_umod($a, $b)", NULL},
+  [IR_FMOD] = {"fmod$f($a, $b)", "kiln_smod($a, $b)", "kiln_umod($a, $b)", NULL},
+  [IR_COPYSIGN] = {"copysign$f($a, $b)"},
+  [IR_BITWISE_AND] = {NULL, "(($T)($a & $b))", "(($T)($a & $b))", "($a && $b)"},
+  [IR_BITWISE_OR] = {NULL, "(($T)($a | $b))", "(($T)($a | $b))", "($a || $b)"},
+  [IR_BITWISE_XOR] = {NULL, "(($T)($a ^ $b))", "(($T)($a ^ $b))", "($a != $b)"},
+  [IR_LSHIFT] = {NULL, "kiln_shl<$T, $W>($a, $b)", "kiln_shl<$T, $W>($a, $b)", NULL},
+  [IR_RSHIFT] = {NULL, "kiln_sshr($a, $b)", "kiln_ushr($a, $b)", NULL},
+  [IR_TRUNC] = {"trunc$f($a)", "$a", "$a", NULL},
+  [IR_BITWISE_NOT] = {NULL, "(($T)~$a)", "(($T)~$a)", "(!$a)"},
 };
 #undef WRAP
 #undef SAME4
@@ -341,6 +353,14 @@ static void emit_acc(cuda_em *em, const kstmt *s) {
   operand v = use(em, s->value);
   indent(em);
   ir_str_printf(em->out, "%s a%d = %s;\n", ctype(s->type), s->acc, v.s);
+}
+
+/* A failed check claims the status slot (prelude.cuh's kiln_check_fail). */
+static void emit_check(cuda_em *em, const kstmt *s) {
+  operand fail = use(em, s->value), pos = use(em, s->index), what = use(em, s->check.what);
+  indent(em);
+  ir_str_printf(em->out, "if (%s) kiln_check_fail(p%d, %d, %d, %s, %s);\n", fail.s, k_status_param(em->k),
+                s->check.code, s->check.site, pos.s, what.s);
 }
 
 /* acc = op(acc, value), through the op table. */
@@ -719,6 +739,7 @@ static void emit_block(cuda_em *em, const kstmt *s) {
     case KS_ACC: emit_acc(em, s); break;
     case KS_UPDATE: (s->acc2 < 0 ? emit_fold : emit_argfold)(em, s); break;
     case KS_GEMM: IR_ASSERT(!"KS_GEMM reaches the CUDA emitter"); break;
+    case KS_CHECK: emit_check(em, s); break;
     }
   }
 }
@@ -918,6 +939,7 @@ static void emit_signature(cuda_em *em, int block) {
   for (int p = 0; p < k->nparams; p++) {
     const kparam *pp = &k->params[p];
     if (pp->args) ir_str_printf(em->out, "const %s_args p%d, ", k->name, p);
+    else if (pp->status) ir_str_printf(em->out, "long long *__restrict__ p%d, ", p);
     else ir_str_printf(em->out, "%s%s *__restrict__ p%d, ", pp->output ? "" : "const ", stype(pp->dtype), p);
   }
   ir_str_printf(em->out, "long long lo, long long hi, void *scratch) {\n");

@@ -54,6 +54,44 @@ template <class T, class W> KD T kiln_spow(T a, T b) {
   return a == 1 ? (T)1 : a == -1 ? ((b & 1) ? (T)-1 : (T)1) : (T)0;
 }
 
+/* Integer division that cannot trap (codegen_cpu's int_divmod): b == -1
+ * negates, wrapping, and b == 0 is a kernel check's failure whose result
+ * is only a stand-in. */
+template <class T, class W> KD T kiln_sdiv(T a, T b) {
+  return b == 0 ? (T)0 : b == (T)-1 ? (T)(0 - (W)a) : (T)(a / b);
+}
+template <class T> KD T kiln_smod(T a, T b) { return b == 0 || b == (T)-1 ? (T)0 : (T)(a % b); }
+template <class T> KD T kiln_udiv(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); }
+template <class T> KD T kiln_umod(T a, T b) { return b == 0 ? (T)0 : (T)(a % b); }
+/* floor rounding: one less / plus b when the remainder's sign is not b's */
+template <class T, class W> KD T kiln_sfloordiv(T a, T b) {
+  T q = kiln_sdiv<T, W>(a, b), r = kiln_smod(a, b);
+  return r != 0 && (r < 0) != (b < 0) ? (T)(q - 1) : q;
+}
+template <class T> KD T kiln_sremainder(T a, T b) {
+  T r = kiln_smod(a, b);
+  return r != 0 && (r < 0) != (b < 0) ? (T)(r + b) : r;
+}
+template <class T> KD T kiln_fremainder(T a, T b) {
+  T m = fmod(a, b);
+  return m != 0 && (b < 0) != (m < 0) ? m + b : m;
+}
+/* PyTorch's div_floor for floats (codegen_cpu's float_floordiv) */
+template <class T> KD T kiln_floordiv(T a, T b) {
+  if (b == 0) return a / b;
+  T mod = fmod(a, b), div = (a - mod) / b;
+  if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;
+  if (div == 0) return copysign((T)0, a / b);
+  T fl = floor(div);
+  return div - fl > (T)0.5 ? fl + 1 : fl;
+}
+/* PyTorch's shifts: an amount outside 0..bits-1 shifts everything out
+ * (the sign fills a signed >>). */
+template <class T> KD bool kiln_shift_out(T b) { return (unsigned long long)(long long)b >= sizeof(T) * 8; }
+template <class T, class W> KD T kiln_shl(T a, T b) { return kiln_shift_out(b) ? (T)0 : (T)((W)a << b); }
+template <class T> KD T kiln_sshr(T a, T b) { return (T)(a >> (kiln_shift_out(b) ? (T)(sizeof(T) * 8 - 1) : b)); }
+template <class T> KD T kiln_ushr(T a, T b) { return kiln_shift_out(b) ? (T)0 : (T)(a >> b); }
+
 /* llvm.maximum / llvm.minimum: nan if either is nan, -0 < +0. */
 KD float kiln_maxf(float a, float b) {
   return a != a ? a : b != b ? b : a == b ? (__float_as_int(a) < 0 ? b : a) : a > b ? a : b;
@@ -386,6 +424,14 @@ KD bool kiln_grid_last(void *scratch) {
   }
   __syncthreads();
   return last;
+}
+/* A failed kernel check (ir/kernel.h): the first to claim the status
+ * slot's code word writes the site, position and value. */
+KD void kiln_check_fail(long long *slot, long long code, long long site, long long pos, long long value) {
+  if (atomicCAS((unsigned long long *)slot, 0ull, (unsigned long long)code) != 0ull) return;
+  slot[1] = site;
+  slot[2] = pos;
+  slot[3] = value;
 }
 /* One block's arg-reduction result merged into a thread's (v, i). */
 template <class V, class B> KD void kiln_argmerge(V &v, long long &i, V bv, long long bi, B better) {

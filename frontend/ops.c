@@ -120,12 +120,26 @@ static ir_node *check_bool(const char *f, int l, ir_op op, int nt, ir_node *cons
   return e;
 }
 
+/* IR_NOFLOAT ops (bitwise): integer and bool operands only, as PyTorch. */
+static ir_node *check_float(const char *f, int l, ir_op op, int nt, ir_node *const *t, kiln_dtype compute) {
+  if (!ir_op_has(op, IR_NOFLOAT) || !ir_is_float(compute)) return NULL;
+  ir_str b = {0};
+  list_operands(&b, nt, t, true);
+  ir_node *e = fe_error(KILN_ERR_DTYPE, f, l, "%s: only integer and bool tensors are supported, got %s", ir_ops[op].name, b.s);
+  ir_str_free(&b);
+  return e;
+}
+
 /* NumPy 2's rule: an integer scalar must be a value of the integer dtype it
  * is computed in (int32 * 3e9 raises OverflowError there; a C conversion
- * would wrap). clamp's bounds are exempt: a bound past the dtype's range
+ * would wrap); an integer division by the number 0 is PyTorch's
+ * ZeroDivisionError at once. clamp's bounds are exempt: a bound past the dtype's range
  * clamps nothing. */
 static ir_node *check_numbers(const char *f, int l, ir_op op, int nw, const double *w, kiln_dtype compute) {
   if (op == IR_CLAMP || ir_is_float(compute) || compute == KILN_BOOL) return NULL;
+  bool divides = op == IR_FLOOR_DIVIDE || op == IR_TRUNC_DIVIDE || op == IR_REMAINDER || op == IR_FMOD;
+  if (divides && nw == 1 && w[0] == 0)  /* a divisor tensor holding 0 is the kernel's check (ir/kernel.h) */
+    return fe_error(KILN_ERR_VALUE, f, l, "%s: integer division by zero (ZeroDivisionError)", ir_ops[op].name);
   for (int i = 0; i < nw; i++)
     if (!fe_int_fits(w[i], compute))
       return fe_error(KILN_ERR_ARG, f, l, "%s: integer %.17g is out of bounds for %s", ir_ops[op].name, w[i],
@@ -182,7 +196,8 @@ static ir_node *elementwise(const char *f, int l, ir_op op, int nt, ir_node *con
   int ndim;
   int64_t shape[KILN_MAX_DIMS], clash[3];
   if (!broadcast(nt, t, &ndim, shape, clash)) return broadcast_error(f, l, name, nt, t, clash);
-  if ((e = fe_check_numel(f, l, name, ndim, shape)) || (e = check_numbers(f, l, op, nw, w, compute)) || (e = check_bool(f, l, op, nt, t, compute))) return e;
+  if ((e = fe_check_numel(f, l, name, ndim, shape)) || (e = check_numbers(f, l, op, nw, w, compute)) || (e = check_bool(f, l, op, nt, t, compute)) ||
+      (e = check_float(f, l, op, nt, t, compute))) return e;
   ir_node *src[3];
   for (int i = 0; i < nt; i++) src[i] = expand_to(t[i], ndim, shape, f, l);
   for (int i = 0; i < nw; i++) src[nt + i] = wrapped_const(w[i], compute, t[0]->device, ndim, shape, f, l);
@@ -213,6 +228,10 @@ BINARY(ADD, add) BINARY(SUB, sub) BINARY(MUL, mul) BINARY(DIV, div) BINARY(POW, 
 BINARY(MAXIMUM, maximum) BINARY(MINIMUM, minimum) BINARY(EQ, eq) BINARY(NE, ne)
 BINARY(LT, lt) BINARY(LE, le) BINARY(GT, gt) BINARY(GE, ge)
 BINARY(LOGICAL_AND, logical_and) BINARY(LOGICAL_OR, logical_or)
+UNARY(TRUNC, trunc) UNARY(BITWISE_NOT, bitwise_not)
+BINARY(FLOOR_DIVIDE, floor_divide) BINARY(TRUNC_DIVIDE, trunc_divide) BINARY(REMAINDER, remainder)
+BINARY(FMOD, fmod) BINARY(COPYSIGN, copysign) BINARY(BITWISE_AND, bitwise_and) BINARY(BITWISE_OR, bitwise_or)
+BINARY(BITWISE_XOR, bitwise_xor) BINARY(LSHIFT, bitwise_left_shift) BINARY(RSHIFT, bitwise_right_shift)
 
 kiln_tensor *kiln_where_at(const char *f, int l, kiln_tensor *cond, kiln_tensor *a, kiln_tensor *b) {
   return elementwise(f, l, IR_WHERE, 3, (ir_node *[]){cond, a, b}, 0, NULL);

@@ -125,6 +125,7 @@ typedef enum {
   KILN_ERR_MEMORY,    /**< allocation failed */
   KILN_ERR_COMPILE,   /**< the JIT or NVRTC failed (an internal error) */
   KILN_ERR_IO,        /**< a file that cannot be read or written, or is not a valid .npy file */
+  KILN_ERR_VALUE,     /**< a kernel met a value it cannot compute: an integer division by zero */
   KILN_NUM_STATUS     /**< the number of statuses, not a status */
 } kiln_status;
 
@@ -510,6 +511,75 @@ KILN_API kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dt
 #define kiln_where(c, a, b) kiln_where_at(__FILE__, __LINE__, c, a, b)
 #define kiln_clamp(a, lo, hi) kiln_clamp_at(__FILE__, __LINE__, a, lo, hi)
 #define kiln_cast(a, dt) kiln_cast_at(__FILE__, __LINE__, a, dt)
+/** @} */
+
+/* ---- elementwise: integer-aware division, bitwise ops, trunc ------------- */
+/** Declares the `_at` functions of a binary op and its scalar form (undefined after use). */
+#define KILN_BINARY_(name) \
+  KILN_API kiln_tensor *kiln_##name##_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b); \
+  KILN_API kiln_tensor *kiln_##name##s_at(const char *f, int l, kiln_tensor *a, double b);
+/** @name Division and bitwise ops
+ * PyTorch's floor_divide (a // b), trunc_divide (div with rounding_mode
+ * 'trunc'), remainder (a % b: the sign of b), fmod (the sign of a),
+ * copysign, bitwise_and, bitwise_or, bitwise_xor (&, |, ^: integer and bool
+ * tensors), bitwise_left_shift and bitwise_right_shift (<<, >>: integer
+ * tensors; a shift by a negative amount or by the width or more gives 0, or
+ * the sign for >> of a signed type, as PyTorch); each also in a scalar form.
+ * An integer division by zero is PyTorch's ZeroDivisionError: the scalar
+ * forms fail at once, and a divisor tensor holding 0 makes the realize fail
+ * with KILN_ERR_VALUE, naming the op, the element and the caller's line;
+ * INT_MIN // -1 wraps. A Python number on the left (7 // x) is the tensor
+ * form with kiln_scalar.
+ * @{ */
+/** An elementwise op of a and b with NumPy broadcasting and PyTorch's type
+ * promotion (copysign gives a float; the others keep the promoted dtype).
+ * @at
+ * @param a the first operand
+ * @param b the second operand: a tensor, or a double in the scalar forms
+ * @handle errors as the binary ops; KILN_ERR_DTYPE for bool operands of the
+ * divisions and shifts and float operands of the bitwise ops; KILN_ERR_VALUE
+ * for an integer division by the number 0. */
+KILN_BINARY_(floor_divide) KILN_BINARY_(trunc_divide) KILN_BINARY_(remainder) KILN_BINARY_(fmod)
+KILN_BINARY_(copysign) KILN_BINARY_(bitwise_and) KILN_BINARY_(bitwise_or) KILN_BINARY_(bitwise_xor)
+KILN_BINARY_(bitwise_left_shift) KILN_BINARY_(bitwise_right_shift)
+/** @} */
+#undef KILN_BINARY_
+/** torch.trunc: rounds toward zero (integers unchanged).
+ * @at
+ * @param a the operand (not bool)
+ * @handle errors as the unary ops. */
+KILN_API kiln_tensor *kiln_trunc_at(const char *f, int l, kiln_tensor *a);
+/** torch.bitwise_not (~a): integer tensors bit by bit, bool tensors logically.
+ * @at
+ * @param a an integer or bool tensor
+ * @handle errors as the unary ops; KILN_ERR_DTYPE for a float tensor. */
+KILN_API kiln_tensor *kiln_bitwise_not_at(const char *f, int l, kiln_tensor *a);
+
+/** @name Division and bitwise macros
+ * @{ */
+/** @macros */
+#define kiln_floor_divide(a, b) kiln_floor_divide_at(__FILE__, __LINE__, a, b)
+#define kiln_floor_divides(a, b) kiln_floor_divides_at(__FILE__, __LINE__, a, b)
+#define kiln_trunc_divide(a, b) kiln_trunc_divide_at(__FILE__, __LINE__, a, b)
+#define kiln_trunc_divides(a, b) kiln_trunc_divides_at(__FILE__, __LINE__, a, b)
+#define kiln_remainder(a, b) kiln_remainder_at(__FILE__, __LINE__, a, b)
+#define kiln_remainders(a, b) kiln_remainders_at(__FILE__, __LINE__, a, b)
+#define kiln_fmod(a, b) kiln_fmod_at(__FILE__, __LINE__, a, b)
+#define kiln_fmods(a, b) kiln_fmods_at(__FILE__, __LINE__, a, b)
+#define kiln_copysign(a, b) kiln_copysign_at(__FILE__, __LINE__, a, b)
+#define kiln_copysigns(a, b) kiln_copysigns_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_and(a, b) kiln_bitwise_and_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_ands(a, b) kiln_bitwise_ands_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_or(a, b) kiln_bitwise_or_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_ors(a, b) kiln_bitwise_ors_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_xor(a, b) kiln_bitwise_xor_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_xors(a, b) kiln_bitwise_xors_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_left_shift(a, b) kiln_bitwise_left_shift_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_left_shifts(a, b) kiln_bitwise_left_shifts_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_right_shift(a, b) kiln_bitwise_right_shift_at(__FILE__, __LINE__, a, b)
+#define kiln_bitwise_right_shifts(a, b) kiln_bitwise_right_shifts_at(__FILE__, __LINE__, a, b)
+#define kiln_trunc(a) kiln_trunc_at(__FILE__, __LINE__, a)
+#define kiln_bitwise_not(a) kiln_bitwise_not_at(__FILE__, __LINE__, a)
 /** @} */
 
 /* ---- movement: views, never copies until realize (PyTorch semantics) ----- */

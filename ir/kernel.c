@@ -22,6 +22,7 @@ void k_free(kernel *k) {
   if (k->dims) free(k->dims->arg);
   free(k->params);
   free(k->args);
+  free(k->sites);
   ir_arena_free(k->arena);
   free(k);
 }
@@ -211,6 +212,29 @@ kexpr *kx_arg(kernel *k, kiln_dtype t, int i) {
   return kx_intern(k, &(kexpr){.kind = KX_ARG, .type = t, .i = i});
 }
 
+const kc_info kc_infos[KC_NUM] = {
+  [KC_NONE] = {"no failure", NULL},
+#define KC_INFO(c, msg, value) [c] = {msg, value},
+  KC_CODES(KC_INFO)
+#undef KC_INFO
+};
+
+int k_status_param(const kernel *k) {
+  for (int p = 0; p < k->nparams; p++)
+    if (k->params[p].status) return p;
+  return -1;
+}
+
+int k_site(kernel *k, const kc_site *site) {
+  if ((k->nsites & (k->nsites - 1)) == 0) {  /* grow at powers of two */
+    kc_site *s = realloc(k->sites, sizeof *s * (size_t)(k->nsites ? 2 * k->nsites : 1));
+    IR_ASSERT(s);
+    k->sites = s;
+  }
+  k->sites[k->nsites] = *site;
+  return k->nsites++;
+}
+
 /* A linear search: a kernel has a handful of distinct sizes. */
 kexpr *kx_dim(kernel *k, int64_t v) {
   if (!k->generic || v == 0 || v == 1) return kx_int(k, KILN_I64, v);
@@ -292,6 +316,18 @@ kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t k
   return s;
 }
 
+kstmt *ks_check(kernel *k, kc_code code, int site, kexpr *fail, kexpr *pos, kexpr *what) {
+  IR_ASSERT(code > KC_NONE && code < KC_NUM && site >= 0 && site < k->nsites && fail->type == KILN_BOOL);
+  if (k_status_param(k) < 0) {
+    int p = k_param(k, KILN_I64, false, KC_SLOT_WORDS);   /* may move k->params */
+    k->params[p].status = true;
+  }
+  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
+  *s = (kstmt){.kind = KS_CHECK, .acc2 = -1, .value = fail, .index = pos,
+               .check = {code, site, what ? what : kx_int(k, KILN_I64, 0)}};
+  return s;
+}
+
 /* ---- parallel range ------------------------------------------------------ */
 static int64_t block_cost(const kstmt *s) {
   int64_t c = 0;
@@ -358,6 +394,7 @@ static void walk_block(kwalk *w, const kstmt *s, int depth) {
       continue;
     }
     if (s->index) walk_expr(w, s->index, depth);
+    if (s->kind == KS_CHECK) walk_expr(w, s->check.what, depth);
     walk_expr(w, s->value, depth);
     w->on_stmt(w->ctx, s, depth, false);
   }
@@ -392,6 +429,11 @@ static void key_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
     int64_t h[3] = {s->gemm.a_sk, s->gemm.b_sk, s->gemm.b_sn};
     memcpy(f + 12, g, sizeof g);
     ir_str_append(ctx, h, sizeof h);
+  }
+  if (s->kind == KS_CHECK) {
+    f[12] = s->check.code;
+    f[13] = s->check.site;
+    f[14] = s->check.what->id;
   }
   ir_str_append(ctx, f, sizeof f);
 }
@@ -494,7 +536,7 @@ uint64_t k_key(kernel *k, ir_str *key) {
   size_t start = key->len;
   for (int i = 0; i < k->nparams; i++) {
     int64_t f[4] = {k->params[i].dtype, k->params[i].output, k->generic ? -1 : k->params[i].numel,
-                    k->params[i].args};
+                    k->params[i].args | k->params[i].status << 1};
     ir_str_append(key, f, sizeof f);
   }
   k_walk(k, key_expr, key_stmt, key);
@@ -563,6 +605,10 @@ static void kp_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
                   (long long)s->gemm.a_si, (long long)s->gemm.a_sk, s->gemm.b_buf, s->gemm.b_off->id,
                   (long long)s->gemm.b_sk, s->gemm.var_j, (long long)s->gemm.b_sn);
     break;
+  case KS_CHECK:
+    ir_str_printf(b, "check %s if %%%d at %%%d (value %%%d, site %d)\n", kc_infos[s->check.code].message,
+                  s->value->id, s->index->id, s->check.what->id, s->check.site);
+    break;
   }
 }
 
@@ -575,7 +621,7 @@ void k_print(ir_str *b, kernel *k) {
   ir_str_printf(b, "kernel %s", k->name);
   for (int i = 0; i < k->nparams; i++)
     ir_str_printf(b, "%sp%d: %s%s[%lld]", i ? ", " : "(", i,
-                  k->params[i].output ? "out " : k->params[i].args ? "args " : "",
+                  k->params[i].output ? "out " : k->params[i].args ? "args " : k->params[i].status ? "status " : "",
                   ir_dtypes[k->params[i].dtype].short_name, (long long)k->params[i].numel);
   ir_str_printf(b, ")\n");
   k_walk(k, kp_expr, kp_stmt, b);

@@ -15,6 +15,16 @@
  *   The one KL_PARALLEL loop (if any, always outermost) runs lo..hi instead of
  *   0..extent so the runtime can split it across threads; without one the
  *   runtime calls fn(bufs, 0, 1) once.
+ *
+ * Kernel checks: a value a kernel cannot compute (an integer division by
+ * zero, an index out of range) is never trapped on. A KS_CHECK statement
+ * records the failure into the launch's status slot (the params entry
+ * flagged status: KC_SLOT_WORDS i64 words {code, site, position, value},
+ * zero before the launch; the first failure to claim word 0 by an atomic
+ * compare-exchange wins, so threads and GPU blocks are safe) and the
+ * kernel goes on with a harmless stand-in value. After the launch the
+ * runtime turns a nonzero code into KILN_ERR_VALUE naming the op and the
+ * file:line of the check's site (k->sites, which is not in the key).
  */
 #ifndef KILN_KERNEL_H
 #define KILN_KERNEL_H
@@ -56,7 +66,39 @@ struct kexpr {
   int id;               /* dense number within the kernel, for printers and memo tables */
 };
 
-typedef enum { KS_LOOP, KS_STORE, KS_ACC, KS_UPDATE, KS_GEMM } ks_kind;
+typedef enum { KS_LOOP, KS_STORE, KS_ACC, KS_UPDATE, KS_GEMM, KS_CHECK } ks_kind;
+
+/* What a failed check means: X(code, message, name of the reported value
+ * or NULL when the value says nothing). Codes start at 1 (0: no failure). */
+#define KC_CODES(X) \
+  X(KC_DIV_ZERO, "integer division by zero (ZeroDivisionError)", NULL)
+typedef enum {
+  KC_NONE,
+#define KC_ENUM(c, msg, value) c,
+  KC_CODES(KC_ENUM)
+#undef KC_ENUM
+  KC_NUM
+} kc_code;
+typedef struct {
+  const char *message;
+  const char *value;   /* the reported value's name in messages; NULL: not shown */
+} kc_info;
+extern const kc_info kc_infos[KC_NUM];
+
+/* The words of a status slot. */
+enum { KC_CODE, KC_SITE, KC_POS, KC_VALUE, KC_SLOT_WORDS };
+
+/* Where a check came from, for the error message: the node's op (its
+ * public name), where the user built it, its dtype and shape (the
+ * position is a flat row-major index into that shape). */
+typedef struct {
+  const char *api;
+  char file[96];
+  int line;
+  kiln_dtype dtype;
+  int ndim;
+  int64_t shape[KILN_MAX_DIMS];
+} kc_site;
 typedef enum { KL_SERIAL, KL_PARALLEL, KL_VECTOR } kl_kind;
 
 typedef struct kstmt kstmt;
@@ -97,12 +139,20 @@ struct kstmt {
     kexpr *a_off, *b_off;
     int64_t a_si, a_sk, b_sk, b_sn;
   } gemm;
+  /* KS_CHECK: if value (bool) is true, the launch fails with code (kc_code)
+   * at site (k->sites), flat position index (i64) and check.what (i64). */
+  struct {
+    int code, site;
+    kexpr *what;
+  } check;
 };
 
 typedef struct {
   kiln_dtype dtype;     /* storage dtype of the elements */
   bool output;          /* written by the kernel */
   bool args;            /* bound to the kernel's args: launch values, not identity */
+  bool status;          /* the launch's status slot (KC_SLOT_WORDS i64, zeroed,
+                           written by failing checks): neither input nor output */
   int64_t numel;        /* elements addressable through it (for bounds and GB/s) */
 } kparam;
 
@@ -124,6 +174,8 @@ typedef struct {
                            arguments (kx_dim), and the key leaves out every
                            value that comes from a shape */
   struct kx_dims *dims; /* generic: the argument of each size value (kx_dim) */
+  int nsites;
+  kc_site *sites;       /* where each check's failure is reported from (not in the key) */
   ir_arena *arena;      /* owns every expr and stmt */
   kx_table *cse;        /* hash-consing table */
 } kernel;
@@ -155,6 +207,10 @@ kexpr *k_arg_int(kernel *k, kiln_dtype t, int64_t v);
 kexpr *k_arg_float(kernel *k, kiln_dtype t, double v);
 /* The params entry bound to k->args, or -1 when the kernel has no arguments. */
 int k_args_param(const kernel *k);
+/* The params entry that is the status slot, or -1 for a kernel without checks. */
+int k_status_param(const kernel *k);
+/* A new check site (copied) for KS_CHECK; returns its number. */
+int k_site(kernel *k, const kc_site *site);
 /* A size, stride or offset (i64) v: a literal in a shape-specialised kernel,
  * and in a shape-generic one (k->generic) a launch argument, one per
  * distinct value (equal sizes share one, as torch.compile's duck sizing),
@@ -181,6 +237,9 @@ kstmt *ks_argupdate(kernel *k, int acc, int acc_index, ir_op better, kexpr *valu
 /* A KS_GEMM with loop vars i (returned in s->var) and j (s->gemm.var_j);
  * the caller fills the A/B fields and the epilogue body. */
 kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t kdim);
+/* if (fail) record code at site, flat position pos, value what (i64; NULL:
+ * 0); adds the status param on first use. */
+kstmt *ks_check(kernel *k, kc_code code, int site, kexpr *fail, kexpr *pos, kexpr *what);
 
 /* The kernel's identity: a compact binary serialization of its normalized
  * IR (params, loops, every expression once in post-order by id) appended to

@@ -18,6 +18,7 @@
 #include "pass.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -448,6 +449,28 @@ static kexpr *small_pow(kernel *k, kexpr *x, kiln_dtype t, double e) {
   return kx_cast(k, p, t);
 }
 
+static int frame_for(lower_ctx *c, kexpr *const *idx, int ndim);
+static void frame_insert(frame *f, kstmt *s);
+
+/* A kernel check (ir/kernel.h) of node n at index idx: when fail (bool) is
+ * true the launch fails with code at n's flat position there and what
+ * (i64; NULL: 0), reported under n's op and file:line. It goes in the
+ * innermost loop the index uses, after what that loop already holds (so
+ * before the store of the value it guards). */
+static void add_check(lower_ctx *c, const ir_node *n, kexpr *const *idx, kc_code code, kexpr *fail, kexpr *what) {
+  kc_site site = {.api = n->api ? n->api : ir_ops[n->op].name, .line = n->line, .dtype = n->dtype, .ndim = n->ndim};
+  snprintf(site.file, sizeof site.file, "%s", n->file ? n->file : "?");
+  memcpy(site.shape, n->shape, sizeof(int64_t) * (size_t)n->ndim);
+  kstmt *s = ks_check(c->k, code, k_site(c->k, &site), fail, flat_index(c->k, n, idx), what);
+  frame_insert(&c->frames[frame_for(c, idx, n->ndim)], s);
+}
+
+/* Integer division and remainder by zero: PyTorch's ZeroDivisionError. */
+static bool divides_ints(const ir_node *n) {
+  bool division = n->op == IR_FLOOR_DIVIDE || n->op == IR_TRUNC_DIVIDE || n->op == IR_REMAINDER || n->op == IR_FMOD;
+  return division && !ir_is_float(n->attr.compute);
+}
+
 static kexpr *step_elementwise(lower_ctx *c, task *t) {
   const ir_node *n = t->n;
   double e;
@@ -463,6 +486,9 @@ static kexpr *step_elementwise(lower_ctx *c, task *t) {
   }
   if (code_pow) return kx_cast(c->k, small_pow(c->k, t->keep[0], ct(n->attr.compute), e), ct(n->dtype));
   kiln_dtype rt = ir_ops[n->op].typing == TR_BOOL ? KILN_BOOL : ct(n->attr.compute);
+  if (divides_ints(n))
+    add_check(c, n, t->idx, KC_DIV_ZERO, fop(c->k, IR_EQ, KILN_BOOL, t->keep[1], kx_int(c->k, t->keep[1]->type, 0)),
+              NULL);
   return kx_cast(c->k, kx_op(c->k, n->op, rt, t->keep[0], t->keep[1], t->keep[2]), ct(n->dtype));
 }
 

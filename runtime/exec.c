@@ -458,17 +458,57 @@ static void count_launch(const plan_step *s, bool hit) {
   if (hit) rt_count(&st->cache_hits, 1);
 }
 
-/* A kernel's arguments: outputs, k->args, the inputs' buffers, in param order. */
+/* A kernel's arguments: outputs, k->args, the inputs' buffers, in param
+ * order (the status slot is bound by run_step). */
 static void bind_params(const plan_step *s, rt_buffer **slots, void **bufs) {
   const kernel *k = s->k;
   for (int p = 0, o = 0, i = 0; p < k->nparams; p++) {
-    if (k->params[p].args) {
+    if (k->params[p].args || k->params[p].status) {
       bufs[p] = (void *)k->args;
       continue;
     }
     int slot = k->params[p].output ? s->slots[o++] : s->slots[s->nout + i++];
     bufs[p] = slot >= 0 && slots[slot] ? slots[slot]->data : NULL;
   }
+}
+
+/* A kernel check's failure (ir/kernel.h) as the error of the node it came
+ * from: "file:line: op: integer division by zero ... at element 3 of
+ * i32(4,)". */
+static kiln_status check_failed(const kernel *k, const int64_t *slot) {
+  IR_ASSERT(slot[KC_CODE] > KC_NONE && slot[KC_CODE] < KC_NUM && slot[KC_SITE] >= 0 && slot[KC_SITE] < k->nsites);
+  const kc_info *c = &kc_infos[slot[KC_CODE]];
+  const kc_site *site = &k->sites[slot[KC_SITE]];
+  ir_str shape = {0};
+  ir_str_shape(&shape, site->ndim, site->shape);
+  char value[64] = "";
+  if (c->value) snprintf(value, sizeof value, ", %s %lld", c->value, (long long)slot[KC_VALUE]);
+  ir_error_setf("%s:%d: %s: %s at element %lld of %s %s%s", site->file, site->line, site->api, c->message,
+                (long long)slot[KC_POS], ir_dtypes[site->dtype].name, shape.s, value);
+  ir_str_free(&shape);
+  return KILN_ERR_VALUE;
+}
+
+/* The launch's status slot, zeroed: host words for a CPU kernel, a buffer
+ * of the step's device otherwise (*dev; NULL: the host words). */
+static kiln_status status_slot(const plan_step *s, int64_t *host, rt_buffer **dev, void **bind) {
+  *dev = NULL;
+  memset(host, 0, sizeof(int64_t) * KC_SLOT_WORDS);
+  *bind = host;
+  if (s->kind == STEP_KERNEL) return KILN_OK;
+  const rt_device *d = rt_device_of(s->dev);
+  if (!(*dev = alloc_on(s->dev, sizeof(int64_t) * KC_SLOT_WORDS))) return KILN_ERR_MEMORY;
+  *bind = (*dev)->data;
+  return d->copy_in(*dev, host, sizeof(int64_t) * KC_SLOT_WORDS);
+}
+
+/* After the launch: the slot's failure, if any (a device's slot is copied
+ * back, which waits for the kernel), and the slot released. */
+static kiln_status status_read(const kernel *k, int64_t *host, rt_buffer *dev) {
+  kiln_status st = KILN_OK;
+  if (dev) st = rt_device_of(dev->device)->copy_out(host, dev, 0, sizeof(int64_t) * KC_SLOT_WORDS);
+  rt_buffer_release(dev);
+  return st == KILN_OK && host[KC_CODE] ? check_failed(k, host) : st;
 }
 
 static kiln_status run_step(const plan_step *s, rt_buffer **slots, bool hit, int debug) {
@@ -485,7 +525,11 @@ static kiln_status run_step(const plan_step *s, rt_buffer **slots, bool hit, int
   bind_params(s, slots, bufs);
   kiln_status st = KILN_OK;
   double t0 = debug >= 1 ? now_ms() : 0;
-  if (s->k->work > 0) {
+  int sp = s->k->work > 0 ? k_status_param(s->k) : -1;
+  int64_t host_slot[KC_SLOT_WORDS];
+  rt_buffer *dev_slot = NULL;
+  if (sp >= 0 && (st = status_slot(s, host_slot, &dev_slot, &bufs[sp])) != KILN_OK) sp = -1;
+  if (s->k->work > 0 && st == KILN_OK) {
     const rt_device *d = rt_device_of(s->dev);
     if (s->kind == STEP_KERNEL) rt_execute(s->k, s->fn, bufs);
     else if (s->kind == STEP_GEMM) st = queue_gemm(d, s->dev.index, &s->gm, s->dk, bufs, debug);
@@ -498,6 +542,13 @@ static kiln_status run_step(const plan_step *s, rt_buffer **slots, bool hit, int
     }
   }
   if (bufs != small) free(bufs);
+  if (sp >= 0) {
+    kiln_status cs = status_read(s->k, host_slot, dev_slot);
+    if (st == KILN_OK && cs == KILN_ERR_VALUE) return cs;   /* already names the node */
+    if (st == KILN_OK) st = cs;
+  } else {
+    rt_buffer_release(dev_slot);
+  }
   if (st != KILN_OK) return locate_error(s, st);
   count_launch(s, hit);
   if (debug >= 1) debug_line(s, now_ms() - t0, hit);

@@ -75,11 +75,12 @@ kiln_status rt_validate(kernel *k, rt_buffer **out, rt_buffer **inputs, int debu
   void **bufs = calloc((size_t)k->nparams + 1, sizeof *bufs);
   IR_ASSERT(host && cpu && bufs);
   kiln_status st = KILN_OK;
+  int64_t slot[KC_SLOT_WORDS] = {0};  /* the device found no failure: neither will the CPU */
   /* the device's buffers as host copies; the CPU writes fresh outputs */
   for (int p = 0, o = 0, i = 0; p < k->nparams; p++) {
     const kparam *kp = &k->params[p];
-    bufs[p] = k->args;
-    if (kp->args) continue;
+    bufs[p] = kp->status ? (void *)slot : (void *)k->args;
+    if (kp->args || kp->status) continue;
     const rt_buffer *b = kp->output ? out[o++] : inputs[i++];
     if (!(host[p] = host_copy(b, &st))) break;
     if (kp->output && !(cpu[p] = rt_buffer_alloc(b->bytes))) {

@@ -34,7 +34,20 @@ static int count_ops(int arity) {
   return n;
 }
 
-static bool usable(ir_op op, kiln_dtype dt) { return !(ir_op_has(op, IR_NOBOOL) && dt == KILN_BOOL); }
+static bool usable(ir_op op, kiln_dtype dt) {
+  return !(ir_op_has(op, IR_NOBOOL) && dt == KILN_BOOL) && !(ir_op_has(op, IR_NOFLOAT) && ir_is_float(dt));
+}
+
+/* An integer divisor without zeros (a zero fails the realize: ZeroDivisionError). */
+static kiln_tensor *divisor(ir_op op, kiln_tensor *b) {
+  bool division = op == IR_FLOOR_DIVIDE || op == IR_TRUNC_DIVIDE || op == IR_REMAINDER || op == IR_FMOD;
+  if (!division || ir_is_float(kiln_dtype_of(b))) return b;
+  kiln_tensor *z = kiln_eqs(b, 0), *one = kiln_ones_like(b), *nz = kiln_where(z, one, b);
+  kiln_release(z);
+  kiln_release(one);
+  kiln_release(b);
+  return nz;
+}
 
 static bool finish(cuda_case *c, kiln_tensor *t, ref_tol tol) {
   c->t = t;
@@ -62,7 +75,7 @@ static bool fam_binary(int j, cuda_case *c) {
   if (!usable(op, dt)) return false;
   snprintf(c->name, sizeof c->name, "%s_%s", ir_ops[op].name, ir_dtypes[dt].short_name);
   kiln_tensor *a = data(dt, KILN_SHAPE(5, 7), (uint64_t)j, TU_MODERATE);
-  kiln_tensor *b = data(dt, KILN_SHAPE(7), (uint64_t)j + 1, TU_MODERATE);
+  kiln_tensor *b = divisor(op, data(dt, KILN_SHAPE(7), (uint64_t)j + 1, TU_MODERATE));
   kiln_tensor *y = tu_binary(op)(__FILE__, __LINE__, a, b);
   kiln_release(a);
   kiln_release(b);

@@ -17,6 +17,7 @@ struct emu_param {
   long long numel;              // outputs: elements to allocate
   const unsigned char *data;    // inputs: bytes to copy (nullptr for the output)
   size_t bytes;
+  int status;                   // a kernel check's status slot (ir/kernel.h): must stay zero
 };
 struct emu_case {
   const char *name;
@@ -98,6 +99,14 @@ static int run_case(const emu_case &c, unsigned grid, unsigned block, bool rever
   if (counter) printf("FAIL %s (%u blocks of %u): scratch counter left at %u\n", c.name, grid, block, counter);
   const unsigned char *out = (const unsigned char *)bufs[0];
   int bad = 0;
+  for (int p = 0; p < c.nparams; p++) {
+    long long slot[4];
+    if (!c.params[p].status) continue;
+    memcpy(slot, bufs[p], sizeof slot);
+    if (!slot[0]) continue;
+    printf("FAIL %s: a kernel check failed: code %lld, site %lld, element %lld\n", c.name, slot[0], slot[1], slot[2]);
+    bad++;
+  }
   for (long long i = 0; i < c.numel; i++) {
     double got = load(c.out_dtype, out, i);
     bool ok = near(got, c.want[i], c.rtol, c.atol);

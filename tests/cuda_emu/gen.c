@@ -46,6 +46,7 @@ static void launcher(FILE *f, int id, const kernel *k) {
   for (int p = 0; p < k->nparams; p++) {
     const kparam *pp = &k->params[p];
     if (pp->args) fprintf(f, "*(const %s_args *)b[%d], ", k->name, p);
+    else if (pp->status) fprintf(f, "(long long *)b[%d], ", p);
     else fprintf(f, "(%s%s *)b[%d], ", pp->output ? "" : "const ", stype(pp->dtype), p);
   }
   fprintf(f, "lo, hi, scratch);\n}\n");
@@ -58,7 +59,8 @@ static bool param_rows(FILE *f, int id, const rt_planned *pl) {
     char name[48];
     snprintf(name, sizeof name, "c%d_p%d", id, p);
     if (k->params[p].output) continue;
-    if (k->params[p].args) bytes_array(f, name, k->args, sizeof(int64_t) * (size_t)k->nargs);
+    if (k->params[p].status) bytes_array(f, name, (const int64_t[KC_SLOT_WORDS]){0}, sizeof(int64_t) * KC_SLOT_WORDS);
+    else if (k->params[p].args) bytes_array(f, name, k->args, sizeof(int64_t) * (size_t)k->nargs);
     else {
       const ir_node *n = pl->inputs[i++];
       if (!n->buf) return false;
@@ -68,8 +70,8 @@ static bool param_rows(FILE *f, int id, const rt_planned *pl) {
   fprintf(f, "static const emu_param c%d_params[] = {", id);
   for (int p = 0; p < k->nparams; p++) {
     const kparam *pp = &k->params[p];
-    if (pp->output) fprintf(f, "{%d, %lld, nullptr, 0}, ", (int)pp->dtype, (long long)pp->numel);
-    else fprintf(f, "{%d, 0, c%d_p%d, sizeof c%d_p%d}, ", (int)pp->dtype, id, p, id, p);
+    if (pp->output) fprintf(f, "{%d, %lld, nullptr, 0, 0}, ", (int)pp->dtype, (long long)pp->numel);
+    else fprintf(f, "{%d, 0, c%d_p%d, sizeof c%d_p%d, %d}, ", (int)pp->dtype, id, p, id, p, pp->status);
   }
   fprintf(f, "};\n");
   return true;
@@ -117,11 +119,11 @@ static bool write_case(FILE *src, FILE *inc, int id, cuda_case *c, ir_str *seen)
     kernel *k = plan[0].k;
     cuda_launch l;
     emit_kernel(src, k, c->name, seen, &l);
-    launcher(inc, id, k);
     char name[32];
     snprintf(name, sizeof name, "c%d_want", id);
     doubles_array(inc, name, want);
     ok = cpu_result(inc, id, c, want->numel);
+    if (ok) launcher(inc, id, k);
     if (ok)
       fprintf(inc,
               "#define CASE_%d {\"%s\", c%d_run, %lld, %d, %d, %lld, %d, c%d_params, %d, %lld, c%d_want, c%d_cpu, "

@@ -55,6 +55,7 @@ void tu_run_plan(rt_graph_plan *p, tu_stored *st, tu_kernel_hook hook, void *ctx
     for (int q = 0, o = 0, ii = 0; q < k->nparams; q++) {
       const kparam *kp = &k->params[q];
       if (kp->args) bufs[q] = k->args;
+      else if (kp->status) bufs[q] = store(st, NULL, sizeof(int64_t) * KC_SLOT_WORDS);
       else if (kp->output) bufs[q] = store(st, pg->outs[o++], (size_t)kp->numel * ir_dtypes[kp->dtype].size);
       else bufs[q] = tu_stored_data(st, pl->inputs[ii++]);
     }

@@ -245,6 +245,71 @@ static rv apply_int(ir_op op, int64_t a, int64_t b, int64_t c) {
   }
 }
 
+/* ---- the division, bitwise and shift ops: results depend on the compute
+ * dtype's width or precision (floats in f32 round at each step, as the
+ * kernels compute them) ------------------------------------------------- */
+static double rnd(double x, bool single) { return single ? (double)(float)x : x; }
+
+static double div_floor(double a, double b, bool single) {
+  if (b == 0) return rnd(a / b, single);
+  double mod = fmod(a, b), div = rnd(rnd(a - mod, single) / b, single);
+  if (mod != 0 && (b < 0) != (mod < 0)) div = rnd(div - 1, single);
+  if (div == 0) return copysign(0, a / b);
+  double fl = floor(div);
+  return div - fl > 0.5 ? fl + 1 : fl;
+}
+
+static rv float_division(ir_op op, double a, double b, bool single) {
+  double m = fmod(a, b);
+  switch (op) {
+  case IR_FLOOR_DIVIDE: return rv_f(div_floor(a, b, single));
+  case IR_TRUNC_DIVIDE: return rv_f(trunc(rnd(a / b, single)));
+  case IR_REMAINDER: return rv_f(m != 0 && (b < 0) != (m < 0) ? rnd(m + b, single) : m);
+  default: return rv_f(m);  /* IR_FMOD */
+  }
+}
+
+/* Integers: b == -1 negates (wrapping; INT_MIN / -1 is INT_MIN once stored),
+ * b == 0 gives 0 (the kernels report it; the value is a stand-in). */
+static rv int_division(ir_op op, int64_t a, int64_t b) {
+  if (b == 0) return rv_i(0);
+  int64_t q = b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b, r = b == -1 ? 0 : a % b;
+  bool adjust = r != 0 && (r < 0) != (b < 0);
+  switch (op) {
+  case IR_FLOOR_DIVIDE: return rv_i(q - adjust);
+  case IR_TRUNC_DIVIDE: return rv_i(q);
+  case IR_REMAINDER: return rv_i(adjust ? r + b : r);
+  default: return rv_i(r);  /* IR_FMOD */
+  }
+}
+
+static rv bitwise(ir_op op, kiln_dtype t, int64_t a, int64_t b) {
+  int bits = 8 * (int)ir_dtypes[t].size;
+  bool out = (uint64_t)b >= (uint64_t)bits, sg = ir_dtypes[t].is_signed;
+  switch (op) {
+  case IR_BITWISE_AND: return rv_i(a & b);
+  case IR_BITWISE_OR: return rv_i(a | b);
+  case IR_BITWISE_XOR: return rv_i(a ^ b);
+  case IR_BITWISE_NOT: return rv_i(t == KILN_BOOL ? !a : ~a);
+  case IR_LSHIFT: return rv_i(out ? 0 : (int64_t)((uint64_t)a << b));
+  default: return rv_i(out ? (sg && a < 0 ? -1 : 0) : a >> b);  /* IR_RSHIFT; a is sign- or zero-extended */
+  }
+}
+
+/* The value of those ops, or false for any other op. */
+static bool typed_value(ir_op op, kiln_dtype t, const rv *v, rv *out) {
+  bool division = op == IR_FLOOR_DIVIDE || op == IR_TRUNC_DIVIDE || op == IR_REMAINDER || op == IR_FMOD;
+  if (division && ir_is_float(t)) *out = float_division(op, v[0].f, v[1].f, t != KILN_F64);
+  else if (division) *out = int_division(op, v[0].i, v[1].i);
+  else if (op == IR_COPYSIGN) *out = rv_f(copysign(rv_as_double(v[0]), rv_as_double(v[1])));
+  else if (op == IR_TRUNC) *out = v[0].isf ? rv_f(trunc(v[0].f)) : v[0];
+  else if (op == IR_BITWISE_AND || op == IR_BITWISE_OR || op == IR_BITWISE_XOR || op == IR_BITWISE_NOT ||
+           op == IR_LSHIFT || op == IR_RSHIFT)
+    *out = bitwise(op, t, v[0].i, v[1].i);
+  else return false;
+  return true;
+}
+
 /* Element k of an elementwise node from its sources' values. */
 static rv elementwise_value(const ir_node *n, ref_tensor *const *src, int64_t k) {
   rv v[3] = {0};
@@ -255,6 +320,8 @@ static rv elementwise_value(const ir_node *n, ref_tensor *const *src, int64_t k)
   if (n->op == IR_CAST) return v[0];
   if (n->op == IR_WHERE) return rv_convert(rv_truth(v[0]) ? v[1] : v[2], n->attr.compute);
   for (int s = 0; s < n->nsrc; s++) v[s] = rv_convert(v[s], n->attr.compute);
+  rv r;
+  if (typed_value(n->op, n->attr.compute, v, &r)) return r;
   if (v[0].isf || ir_ops[n->op].typing == TR_FLOAT)
     return apply_float(n->op, rv_as_double(v[0]), rv_as_double(v[1]), rv_as_double(v[2]));
   return apply_int(n->op, v[0].i, v[1].i, v[2].i);

@@ -115,6 +115,9 @@ static bool op_is_exact(ir_op op) {
   case IR_ADD: case IR_SUB: case IR_MUL: case IR_MAXIMUM: case IR_MINIMUM:
   case IR_EQ: case IR_NE: case IR_LT: case IR_LE: case IR_GT: case IR_GE:
   case IR_LOGICAL_AND: case IR_LOGICAL_OR: case IR_WHERE: case IR_CLAMP:
+  case IR_FLOOR_DIVIDE: case IR_TRUNC_DIVIDE: case IR_REMAINDER: case IR_FMOD: case IR_COPYSIGN:
+  case IR_BITWISE_AND: case IR_BITWISE_OR: case IR_BITWISE_XOR: case IR_LSHIFT: case IR_RSHIFT:
+  case IR_TRUNC: case IR_BITWISE_NOT:
     return true;
   default:
     return false;

@@ -143,6 +143,7 @@ static const tu_unary_fn unary_fns[IR_NUM_OPS] = {
   [IR_GELU] = kiln_gelu_at, [IR_GELU_TANH] = kiln_gelu_tanh_at, [IR_SILU] = kiln_silu_at, [IR_FLOOR] = kiln_floor_at,
   [IR_CEIL] = kiln_ceil_at, [IR_ROUND] = kiln_round_at, [IR_SIGN] = kiln_sign_at,
   [IR_RECIPROCAL] = kiln_reciprocal_at, [IR_LOGICAL_NOT] = kiln_logical_not_at,
+  [IR_TRUNC] = kiln_trunc_at, [IR_BITWISE_NOT] = kiln_bitwise_not_at,
 };
 
 static const struct { tu_binary_fn fn; tu_scalar_fn sfn; } binary_fns[IR_NUM_OPS] = {
@@ -154,6 +155,15 @@ static const struct { tu_binary_fn fn; tu_scalar_fn sfn; } binary_fns[IR_NUM_OPS
   [IR_LE] = {kiln_le_at, kiln_les_at}, [IR_GT] = {kiln_gt_at, kiln_gts_at},
   [IR_GE] = {kiln_ge_at, kiln_ges_at}, [IR_LOGICAL_AND] = {kiln_logical_and_at, kiln_logical_ands_at},
   [IR_LOGICAL_OR] = {kiln_logical_or_at, kiln_logical_ors_at},
+  [IR_FLOOR_DIVIDE] = {kiln_floor_divide_at, kiln_floor_divides_at},
+  [IR_TRUNC_DIVIDE] = {kiln_trunc_divide_at, kiln_trunc_divides_at},
+  [IR_REMAINDER] = {kiln_remainder_at, kiln_remainders_at}, [IR_FMOD] = {kiln_fmod_at, kiln_fmods_at},
+  [IR_COPYSIGN] = {kiln_copysign_at, kiln_copysigns_at},
+  [IR_BITWISE_AND] = {kiln_bitwise_and_at, kiln_bitwise_ands_at},
+  [IR_BITWISE_OR] = {kiln_bitwise_or_at, kiln_bitwise_ors_at},
+  [IR_BITWISE_XOR] = {kiln_bitwise_xor_at, kiln_bitwise_xors_at},
+  [IR_LSHIFT] = {kiln_bitwise_left_shift_at, kiln_bitwise_left_shifts_at},
+  [IR_RSHIFT] = {kiln_bitwise_right_shift_at, kiln_bitwise_right_shifts_at},
 };
 
 tu_unary_fn tu_unary(ir_op op) { return unary_fns[op]; }
