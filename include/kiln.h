@@ -745,8 +745,11 @@ KILN_API kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const 
  * Each scatter is a kernel of its own: a copy of t, then the values applied
  * in increasing position of the index, so duplicate indices give the same
  * result on every run and thread count (for scatter, the last value wins).
- * An index out of range is clamped into its dim inside the kernel, so no
- * kernel reads or writes outside a buffer.
+ * An index out of range (PyTorch's IndexError) is found by the kernel:
+ * realize fails with KILN_ERR_VALUE and "file:line: op: index out of range
+ * (IndexError) at element <position> of <the index tensor's dtype and
+ * shape>, index <value>", the first bad index the kernel met. The kernel
+ * never reads or writes outside a buffer meanwhile.
  * masked_select and nonzero have a shape that depends on values: like
  * PyTorch, which synchronizes with the device for them, they realize their
  * input (the mask) when they are called, then return an ordinary tensor.

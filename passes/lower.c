@@ -456,13 +456,19 @@ static void frame_insert(frame *f, kstmt *s);
  * true the launch fails with code at n's flat position there and what
  * (i64; NULL: 0), reported under n's op and file:line. It goes in the
  * innermost loop the index uses, after what that loop already holds (so
- * before the store of the value it guards). */
-static void add_check(lower_ctx *c, const ir_node *n, kexpr *const *idx, kc_code code, kexpr *fail, kexpr *what) {
-  kc_site site = {.api = n->api ? n->api : ir_ops[n->op].name, .line = n->line, .dtype = n->dtype, .ndim = n->ndim};
+ * before the store of the value it guards). check_at reports the position
+ * in node at (of n's op), whose shape idx indexes: an index tensor's. */
+static void check_at(lower_ctx *c, const ir_node *n, const ir_node *at, kexpr *const *idx, kc_code code, kexpr *fail,
+                     kexpr *what) {
+  kc_site site = {.api = n->api ? n->api : ir_ops[n->op].name, .line = n->line, .dtype = at->dtype, .ndim = at->ndim};
   snprintf(site.file, sizeof site.file, "%s", n->file ? n->file : "?");
-  memcpy(site.shape, n->shape, sizeof(int64_t) * (size_t)n->ndim);
-  kstmt *s = ks_check(c->k, code, k_site(c->k, &site), fail, flat_index(c->k, n, idx), what);
-  frame_insert(&c->frames[frame_for(c, idx, n->ndim)], s);
+  memcpy(site.shape, at->shape, sizeof(int64_t) * (size_t)at->ndim);
+  kstmt *s = ks_check(c->k, code, k_site(c->k, &site), fail, flat_index(c->k, at, idx), what);
+  frame_insert(&c->frames[frame_for(c, idx, at->ndim)], s);
+}
+
+static void add_check(lower_ctx *c, const ir_node *n, kexpr *const *idx, kc_code code, kexpr *fail, kexpr *what) {
+  check_at(c, n, n, idx, code, fail, what);
 }
 
 /* Integer division and remainder by zero: PyTorch's ZeroDivisionError. */
@@ -493,13 +499,19 @@ static kexpr *step_elementwise(lower_ctx *c, task *t) {
 }
 
 /* ---- indexing ------------------------------------------------------------
- * An index tensor's value v (any integer dtype) as a position along a dim of
- * `size`: negative counts from the end, and the result is clamped into
- * 0..size-1 so no load or store leaves its buffer. */
-static kexpr *table_index(kernel *k, kexpr *v, int64_t size) {
-  kexpr *i = kx_cast(k, v, KILN_I64), *n = kx_dim(k, size);
-  kexpr *neg = kx_op(k, IR_LT, KILN_BOOL, i, i64(k, 0), NULL);
-  i = kx_op(k, IR_WHERE, KILN_I64, neg, kx_iadd(k, i, n), i);
+ * An index tensor's value v (any integer dtype; ix's element at `at`) as a
+ * position along a dim of `size`: negative counts from the end. One out of
+ * range fails the launch (a kernel check of n's op, at ix's position, with
+ * the value); the position is clamped into 0..size-1 all the same, so no
+ * load or store leaves its buffer. */
+static kexpr *table_index(lower_ctx *c, const ir_node *n, const ir_node *ix, kexpr *const *at, kexpr *v, int64_t size) {
+  kernel *k = c->k;
+  kexpr *v64 = kx_cast(k, v, KILN_I64), *len = kx_dim(k, size);
+  kexpr *neg = kx_op(k, IR_LT, KILN_BOOL, v64, i64(k, 0), NULL);
+  kexpr *i = kx_op(k, IR_WHERE, KILN_I64, neg, kx_iadd(k, v64, len), v64);
+  kexpr *bad = kx_op(k, IR_LOGICAL_OR, KILN_BOOL, kx_op(k, IR_LT, KILN_BOOL, i, i64(k, 0), NULL),
+                     kx_op(k, IR_GE, KILN_BOOL, i, len, NULL), NULL);
+  check_at(c, n, ix, at, KC_INDEX, bad, v64);
   i = kx_op(k, IR_MAXIMUM, KILN_I64, i, i64(k, 0), NULL);
   return kx_op(k, IR_MINIMUM, KILN_I64, i, kx_dim(k, size - 1), NULL);
 }
@@ -514,7 +526,7 @@ static kexpr *step_gather(lower_ctx *c, task *t) {
   if (ir_numel(tab->ndim, tab->shape) == 0) return kx_cast(c->k, i64(c->k, 0), ct(n->dtype));
   copy_index(t->need_idx, t->idx, n->ndim);
   if (t->step == 0) return ask(t, 1);
-  t->need_idx[dim] = table_index(c->k, t->got, tab->shape[dim]);
+  t->need_idx[dim] = table_index(c, n, n->src[1], t->idx, t->got, tab->shape[dim]);
   return ask(t, 0);
 }
 
@@ -905,7 +917,7 @@ static void scatter_nest(lower_ctx *c, const ir_node *n) {
   if (ir_numel(ix->ndim, ix->shape) == 0) return;
   nest(c, ix->ndim, ix->shape, KL_SERIAL, KL_SERIAL, jdx);
   copy_index(idx, jdx, n->ndim);
-  idx[n->attr.dim] = table_index(k, emit(c, ix, jdx), n->shape[n->attr.dim]);
+  idx[n->attr.dim] = table_index(c, n, ix, jdx, emit(c, ix, jdx), n->shape[n->attr.dim]);
   kexpr *at = flat_index(k, n, idx), *v = emit(c, n->src[2], jdx);
   ir_op op = scatter_combine(n->op);
   if (op != IR_SCATTER) v = kx_op(k, op, t, kx_load(k, 0, at, t), v, NULL);

@@ -415,6 +415,57 @@ START_TEST(errors_are_sticky) {
 }
 END_TEST
 
+/* ---- indices out of range ------------------------------------------------------ */
+/* Realizing t fails with KILN_ERR_VALUE and "FILE:line: " + text. */
+static void expect_bad_index(kiln_tensor *t, int line, const char *text) {
+  char want[512];
+  snprintf(want, sizeof want, "%s:%d: %s", __FILE__, line, text);
+  kiln_status st = kiln_realize(t);
+  ck_assert_msg(st == KILN_ERR_VALUE, "line %d: status %d (%s)", line, st, st ? kiln_last_error() : "");
+  ck_assert_str_eq(kiln_last_error(), want);
+}
+
+#define EXPECT_BAD(expr, text) expect_bad_index(expr, __LINE__, text)
+
+/* The first bad index and its position in the index tensor, for each op and
+ * both ends of the range, fused into a consumer and eager, on a table the
+ * test made just big enough (ASan sees any read past it). */
+static void bad_indices(void) {
+  kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(3, 4), 1, TU_SMALL);
+  kiln_tensor *hi = ivec(4, (int64_t[]){0, 2, 3, 5}), *lo = ivec(3, (int64_t[]){-1, -4, -5});
+  kiln_tensor *h2 = kiln_reshape(hi, KILN_SHAPE(2, 2));
+  EXPECT_BAD(kiln_adds(kiln_index_select(x, 0, hi), 1),
+             "index_select: index out of range (IndexError) at element 8 of int64 (4,4), index 3");
+  EXPECT_BAD(kiln_gather(x, 1, kiln_reshape(ivec(6, (int64_t[]){0, 1, 2, 3, 4, -5}), KILN_SHAPE(2, 3))),
+             "gather: index out of range (IndexError) at element 4 of int64 (2,3), index 4");
+  EXPECT_BAD(kiln_take(x, ivec(2, (int64_t[]){11, -13})), "take: index out of range (IndexError) at element 1 of int64 (2,), index -13");
+  EXPECT_BAD(kiln_embedding(h2, x), "embedding: index out of range (IndexError) at element 8 of int64 (2,2,4), index 3");
+  EXPECT_BAD(kiln_index_tensors(x, 2, ((kiln_tensor *[]){NULL, lo})),
+             "index_tensors: index out of range (IndexError) at element 2 of int64 (3,3,1), index -5");
+  EXPECT_BAD(kiln_scatter_add(x, 1, kiln_reshape(ivec(2, (int64_t[]){1, -9}), KILN_SHAPE(1, 2)), x),
+             "scatter_add: index out of range (IndexError) at element 1 of int64 (1,2), index -9");
+  EXPECT_BAD(kiln_scatters(x, 0, kiln_reshape(ivec(2, (int64_t[]){3, 0}), KILN_SHAPE(1, 2)), 1),
+             "scatter: index out of range (IndexError) at element 0 of int64 (1,2), index 3");
+  /* a good graph after a bad one: the failed realize left nothing behind */
+  expect_values(kiln_take(x, ivec(1, (int64_t[]){-12})), 1, (double[]){kiln_item(kiln_select(kiln_select(x, 0, 0), 0, 0))});
+}
+
+START_TEST(out_of_range_fused) {
+  kiln_scope_begin();
+  bad_indices();
+  kiln_scope_end();
+}
+END_TEST
+
+START_TEST(out_of_range_eager) {
+  kiln_scope_begin();
+  kiln_set_eager(1);
+  bad_indices();
+  kiln_set_eager(0);
+  kiln_scope_end();
+}
+END_TEST
+
 static Suite *index_suite(void) {
   Suite *s = suite_create("index_ops");
   TCase *tc = tu_tcase(s, "oracle");
@@ -428,6 +479,9 @@ static Suite *index_suite(void) {
   tc = tu_tcase(s, "kernels");
   tcase_add_test(tc, gathers_fuse_into_their_consumer);
   tcase_add_test(tc, eager_gather_is_one_kernel);
+  tc = tu_tcase(s, "out_of_range");
+  tcase_add_test(tc, out_of_range_fused);
+  tcase_add_test(tc, out_of_range_eager);
   tc = tu_tcase(s, "errors");
   tcase_add_test(tc, argument_errors);
   tcase_add_test(tc, errors_are_sticky);
