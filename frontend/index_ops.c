@@ -81,7 +81,8 @@ static ir_node *as_1d(const char *f, int l, temps *s, ir_node *t) {
   return keep(s, t->ndim ? fe_same(t) : reshape(f, l, t, 1, (int64_t[]){1}));
 }
 
-/* r back in the shape of `like` when that was 0-dim (r is kept). */
+/* r (kept) reshaped to the 0-dim result an op on 0-dim operands gives
+ * (ndim == 0); r itself otherwise. */
 static ir_node *unwrap(const char *f, int l, temps *s, ir_node *r, int ndim, const int64_t *shape) {
   return ndim ? fe_same(keep(s, r)) : reshape(f, l, keep(s, r), ndim, shape);
 }
