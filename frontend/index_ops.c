@@ -241,19 +241,40 @@ static bool broadcast_all(int m, ir_node *const *ix, int *nb, int64_t *bs) {
   return true;
 }
 
-/* The indexed dims (pos[0..m)) and their index tensors; NULL or the error. */
-static ir_node *collect_indices(const char *f, int l, ir_node *t, int n, kiln_tensor *const *ixs, int *pos,
+/* A bool mask over t's dims d.. as the index tensors of its true positions
+ * (torch: x[mask] is x[mask.nonzero().unbind(1)]); realizes the mask. */
+static ir_node *mask_indices(const char *f, int l, temps *s, ir_node *t, ir_node *mask, int d, int *pos, ir_node **use,
+                             int *m) {
+  if (d + mask->ndim > t->ndim || memcmp(mask->shape, t->shape + d, sizeof(int64_t) * (size_t)mask->ndim))
+    return fail(f, l, KILN_ERR_SHAPE, t, mask, "index_tensors: the shape of the mask does not match the indexed dims from %d", d);
+  ir_node *nz = keep(s, kiln_nonzero_at(f, l, mask));
+  if (nz->status != KILN_OK) return fe_same(nz);
+  for (int c = 0; c < mask->ndim; c++) {
+    pos[*m] = d + c;
+    use[(*m)++] = keep(s, kiln_select_at(f, l, nz, 1, c));
+  }
+  return NULL;
+}
+
+/* The indexed dims (pos[0..m)) and their index tensors (a bool mask covers
+ * as many dims as it has); NULL or the error. */
+static ir_node *collect_indices(const char *f, int l, temps *s, ir_node *t, int n, kiln_tensor *const *ixs, int *pos,
                                 ir_node **use, int *m) {
   ir_node *e = fe_check_arg(f, l, "index_tensors", t, 1);
   if (e) return e;
   if (n < 0 || n > t->ndim || (n && !ixs))
     return fail(f, l, KILN_ERR_ARG, t, NULL, "index_tensors: %d indices for a tensor of dimension %d", n, t->ndim);
   *m = 0;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0, d = 0; i < n; i++, d++) {
+    if (d >= t->ndim)
+      return fail(f, l, KILN_ERR_ARG, t, NULL, "index_tensors: too many indices for a tensor of dimension %d", t->ndim);
     if (!ixs[i]) continue;
-    if ((e = check_index(f, l, "index_tensors", t, ixs[i]))) return e;
-    pos[*m] = i;
-    use[(*m)++] = ixs[i];
+    if ((e = fe_check_args(f, l, "index_tensors", 2, (ir_node *[]){t, ixs[i]}))) return e;
+    bool mask = ixs[i]->dtype == KILN_BOOL;
+    if (mask) e = mask_indices(f, l, s, t, ixs[i], d, pos, use, m);
+    else if (!(e = check_index(f, l, "index_tensors", t, ixs[i]))) pos[*m] = d, use[(*m)++] = ixs[i];
+    if (e) return e;
+    if (mask) d += ixs[i]->ndim - 1;
   }
   return NULL;
 }
@@ -267,14 +288,16 @@ static ir_node *index_tensors(const char *f, int l, ir_node *t, int n, kiln_tens
   int pos[KILN_MAX_DIMS], m = 0, nb;
   ir_node *use[KILN_MAX_DIMS];
   int64_t bs[KILN_MAX_DIMS];
-  ir_node *e = collect_indices(f, l, t, n, ixs, pos, use, &m);
-  if (e || !m) return e ? e : fe_same(t);
+  temps s = {0};
+  ir_node *e = collect_indices(f, l, &s, t, n, ixs, pos, use, &m);
+  if (e || !m) return finish(&s, e ? e : fe_same(t));
   if (!broadcast_all(m, use, &nb, bs))
-    return fail(f, l, KILN_ERR_SHAPE, t, use[0], "index_tensors: shape mismatch: indexing tensors could not be broadcast together");
+    return finish(&s, fail(f, l, KILN_ERR_SHAPE, t, use[0],
+                           "index_tensors: shape mismatch: indexing tensors could not be broadcast together"));
   int nd = t->ndim + nb;
   if (nd > KILN_MAX_DIMS)
-    return fail(f, l, KILN_ERR_SHAPE, t, use[0], "index_tensors: %d dims at most (KILN_MAX_DIMS) while indexing", KILN_MAX_DIMS);
-  temps s = {0};
+    return finish(&s, fail(f, l, KILN_ERR_SHAPE, t, use[0], "index_tensors: %d dims at most (KILN_MAX_DIMS) while indexing",
+                           KILN_MAX_DIMS));
   ir_node *w = t;
   int p = pos[0];
   if (pos[m - 1] - pos[0] != m - 1) {   /* separated: the indexed dims first */

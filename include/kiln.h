@@ -827,9 +827,12 @@ KILN_API kiln_tensor *kiln_take_at(const char *f, int l, kiln_tensor *t, kiln_te
  * @at
  * @param t the input
  * @param n,indices one entry per leading dim of t (n <= its number of dims);
- * a NULL entry is a full ":"
+ * a NULL entry is a full ":"; a bool entry is a mask over as many dims as
+ * it has, its true positions indexing them (it is realized now, as in
+ * kiln_masked_select)
  * @handle errors as kiln_gather_at; KILN_ERR_SHAPE for index tensors that do
- * not broadcast, KILN_ERR_ARG for more indices than dims. */
+ * not broadcast or a mask of other sizes than its dims, KILN_ERR_ARG for more
+ * indices than dims. */
 KILN_API kiln_tensor *kiln_index_tensors_at(const char *f, int l, kiln_tensor *t, int n, kiln_tensor *const *indices);
 /** torch.masked_select: the 1-D tensor of t's elements where mask (broadcast
  * with t) is true. Realizes the mask now (the result's length depends on it).

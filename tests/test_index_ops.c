@@ -235,6 +235,11 @@ START_TEST(gather_values) {
   expect_values(e, 4, (double[]){30, 31, 10, 11});
   kiln_tensor *ij[2] = {ivec(2, (int64_t[]){1, 0}), ivec(2, (int64_t[]){-1, 1})};
   expect_values(kiln_index_tensors(x, 2, ij), 2, (double[]){6, 2});
+  /* bool masks: over both dims, over the second only, beside an index */
+  kiln_tensor *m2 = kiln_gts(x, 3.5), *m1 = kiln_from_data((bool[]){true, false, true}, KILN_BOOL, KILN_SHAPE(3));
+  expect_values(kiln_index_tensors(x, 1, &m2), 3, (double[]){4, 5, 6});
+  expect_values(kiln_index_tensors(x, 2, ((kiln_tensor *[]){NULL, m1})), 4, (double[]){1, 3, 4, 6});
+  expect_values(kiln_index_tensors(x, 2, ((kiln_tensor *[]){ivec(1, (int64_t[]){-1}), m1})), 2, (double[]){4, 6});
   kiln_scope_end();
 }
 END_TEST
@@ -375,6 +380,11 @@ START_TEST(argument_errors) {
          "embedding: index out of range in self (the input has no rows) (input: float32 (0,3), index: int64 (2,))");
   EXPECT(kiln_index_tensors(x, 3, ((kiln_tensor *[]){i1, i1, i1})), KILN_ERR_ARG,
          "index_tensors: 3 indices for a tensor of dimension 2 (input: float32 (2,3))");
+  EXPECT(kiln_index_tensors(x, 2, ((kiln_tensor *[]){kiln_gts(x, 0), i1})), KILN_ERR_ARG,
+         "index_tensors: too many indices for a tensor of dimension 2 (input: float32 (2,3))");
+  EXPECT(kiln_index_tensors(x, 1, ((kiln_tensor *[]){kiln_gts(kiln_select(x, 0, 0), 0)})), KILN_ERR_SHAPE,
+         "index_tensors: the shape of the mask does not match the indexed dims from 0 (input: float32 (2,3), "
+         "index: bool (3,))");
   EXPECT(kiln_index_tensors(x, 2, ((kiln_tensor *[]){i1, idx(KILN_I64, KILN_SHAPE(3), 0, 2, 6)})), KILN_ERR_SHAPE,
          "index_tensors: shape mismatch: indexing tensors could not be broadcast together (input: float32 (2,3), index: int64 (2,))");
   EXPECT(kiln_scatter(x, 0, i2, kiln_cast(x, KILN_F64)), KILN_ERR_DTYPE,
