@@ -138,6 +138,11 @@ static bool tested(ir_op op) {
     if (unary_ops[r].op == op) return true;
   for (int r = 0; r < NBINARY; r++)
     if (binary_ops[r].op == op) return true;
+  static const ir_op in_ew_ops[] = {  /* tests/test_ew_ops.c: their divisors and dtypes need care */
+    IR_FLOOR_DIVIDE, IR_TRUNC_DIVIDE, IR_REMAINDER, IR_FMOD, IR_COPYSIGN, IR_BITWISE_AND, IR_BITWISE_OR,
+    IR_BITWISE_XOR, IR_LSHIFT, IR_RSHIFT, IR_TRUNC, IR_BITWISE_NOT};
+  for (size_t r = 0; r < sizeof in_ew_ops / sizeof *in_ew_ops; r++)
+    if (in_ew_ops[r] == op) return true;
   return op == IR_WHERE || op == IR_CLAMP || op == IR_CAST;
 }
 
