@@ -111,6 +111,10 @@ WORKLOADS = [
     ("W6", "column standardization of 8192x2048", {"x": (8192, 2048)},
      {"numpy": lambda t: lambda: (t["x"] - t["x"].mean(axis=0)) / t["x"].std(axis=0, ddof=1),
       "torch": lambda t: lambda: (t["x"] - t["x"].mean(dim=0)) / t["x"].std(dim=0)}),
+    ("W12", "embedding of 65536 rows of 50000x512 + bias", {"w": (50000, 512), "b": (512,)},
+     {"numpy": lambda t: (lambda i: lambda: t["w"][i] + t["b"])(np.random.default_rng(1).integers(0, 50000, 65536)),
+      "torch": lambda t: (lambda i: lambda: torch.nn.functional.embedding(i, t["w"]) + t["b"])(
+          torch.randint(0, 50000, (65536,), generator=torch.Generator().manual_seed(1)))}),
     ("W7-1024", "matmul 1024^3", {"a": (1024, 1024), "b": (1024, 1024)},
      {"numpy": lambda t: lambda: t["a"] @ t["b"],
       "torch": lambda t: lambda: t["a"] @ t["b"]}),

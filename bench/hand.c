@@ -281,3 +281,26 @@ void hand_stream_triad(float *a, const float *b, const float *c, float s, int64_
   triad_args w = {a, b, c, s};
   hand_parallel_for(threads, n, triad_body, &w);
 }
+
+typedef struct {
+  float *out;
+  const float *table, *bias;
+  const int64_t *idx;
+  int64_t cols;
+} gather_args;
+
+static void gather_body(void *ctx, int64_t lo, int64_t hi) {
+  const gather_args *g = ctx;
+  const float *restrict bias = g->bias;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *restrict row = g->table + g->idx[r] * g->cols;
+    float *restrict o = g->out + r * g->cols;
+    for (int64_t j = 0; j < g->cols; j++) o[j] = row[j] + bias[j];
+  }
+}
+
+void hand_gather_bias(float *out, const float *table, const int64_t *idx, const float *bias, int64_t rows,
+                      int64_t cols, int threads) {
+  gather_args g = {out, table, bias, idx, cols};
+  hand_parallel_for(threads, rows, gather_body, &g);
+}

@@ -37,6 +37,11 @@ hand_matrix_fn hand_standardize_cols;
 float hand_sum(const float *x, int64_t n, int threads);
 float hand_stream_sum(const float *x, int64_t n, int threads);
 
+/* W12: out[r*cols + j] = table[idx[r]*cols + j] + bias[j] for r < rows
+ * (an embedding lookup plus a bias), rows split across threads. */
+void hand_gather_bias(float *out, const float *table, const int64_t *idx, const float *bias, int64_t rows,
+                      int64_t cols, int threads);
+
 /* STREAM's triad: a[i] = b[i] + s * c[i]. */
 void hand_stream_triad(float *a, const float *b, const float *c, float s, int64_t n, int threads);
 

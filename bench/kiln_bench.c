@@ -917,6 +917,65 @@ static void mm_gemm(void *p, gpu_gemm *g) {
 #define OPENBLAS_IMPL(name) {name, 0, mm_native, 0}
 #endif
 
+/* ---- W12: an embedding lookup plus a bias: one kernel --------------------- */
+
+#define W12_ROWS ((int64_t)65536)
+#define W12_VOCAB ((int64_t)50000)
+#define W12_DIM ((int64_t)512)
+
+typedef struct {
+  float *table, *bias, *out;     /* out: the hand loop's result, the reference */
+  int64_t *idx;
+  kiln_tensor *ttable, *tbias, *tidx;
+} w12_state;
+
+static void w12_teardown(void *p) {
+  w12_state *s = p;
+  kiln_release(s->ttable);
+  kiln_release(s->tbias);
+  kiln_release(s->tidx);
+  free(s->table);
+  free(s->bias);
+  free(s->out);
+  free(s->idx);
+  free(s);
+}
+
+static void w12_hand(void *p, int threads) {
+  w12_state *s = p;
+  hand_gather_bias(s->out, s->table, s->idx, s->bias, W12_ROWS, W12_DIM, threads);
+}
+
+static void *w12_setup(void) {
+  w12_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->table = random_floats(W12_VOCAB * W12_DIM, 30);
+  s->bias = random_floats(W12_DIM, 31);
+  s->out = random_floats(W12_ROWS * W12_DIM, 32);
+  s->idx = malloc(sizeof *s->idx * (size_t)W12_ROWS);
+  if (!s->table || !s->bias || !s->out || !s->idx) {
+    w12_teardown(s);
+    return NULL;
+  }
+  uint64_t seed = 33;
+  for (int64_t r = 0; r < W12_ROWS; r++) s->idx[r] = (int64_t)(rng_next(&seed) % (uint64_t)W12_VOCAB);
+  s->ttable = placed(kiln_from_buffer(s->table, KILN_F32, KILN_SHAPE(W12_VOCAB, W12_DIM)));
+  s->tbias = placed(kiln_from_buffer(s->bias, KILN_F32, KILN_SHAPE(W12_DIM)));
+  s->tidx = placed(kiln_from_buffer(s->idx, KILN_I64, KILN_SHAPE(W12_ROWS)));
+  w12_hand(s, bench_threads);
+  return s;
+}
+
+static kiln_tensor *w12_build(void *p) {
+  w12_state *s = p;
+  return kiln_add(kiln_embedding(s->tidx, s->ttable), s->tbias);
+}
+
+static const float *w12_expected(void *p, int64_t *n) {
+  *n = W12_ROWS * W12_DIM;
+  return ((w12_state *)p)->out;
+}
+
 /* The first workload's first kiln row is the first compile of the process:
  * keep W1 first so its kiln-compile row is a cold compile. */
 static const workload workloads[] = {
@@ -957,6 +1016,11 @@ static const workload workloads[] = {
    {KILN_FUSED, KILN_FN}, 0, 0, NULL},
   {"W8-scalar", "a * s on f32[16] with a new s every call: per-realize dispatch, no compile", 0, 10000,
    w8_setup, w8_scalar_build, w8_scalar_expected, w8_teardown, {KILN_FUSED}, 0, 0, NULL},
+  /* bytes: the gathered rows read, the output written, the indices and the bias */
+  {"W12", "embedding(idx, table) + bias: 65536 rows of f32[50000,512] by int64 index",
+   8.0 * (double)(W12_ROWS * W12_DIM) + 8.0 * (double)W12_ROWS + 4.0 * (double)W12_DIM, 0,
+   w12_setup, w12_build, w12_expected, w12_teardown,
+   {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w12_hand, 0}}, 0, 0, NULL},
   {"W13", "f32((a // b + a % b) & c), a b c i32[16M] (integer division checked for zero)", 16.0 * (double)W13_N, 0,
    w13_setup, w13_build, w13_expected, w1_teardown,
    {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w13_hand, 0}}, 0, 0, NULL},

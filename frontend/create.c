@@ -140,6 +140,11 @@ static ir_node *const_node(const char *f, int l, const char *op, int ndim, const
   FE_AS(op, const_node_as(f, l, op, ndim, shape, v, dt, dev));
 }
 
+ir_node *fe_const_on(const char *f, int l, const char *op, int ndim, const int64_t *shape, double v, kiln_dtype dt,
+                     kiln_device dev) {
+  return const_node(f, l, op, ndim, shape, v, dt, dev);
+}
+
 kiln_tensor *kiln_scalar_at(const char *f, int l, double v, kiln_dtype dt) {
   return const_node(f, l, "scalar", 0, NULL, v, dt, cpu);
 }

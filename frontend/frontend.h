@@ -20,6 +20,11 @@ ir_node *fe_check_shape(const char *f, int l, const char *op, int ndim, const in
 ir_node *fe_buffer_node(const char *f, int l, const char *op, rt_buffer *buf, kiln_dtype dt, int ndim,
                         const int64_t *shape);
 
+/* A registered CONST node of value v (converted as kiln_full converts it)
+ * on device dev, reported as op. */
+ir_node *fe_const_on(const char *f, int l, const char *op, int ndim, const int64_t *shape, double v, kiln_dtype dt,
+                     kiln_device dev);
+
 /* ---- results.c: host data ----------------------------------------------- */
 /* Copies a strided view (element strides, es bytes per element) into dst
  * as contiguous row-major elements. */

@@ -877,6 +877,144 @@ KILN_API kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const 
 #define kiln_index(t, index) kiln_index_at(__FILE__, __LINE__, t, index)
 /** @} */
 
+/* ---- indexing with index tensors (PyTorch semantics) -------------------- */
+/** @name Indexing with index tensors
+ * torch.gather, take_along_dim, index_select, take, x[i0, i1, ...] with
+ * index tensors, F.embedding, the scatters, masked_select and nonzero.
+ * Index tensors are int64 or int32; a negative index counts from the end of
+ * its dim. The loads (gather ... embedding) are computed inside the kernel
+ * that reads their result: an embedding feeding an add is one kernel.
+ * Each scatter is a kernel of its own: a copy of t, then the values applied
+ * in increasing position of the index, so duplicate indices give the same
+ * result on every run and thread count (for scatter, the last value wins).
+ * An index out of range (PyTorch's IndexError) is found by the kernel:
+ * realize fails with KILN_ERR_VALUE and "file:line: op: index out of range
+ * (IndexError) at element <position> of <the index tensor's dtype and
+ * shape>, index <value>", the first bad index the kernel met. The kernel
+ * never reads or writes outside a buffer meanwhile.
+ * masked_select and nonzero have a shape that depends on values: like
+ * PyTorch, which synchronizes with the device for them, they realize their
+ * input (the mask) when they are called, then return an ordinary tensor.
+ * @{ */
+/** torch.gather: out[i][j][k] = t[index[i][j][k]][j][k] for dim 0 (and so on).
+ * @at
+ * @param t the input
+ * @param dim the indexed dim; negative counts from the end
+ * @param index of t's number of dims, no larger than t along every other dim
+ * @handle KILN_ERR_DTYPE for an index that is not int64 or int32,
+ * KILN_ERR_SHAPE for shapes that do not fit, KILN_ERR_ARG for a dim out of range. */
+KILN_API kiln_tensor *kiln_gather_at(const char *f, int l, kiln_tensor *t, int dim, kiln_tensor *index);
+/** torch.scatter: a copy of t with out[index[i][j]][j] = src[i][j] (dim 0).
+ * @at
+ * @param t the input
+ * @param dim the indexed dim
+ * @param index of t's number of dims, no larger than src, nor than t but along dim
+ * @param src the values, of t's dtype (only its first index.shape elements are used)
+ * @handle errors as kiln_gather_at; KILN_ERR_DTYPE when src's dtype is not t's. */
+KILN_API kiln_tensor *kiln_scatter_at(const char *f, int l, kiln_tensor *t, int dim, kiln_tensor *index, kiln_tensor *src);
+/** torch.scatter with value=: every indexed element becomes value.
+ * @at
+ * @param t the input
+ * @param dim the indexed dim
+ * @param index as kiln_scatter_at
+ * @param value converted to t's dtype
+ * @handle errors as kiln_gather_at. */
+KILN_API kiln_tensor *kiln_scatters_at(const char *f, int l, kiln_tensor *t, int dim, kiln_tensor *index, double value);
+/** torch.scatter_add: a copy of t with src's values added at their indices.
+ * @at
+ * @param t the input
+ * @param dim the indexed dim
+ * @param index as kiln_scatter_at
+ * @param src the values, of t's dtype
+ * @handle errors as kiln_scatter_at. */
+KILN_API kiln_tensor *kiln_scatter_add_at(const char *f, int l, kiln_tensor *t, int dim, kiln_tensor *index, kiln_tensor *src);
+/** torch.scatter_reduce: src's values reduced into a copy of t at their indices.
+ * "mean" of integers divides with floor (in float64), as torch does.
+ * @at
+ * @param t the input
+ * @param dim the indexed dim
+ * @param index as kiln_scatter_at
+ * @param src the values, of t's dtype
+ * @param reduce "sum", "prod", "mean", "amax" or "amin"
+ * @param include_self nonzero: t's element takes part; zero: an element that
+ * some value reaches is the reduction of those values alone
+ * @handle errors as kiln_scatter_at; KILN_ERR_ARG for another reduce. */
+KILN_API kiln_tensor *kiln_scatter_reduce_at(const char *f, int l, kiln_tensor *t, int dim, kiln_tensor *index,
+                                             kiln_tensor *src, const char *reduce, int include_self);
+/** torch.index_select: t's slices along dim at the positions in index.
+ * @at
+ * @param t the input
+ * @param dim the indexed dim
+ * @param index 1-D (or 0-dim)
+ * @handle errors as kiln_gather_at. */
+KILN_API kiln_tensor *kiln_index_select_at(const char *f, int l, kiln_tensor *t, int dim, kiln_tensor *index);
+/** torch.take_along_dim: t and indices broadcast against each other along
+ * every dim but dim, then gathered (torch's dim=None is kiln_take_at).
+ * @at
+ * @param t the input
+ * @param indices of t's number of dims
+ * @param dim the indexed dim
+ * @handle errors as kiln_gather_at. */
+KILN_API kiln_tensor *kiln_take_along_dim_at(const char *f, int l, kiln_tensor *t, kiln_tensor *indices, int dim);
+/** torch.take: the elements of flattened t at index, in index's shape.
+ * @at
+ * @param t the input
+ * @param index positions into t's elements in row-major order
+ * @handle errors as kiln_gather_at. */
+KILN_API kiln_tensor *kiln_take_at(const char *f, int l, kiln_tensor *t, kiln_tensor *index);
+/** x[i0, i1, ...] with index tensors (PyTorch's advanced indexing): the
+ * index tensors broadcast together to B; when the indexed dims are adjacent
+ * B replaces them in place, otherwise B's dims come first. One kernel
+ * computes it together with its consumer.
+ * @at
+ * @param t the input
+ * @param n,indices one entry per leading dim of t (n <= its number of dims);
+ * a NULL entry is a full ":"; a bool entry is a mask over as many dims as
+ * it has, its true positions indexing them (it is realized now, as in
+ * kiln_masked_select)
+ * @handle errors as kiln_gather_at; KILN_ERR_SHAPE for index tensors that do
+ * not broadcast or a mask of other sizes than its dims, KILN_ERR_ARG for more
+ * indices than dims. */
+KILN_API kiln_tensor *kiln_index_tensors_at(const char *f, int l, kiln_tensor *t, int n, kiln_tensor *const *indices);
+/** torch.masked_select: the 1-D tensor of t's elements where mask (broadcast
+ * with t) is true. Realizes the mask now (the result's length depends on it).
+ * @at
+ * @param t the input
+ * @param mask a bool tensor
+ * @handle KILN_ERR_DTYPE for a mask that is not bool, KILN_ERR_SHAPE for
+ * shapes that do not broadcast; the mask's error when it cannot be computed. */
+KILN_API kiln_tensor *kiln_masked_select_at(const char *f, int l, kiln_tensor *t, kiln_tensor *mask);
+/** torch.nonzero: the int64 (count, ndim) positions of t's nonzero elements
+ * (NaN counts), in row-major order. Realizes t now.
+ * @at
+ * @param t the input
+ * @handle t's error when it cannot be computed. */
+KILN_API kiln_tensor *kiln_nonzero_at(const char *f, int l, kiln_tensor *t);
+/** F.embedding: weight's rows at indices, of shape indices.shape + (dim,).
+ * @at
+ * @param indices an int64 or int32 tensor of any shape
+ * @param weight a 2-D (num_embeddings, dim) table
+ * @handle errors as kiln_gather_at; KILN_ERR_SHAPE when weight is not 2-D. */
+KILN_API kiln_tensor *kiln_embedding_at(const char *f, int l, kiln_tensor *indices, kiln_tensor *weight);
+/** @} */
+/** @name Indexing macros
+ * @{ */
+/** @macros */
+#define kiln_gather(t, dim, index) kiln_gather_at(__FILE__, __LINE__, t, dim, index)
+#define kiln_scatter(t, dim, index, src) kiln_scatter_at(__FILE__, __LINE__, t, dim, index, src)
+#define kiln_scatters(t, dim, index, value) kiln_scatters_at(__FILE__, __LINE__, t, dim, index, value)
+#define kiln_scatter_add(t, dim, index, src) kiln_scatter_add_at(__FILE__, __LINE__, t, dim, index, src)
+#define kiln_scatter_reduce(t, dim, index, src, reduce, include_self) \
+  kiln_scatter_reduce_at(__FILE__, __LINE__, t, dim, index, src, reduce, include_self)
+#define kiln_index_select(t, dim, index) kiln_index_select_at(__FILE__, __LINE__, t, dim, index)
+#define kiln_take_along_dim(t, indices, dim) kiln_take_along_dim_at(__FILE__, __LINE__, t, indices, dim)
+#define kiln_take(t, index) kiln_take_at(__FILE__, __LINE__, t, index)
+#define kiln_index_tensors(t, n, indices) kiln_index_tensors_at(__FILE__, __LINE__, t, n, indices)
+#define kiln_masked_select(t, mask) kiln_masked_select_at(__FILE__, __LINE__, t, mask)
+#define kiln_nonzero(t) kiln_nonzero_at(__FILE__, __LINE__, t)
+#define kiln_embedding(indices, weight) kiln_embedding_at(__FILE__, __LINE__, indices, weight)
+/** @} */
+
 /* ---- reductions (PyTorch semantics) ------------------------------------- */
 /** @name Reductions
  * kiln_sum(t) reduces every element to a 0-dim tensor; kiln_sum_dims(t,

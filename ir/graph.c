@@ -475,6 +475,9 @@ static void print_attrs(ir_str *b, const ir_node *n) {
   case IR_FLIP: print_flip(b, a->flip_mask); break;
   case IR_PAD: print_pad(b, n); break;
   case IR_CAT: ir_str_printf(b, " dim %d", a->dim); break;
+  case IR_GATHER: case IR_SCATTER: case IR_SCATTER_ADD: case IR_SCATTER_MUL: case IR_SCATTER_MAX: case IR_SCATTER_MIN:
+    ir_str_printf(b, " dim %d", a->dim);
+    break;
   default: break;
   }
 }

@@ -22,7 +22,7 @@ typedef struct {
   kiln_dtype compute;
   /* movement ops (ir/ops.def says which reads what) */
   int perm[KILN_MAX_DIMS];            /* PERMUTE: output dim d is source dim perm[d] */
-  int dim;                            /* SLICE, SELECT, CAT */
+  int dim;                            /* SLICE, SELECT, CAT; GATHER, SCATTER*: the indexed dim */
   int64_t index;                      /* SLICE: first source index; SELECT: the index (>= 0) */
   int64_t stride;                     /* SLICE: source step per output step (> 0) */
   int64_t pad[KILN_MAX_DIMS][2];      /* PAD: elements before and after, per dim; PAD's fill is value */

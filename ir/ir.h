@@ -52,6 +52,11 @@ typedef struct {
 } ir_op_info;
 extern const ir_op_info ir_ops[IR_NUM_OPS];
 static inline bool ir_op_has(ir_op op, unsigned f) { return (ir_ops[op].flags & f) != 0; }
+/* The ops that read or write through an index tensor (ops.def's indexing block). */
+static inline bool ir_op_is_scatter(ir_op op) {
+  return op == IR_SCATTER || op == IR_SCATTER_ADD || op == IR_SCATTER_MUL || op == IR_SCATTER_MAX || op == IR_SCATTER_MIN;
+}
+static inline bool ir_op_is_indexed(ir_op op) { return op == IR_GATHER || ir_op_is_scatter(op); }
 
 /* ---- arena: IR built during one compile is freed whole afterwards ------- */
 typedef struct ir_arena ir_arena;

@@ -71,7 +71,8 @@ typedef enum { KS_LOOP, KS_STORE, KS_ACC, KS_UPDATE, KS_GEMM, KS_CHECK } ks_kind
 /* What a failed check means: X(code, message, name of the reported value
  * or NULL when the value says nothing). Codes start at 1 (0: no failure). */
 #define KC_CODES(X) \
-  X(KC_DIV_ZERO, "integer division by zero (ZeroDivisionError)", NULL)
+  X(KC_DIV_ZERO, "integer division by zero (ZeroDivisionError)", NULL) \
+  X(KC_INDEX, "index out of range (IndexError)", "index")
 typedef enum {
   KC_NONE,
 #define KC_ENUM(c, msg, value) c,

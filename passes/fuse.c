@@ -23,6 +23,11 @@
  *   the kernel's, plus an elementwise epilogue, and no reduction.
  * - A transfer (TO, kiln_to) is a group of its own and its source is stored:
  *   realize runs it as a copy between devices.
+ * - A gather is inlined like an elementwise node (its index is read at the
+ *   consumer's index), but the table it reads at data-dependent places is
+ *   stored (the first computing node under its views), never recomputed per
+ *   element. A scatter is a kernel of its own that stores only itself: its
+ *   sources are stored the same way, and its kernel merges with no other.
  * - A cheap elementwise node (no transcendental) that kernels of different
  *   shapes need, and that reads only buffers, stored nodes and other such
  *   nodes, belongs to no kernel: every kernel that reads it recomputes it
@@ -48,6 +53,7 @@ enum {
   HAS_CONTRACT = 2,
   HAS_GRID = 4,    /* a stored grid reduction (below) */
   HAS_VIEW = 8,    /* a view of a computed node: it reads its source at other indices */
+  HAS_SCATTER = 16, /* a scatter: its kernel writes through an index (lower.c's scatter_nest) */
 };
 
 typedef struct {
@@ -124,6 +130,25 @@ static ir_node *strided_leaf(ir_node *n) {
   return n;
 }
 
+/* The first computing node under n's views is stored (gather tables and
+ * scatter operands are read at other places than their consumer's index),
+ * unless it is a gather: a gather of a gather composes two index loads,
+ * and its own table follows this rule (x[i, j] is one kernel). */
+static void store_under_views(const ir_node *n, bool *mat) {
+  while (ir_op_has(n->op, IR_MOVE)) n = n->src[0];
+  if (!free_node(n) && n->op != IR_GATHER) mat[n->scratch] = true;
+}
+
+static void mark_indexed(const ir_node *n, bool merge, bool *mat) {
+  if (n->op == IR_GATHER) {
+    store_under_views(n->src[0], mat);
+    if (!merge) mat[n->scratch] = true;
+  }
+  if (!ir_op_is_scatter(n->op)) return;
+  mat[n->scratch] = true;
+  for (int s = 0; s < n->nsrc; s++) store_under_views(n->src[s], mat);
+}
+
 /* A reduction to fewer values than this gets no parallel range from its
  * own output: a reduction it reads is stored by a kernel of its own, whose
  * rows the threads split (split_reduce.c's partials), not rerun inside it. */
@@ -194,6 +219,7 @@ static bool mark_forced(pass_graph *g, bool merge, bool *mat) {
       ir_node *s = n->src[0];
       if (!free_node(s) && !trailing_broadcast(n)) mat[s->scratch] = true;
     }
+    mark_indexed(n, merge, mat);
     if (ir_op_has(n->op, IR_XFER)) {   /* a copy of a stored value, never a kernel */
       mat[i] = true;
       if (n->src[0]->op != IR_BUFFER) mat[n->src[0]->scratch] = true;
@@ -243,6 +269,7 @@ static void mark_deep(const pass_graph *g, bool *mat) {
  * may sit between them, even one that keeps the shape (flip(relu(x @ w))). */
 static bool fits(pass_graph *g, fuse_ctx *c, int r, unsigned kind, const ir_node *n) {
   unsigned k = c->kinds[r];
+  if (k & HAS_SCATTER) return (kind & HAS_VIEW) != 0;  /* its operands' views only */
   if (kind & HAS_CONTRACT) return !k && same_shape(g->groups[r].outs[0], n);
   if (kind & HAS_REDUCE) return !(k & (HAS_CONTRACT | HAS_GRID));
   if (kind & HAS_VIEW) return !(k & HAS_CONTRACT);
@@ -253,12 +280,14 @@ static bool mergeable(pass_graph *g, fuse_ctx *c, int r, int s) {
   unsigned a = c->kinds[r], b = c->kinds[s];
   bool kinds_ok = !((a & HAS_CONTRACT) && b) && !((b & HAS_CONTRACT) && a);
   kinds_ok = kinds_ok && !((a & HAS_GRID) && (b & HAS_REDUCE)) && !((b & HAS_GRID) && (a & HAS_REDUCE));
+  kinds_ok = kinds_ok && !((a | b) & HAS_SCATTER);
   return kinds_ok && same_shape(g->groups[r].outs[0], g->groups[s].outs[0]);
 }
 
 /* What node n brings to a group (node_kind, plus the flags above). */
 static unsigned group_kind(const pass_graph *g, const ir_node *n) {
-  return node_kind(n) | (ir_op_has(n->op, IR_MOVE) ? HAS_VIEW : 0) | (grid_reduce(g, n) ? HAS_GRID : 0);
+  return node_kind(n) | (ir_op_has(n->op, IR_MOVE) ? HAS_VIEW : 0) | (grid_reduce(g, n) ? HAS_GRID : 0) |
+         (ir_op_is_scatter(n->op) ? HAS_SCATTER : 0);
 }
 
 static int new_group(pass_graph *g, fuse_ctx *c, int i, int *ngroups) {

@@ -458,13 +458,19 @@ static void frame_insert(frame *f, kstmt *s);
  * true the launch fails with code at n's flat position there and what
  * (i64; NULL: 0), reported under n's op and file:line. It goes in the
  * innermost loop the index uses, after what that loop already holds (so
- * before the store of the value it guards). */
-static void add_check(lower_ctx *c, const ir_node *n, kexpr *const *idx, kc_code code, kexpr *fail, kexpr *what) {
-  kc_site site = {.api = n->api ? n->api : ir_ops[n->op].name, .line = n->line, .dtype = n->dtype, .ndim = n->ndim};
+ * before the store of the value it guards). check_at reports the position
+ * in node at (of n's op), whose shape idx indexes: an index tensor's. */
+static void check_at(lower_ctx *c, const ir_node *n, const ir_node *at, kexpr *const *idx, kc_code code, kexpr *fail,
+                     kexpr *what) {
+  kc_site site = {.api = n->api ? n->api : ir_ops[n->op].name, .line = n->line, .dtype = at->dtype, .ndim = at->ndim};
   snprintf(site.file, sizeof site.file, "%s", n->file ? n->file : "?");
-  memcpy(site.shape, n->shape, sizeof(int64_t) * (size_t)n->ndim);
-  kstmt *s = ks_check(c->k, code, k_site(c->k, &site), fail, flat_index(c->k, n, idx), what);
-  frame_insert(&c->frames[frame_for(c, idx, n->ndim)], s);
+  memcpy(site.shape, at->shape, sizeof(int64_t) * (size_t)at->ndim);
+  kstmt *s = ks_check(c->k, code, k_site(c->k, &site), fail, flat_index(c->k, at, idx), what);
+  frame_insert(&c->frames[frame_for(c, idx, at->ndim)], s);
+}
+
+static void add_check(lower_ctx *c, const ir_node *n, kexpr *const *idx, kc_code code, kexpr *fail, kexpr *what) {
+  check_at(c, n, n, idx, code, fail, what);
 }
 
 /* Integer division and remainder by zero: PyTorch's ZeroDivisionError. */
@@ -492,6 +498,38 @@ static kexpr *step_elementwise(lower_ctx *c, task *t) {
     add_check(c, n, t->idx, KC_DIV_ZERO, fop(c->k, IR_EQ, KILN_BOOL, t->keep[1], kx_int(c->k, t->keep[1]->type, 0)),
               NULL);
   return kx_cast(c->k, kx_op(c->k, n->op, rt, t->keep[0], t->keep[1], t->keep[2]), ct(n->dtype));
+}
+
+/* ---- indexing ------------------------------------------------------------
+ * An index tensor's value v (any integer dtype; ix's element at `at`) as a
+ * position along a dim of `size`: negative counts from the end. One out of
+ * range fails the launch (a kernel check of n's op, at ix's position, with
+ * the value); the position is clamped into 0..size-1 all the same, so no
+ * load or store leaves its buffer. */
+static kexpr *table_index(lower_ctx *c, const ir_node *n, const ir_node *ix, kexpr *const *at, kexpr *v, int64_t size) {
+  kernel *k = c->k;
+  kexpr *v64 = kx_cast(k, v, KILN_I64), *len = kx_dim(k, size);
+  kexpr *neg = kx_op(k, IR_LT, KILN_BOOL, v64, i64(k, 0), NULL);
+  kexpr *i = kx_op(k, IR_WHERE, KILN_I64, neg, kx_iadd(k, v64, len), v64);
+  kexpr *bad = kx_op(k, IR_LOGICAL_OR, KILN_BOOL, kx_op(k, IR_LT, KILN_BOOL, i, i64(k, 0), NULL),
+                     kx_op(k, IR_GE, KILN_BOOL, i, len, NULL), NULL);
+  check_at(c, n, ix, at, KC_INDEX, bad, v64);
+  i = kx_op(k, IR_MAXIMUM, KILN_I64, i, i64(k, 0), NULL);
+  return kx_op(k, IR_MINIMUM, KILN_I64, i, kx_dim(k, size - 1), NULL);
+}
+
+/* GATHER reads its index tensor at idx, then its table at idx with the
+ * indexed dim replaced by that value. An empty table is never read (the
+ * frontend refused any index into it). */
+static kexpr *step_gather(lower_ctx *c, task *t) {
+  const ir_node *n = t->n, *tab = n->src[0];
+  int dim = n->attr.dim;
+  if (t->step == 2) return t->got;
+  if (ir_numel(tab->ndim, tab->shape) == 0) return kx_cast(c->k, i64(c->k, 0), ct(n->dtype));
+  copy_index(t->need_idx, t->idx, n->ndim);
+  if (t->step == 0) return ask(t, 1);
+  t->need_idx[dim] = table_index(c, n, n->src[1], t->idx, t->got, tab->shape[dim]);
+  return ask(t, 0);
 }
 
 /* ---- frames ------------------------------------------------------------- */
@@ -630,6 +668,7 @@ static kexpr *step(lower_ctx *c, task *t) {
   if (ir_op_has(n->op, IR_SRC)) return emit_source(c, n, t->idx);
   if (n->op == IR_PAD) return step_pad(c, t);
   if (n->op == IR_CAT) return step_cat(c, t);
+  if (n->op == IR_GATHER) return step_gather(c, t);
   if (ir_op_has(n->op, IR_MOVE)) return step_view(c, t);
   if (n->op == IR_CAST) return step_cast(c, t);
   if (ir_op_has(n->op, IR_REDUCE)) return t->step ? reduce_close(c, t) : reduce_open(c, t);
@@ -675,17 +714,21 @@ static kexpr *emit(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
 /* ---- the loop nest ------------------------------------------------------ */
 /* for v0 (parallel) { for v1 { ... for v[n-1] (vector) { ... } } } over the
  * first n dims of the group, one frame per loop; idx[d] = v[d]. */
-static void loop_nest(lower_ctx *c, const pass_group *pg, int n, kexpr **idx) {
+static void nest(lower_ctx *c, int n, const int64_t *shape, kl_kind outer, kl_kind inner, kexpr **idx) {
   kernel *k = c->k;
-  push_frame(c, -1, &k->body);
   for (int d = 0; d < n; d++) {
     int v = k_var(k);
-    kl_kind kind = d == 0 ? KL_PARALLEL : d == pg->ndim - 1 ? KL_VECTOR : KL_SERIAL;
-    kstmt *loop = ks_loop(k, v, pg->shape[d], kind);
+    kl_kind kind = d == 0 ? outer : d == n - 1 ? inner : KL_SERIAL;
+    kstmt *loop = ks_loop(k, v, shape[d], kind);
     frame_set_inner(&c->frames[c->nframes - 1], loop);
     push_frame(c, v, &loop->body);
     idx[d] = kx_var(k, v);
   }
+}
+
+static void loop_nest(lower_ctx *c, const pass_group *pg, int n, kexpr **idx) {
+  push_frame(c, -1, &c->k->body);
+  nest(c, n, pg->shape, KL_PARALLEL, n == pg->ndim ? KL_VECTOR : KL_SERIAL, idx);
 }
 
 /* The strided view a GEMM reads for operand n (fuse.c materialized every
@@ -845,6 +888,43 @@ static void column_nest(lower_ctx *c, const pass_group *pg, int p, int q) {
   frame_insert(&c->frames[home], outer);
 }
 
+/* ---- scatters ---------------------------------------------------------------
+ * out = src0 (one pass, vectorized), then one pass over the values src2 in
+ * increasing position: out[the index with dim replaced by src1's value]
+ * = src2's value, or that combined with what out holds. The whole kernel is
+ * serial (no parallel loop: the runtime runs it once), so duplicate indices
+ * apply in that order on every run and any thread count, and the pass's
+ * read-modify-write is never vectorized. */
+static ir_op scatter_combine(ir_op op) {
+  switch (op) {
+  case IR_SCATTER_ADD: return IR_ADD;
+  case IR_SCATTER_MUL: return IR_MUL;
+  case IR_SCATTER_MAX: return IR_MAXIMUM;
+  case IR_SCATTER_MIN: return IR_MINIMUM;
+  default: return IR_SCATTER;
+  }
+}
+
+static void scatter_nest(lower_ctx *c, const ir_node *n) {
+  kernel *k = c->k;
+  const ir_node *ix = n->src[1];
+  kiln_dtype t = ct(n->dtype);
+  kexpr *idx[KILN_MAX_DIMS], *jdx[KILN_MAX_DIMS];
+  push_frame(c, -1, &k->body);
+  nest(c, n->ndim, n->shape, n->ndim == 1 ? KL_VECTOR : KL_SERIAL, KL_VECTOR, idx);
+  frame_insert(&c->frames[c->nframes - 1], ks_store(k, 0, flat_index(k, n, idx), emit(c, n->src[0], idx)));
+  c->nframes = 1;
+  while (*c->frames[0].tail) c->frames[0].tail = &(*c->frames[0].tail)->next;   /* after the copy */
+  if (ir_numel(ix->ndim, ix->shape) == 0) return;
+  nest(c, ix->ndim, ix->shape, KL_SERIAL, KL_SERIAL, jdx);
+  copy_index(idx, jdx, n->ndim);
+  idx[n->attr.dim] = table_index(c, n, ix, jdx, emit(c, ix, jdx), n->shape[n->attr.dim]);
+  kexpr *at = flat_index(k, n, idx), *v = emit(c, n->src[2], jdx);
+  ir_op op = scatter_combine(n->op);
+  if (op != IR_SCATTER) v = kx_op(k, op, t, kx_load(k, 0, at, t), v, NULL);
+  frame_insert(&c->frames[c->nframes - 1], ks_store(k, 0, at, v));
+}
+
 static ir_node *group_matmul(const pass_graph *g, int gi) {
   for (int i = 0; i < g->n; i++)
     if (g->topo[i]->op == IR_MATMUL && g->group_of[i] == gi) return g->topo[i];
@@ -879,7 +959,8 @@ kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool g
   bool column = column_reduction(&c, pg, &p, &q);
   /* a GEMM's and a column reduction's blocking follow their shape: specialised */
   k->generic = generic && !group_matmul(g, gi) && !column;
-  if (column) column_nest(&c, pg, p, q);
+  if (ir_op_is_scatter(pg->outs[0]->op)) scatter_nest(&c, pg->outs[0]);
+  else if (column) column_nest(&c, pg, p, q);
   else store_outputs(&c, pg);
   k->work = numel;
   free(c.memo);

@@ -73,6 +73,19 @@ static bool movement_ok(const ir_node *n) {
   }
 }
 
+/* GATHER and SCATTER*: an integer index of the table's rank that fits the
+ * table along every dim but the indexed one; a scatter's values have the
+ * index's shape and its result the table's. */
+static bool indexed_ok(const ir_node *n) {
+  const ir_node *t = n->src[0], *ix = n->src[1];
+  int dim = n->attr.dim;
+  if (ir_is_float(ix->dtype) || ix->dtype == KILN_BOOL || ix->ndim != t->ndim || dim < 0 || dim >= t->ndim) return false;
+  for (int d = 0; d < t->ndim; d++)
+    if (d != dim && ix->shape[d] > t->shape[d]) return false;
+  if (n->op == IR_GATHER) return same_shape(n, ix) && n->dtype == t->dtype;
+  return same_shape(n, t) && same_shape(ix, n->src[2]) && n->dtype == t->dtype;
+}
+
 static const char *check_node(const ir_node *n) {
   if (!ir_dtype_valid(n->dtype)) return "invalid dtype";
   if (n->nsrc != ir_ops[n->op].arity) return "wrong number of sources";
@@ -83,6 +96,7 @@ static const char *check_node(const ir_node *n) {
     if ((ir_op_has(n->op, IR_EW) || xfer) && !same_shape(n, n->src[i])) return "source shape differs";
   }
   if (ir_op_has(n->op, IR_MOVE) && !movement_ok(n)) return "movement op of an incompatible shape";
+  if (ir_op_is_indexed(n->op) && !indexed_ok(n)) return "index of an incompatible shape or dtype";
   if (n->op == IR_BUFFER && !n->buf) return "buffer node without a buffer";
   return NULL;
 }

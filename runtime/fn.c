@@ -215,6 +215,9 @@ static const char *variant_shape(const ir_node *o, ir_node *const *src, int64_t 
     memcpy(shape, s0->shape, sizeof(int64_t) * (size_t)o->ndim);
     shape[o->attr.dim] += src[1]->shape[o->attr.dim];
     return NULL;
+  case IR_GATHER:   /* the index's shape */
+    memcpy(shape, src[1]->shape, sizeof(int64_t) * (size_t)o->ndim);
+    return NULL;
   case IR_MATMUL:
     memcpy(shape, s0->shape, sizeof(int64_t) * (size_t)o->ndim);
     shape[o->ndim - 1] = src[1]->shape[o->ndim - 1];

@@ -252,17 +252,7 @@ START_TEST(view_follows_strides) {
 END_TEST
 
 /* ---- errors ---------------------------------------------------------------- */
-/* t is an error node with status st whose message is "FILE:line: " + text. */
-static void expect_error(kiln_tensor *t, kiln_status st, int line, const char *text) {
-  char want[1024];
-  snprintf(want, sizeof want, "%s:%d: %s", __FILE__, line, text);
-  ck_assert_int_eq(kiln_status_of(t), st);
-  ck_assert_str_eq(kiln_last_error(), want);
-  ck_assert_int_eq(kiln_realize(t), st);
-}
-
-/* The expression comes first so that its __LINE__ is the row's first line. */
-#define EXPECT(expr, st, text) expect_error(expr, st, __LINE__, text)
+#define EXPECT TU_EXPECT_ERROR
 
 START_TEST(shape_and_dim_errors) {
   kiln_scope_begin();

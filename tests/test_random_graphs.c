@@ -1,7 +1,7 @@
 /* test_random_graphs.c: differential testing on random well-typed DAGs that
  * mix elementwise ops (broadcasting, scalar forms, casts, constants, random
  * sources), movement (reshape, permute, transpose, slice with steps, select,
- * flip, expand, squeeze, unsqueeze, pad, cat, index strings), reductions
+ * flip, expand, squeeze, unsqueeze, pad, cat, index strings, gather), reductions
  * (sum mean prod max min any all argmax argmin over random dims, with and
  * without keepdim; softmax, log_softmax, layer_norm) and matrix products
  * (matmul, linear, transposed operands) over f32/f64/i32/i64/f16/bool, odd
@@ -56,7 +56,7 @@ typedef enum {
   P_DATA, P_FULL, P_RAND, P_RANDN, P_RANDINT,                                  /* leaves */
   P_UNARY, P_BINARY, P_SCALAR, P_WHERE, P_CLAMP, P_CAST,                       /* elementwise */
   P_RESHAPE, P_PERMUTE, P_TRANSPOSE, P_SLICE, P_SELECT, P_FLIP, P_EXPAND,      /* movement */
-  P_SQUEEZE, P_UNSQUEEZE, P_PAD, P_CAT, P_INDEX,
+  P_SQUEEZE, P_UNSQUEEZE, P_PAD, P_CAT, P_INDEX, P_GATHER,
   P_REDUCE, P_ARGREDUCE, P_SOFTMAX, P_LOG_SOFTMAX, P_LAYER_NORM,               /* reductions */
   P_MATMUL, P_LINEAR,                                                          /* products */
   P_NUM_KINDS
@@ -73,13 +73,13 @@ typedef struct {
   ir_op op;             /* P_UNARY, P_BINARY, P_SCALAR */
   int a, b, c;          /* operands: earlier instructions (optional ones -1) */
   kiln_dtype dt;        /* leaves: dtype; P_CAST: target */
-  shape_t shape;        /* leaves; P_RESHAPE, P_EXPAND: the new shape */
+  shape_t shape;        /* leaves; P_RESHAPE, P_EXPAND: the new shape; P_GATHER: the index's */
   int fn;               /* P_REDUCE: rkind; P_ARGREDUCE: 1 for argmin; P_SQUEEZE: 1 for one dim */
   int dim, keep;        /* dim argument (layer_norm: dims normalized); keepdim */
   int nv;               /* entries of v */
   int64_t v[2 * KILN_MAX_DIMS];  /* dims, permutation, pads, slice start/stop/step, index, 2nd dim */
   double s, s2;         /* P_SCALAR number, P_FULL and P_PAD value, P_CLAMP bounds, layer_norm eps */
-  uint64_t seed;        /* P_DATA */
+  uint64_t seed;        /* P_DATA; P_GATHER: of the index values */
   char index[64];       /* P_INDEX */
 } instr;
 
@@ -102,6 +102,14 @@ typedef struct {
 
 /* ---- building ------------------------------------------------------------- */
 static kiln_tensor *optional(kiln_tensor *const *t, int k) { return k < 0 ? NULL : t[k]; }
+
+/* P_GATHER's int64 index: values in [-size, size) of the gathered dim (v[0]). */
+static kiln_tensor *gather_index(const instr *in) {
+  int64_t v[MAX_NUMEL], n = ir_numel(in->shape.ndim, in->shape.d), size = in->v[0];
+  uint64_t seed = in->seed;
+  for (int64_t k = 0; k < n; k++) v[k] = (int64_t)(tu_next(&seed) % (uint64_t)(2 * size)) - size;
+  return kiln_from_data(v, KILN_I64, in->shape.ndim, in->shape.d);
+}
 
 static kiln_tensor *instantiate(const instr *in, kiln_tensor *const *t) {
   kiln_tensor *a = in->kind >= P_UNARY ? t[in->a] : NULL;
@@ -129,6 +137,7 @@ static kiln_tensor *instantiate(const instr *in, kiln_tensor *const *t) {
   case P_PAD: return kiln_pad(a, in->nv, in->v, in->s);
   case P_CAT: return kiln_cat(2, ((kiln_tensor *[]){a, t[in->b]}), in->dim);
   case P_INDEX: return kiln_index(a, in->index);
+  case P_GATHER: return kiln_gather(a, in->dim, gather_index(in));
   case P_REDUCE: return reducers[in->fn](__FILE__, __LINE__, a, in->nv, in->v, in->keep);
   case P_ARGREDUCE:
     if (in->nv == 0) return in->fn ? kiln_argmin(a) : kiln_argmax(a);
@@ -619,9 +628,23 @@ static int gen_index(program *p, int a) {
   return emit_view(p, in);
 }
 
+/* torch.gather along a random dim: 1 to 3 indices there (negative ones
+ * too), the other dims kept or cut to 1. */
+static int gen_gather(program *p, int a) {
+  const shape_t *s = &p->inf[a].shape;
+  if (s->ndim < 1) return -1;
+  instr in = {.kind = P_GATHER, .a = a, .dim = tu_below(&p->rng, s->ndim), .shape = *s, .nv = 1, .seed = tu_next(&p->rng)};
+  in.v[0] = s->d[in.dim];
+  if (in.v[0] == 0) return -1;
+  for (int d = 0; d < s->ndim; d++)
+    if (d == in.dim) in.shape.d[d] = 1 + tu_below(&p->rng, 3);
+    else if (tu_below(&p->rng, 4) == 0) in.shape.d[d] = s->d[d] ? 1 : 0;
+  return numel(&in.shape) <= MAX_NUMEL ? emit_view(p, in) : -1;
+}
+
 static int (*const movement_gens[])(program *, int) = {
   gen_reshape, gen_permute, gen_transpose, gen_slice, gen_select, gen_flip,
-  gen_expand, gen_squeeze, gen_unsqueeze, gen_pad, gen_cat, gen_index,
+  gen_expand, gen_squeeze, gen_unsqueeze, gen_pad, gen_cat, gen_index, gen_gather,
 };
 
 /* ---- reductions ------------------------------------------------------------------ */

@@ -432,8 +432,60 @@ static bool fam_zero_division(int j, cuda_case *c) {
   return finish(c, y, (ref_tol){0, 0});
 }
 
+/* ---- indexing: loads through an index tensor, scatters ---------------------- */
+/* n indices in [lo, hi) (negatives and duplicates), int64 or int32. */
+static kiln_tensor *index_data(int ndim, const int64_t *shape, int64_t lo, int64_t hi, uint64_t seed, kiln_dtype dt) {
+  int64_t v[1024], n = 1;
+  for (int d = 0; d < ndim; d++) n *= shape[d];
+  if (n > 1024) abort();   /* a row too big for this table */
+  for (int64_t k = 0; k < n; k++) v[k] = lo + (int64_t)(tu_next(&seed) % (uint64_t)(hi - lo));
+  kiln_tensor *i = kiln_from_data(v, KILN_I64, ndim, shape);
+  if (dt == KILN_I64) return i;
+  kiln_tensor *r = kiln_cast(i, dt);
+  kiln_realize(r);   /* a buffer, as the kernel's plain input */
+  return r;
+}
+
+static bool fam_index(int j, cuda_case *c) {
+  static const char *names[] = {"gather_f32", "embedding_add", "index_tensors_i32", "take_f16",
+                                "scatter_add_f32", "scatter_amax_i32", "scatter_f64", "index_select_u8"};
+  snprintf(c->name, sizeof c->name, "%s", names[j]);
+  kiln_scope_begin();
+  kiln_tensor *a = data(KILN_F32, KILN_SHAPE(9, 33), 21, TU_FULL), *y = NULL;
+  ref_tol tol = {0, 0};
+  switch (j) {
+  case 0: y = kiln_gather(a, 1, index_data(KILN_SHAPE(9, 40), -33, 33, 1, KILN_I64)); break;
+  case 1:
+    y = kiln_add(kiln_embedding(index_data(KILN_SHAPE(4, 5), -9, 9, 2, KILN_I64), a), data(KILN_F32, KILN_SHAPE(33), 22, TU_FULL));
+    tol = ref_tol_dtype(KILN_F32);
+    break;
+  case 2: {
+    kiln_tensor *ij[2] = {index_data(KILN_SHAPE(3, 1), -9, 9, 3, KILN_I32), index_data(KILN_SHAPE(7), 0, 33, 4, KILN_I32)};
+    y = kiln_index_tensors(a, 2, ij);
+    break;
+  }
+  case 3: y = kiln_take(data(KILN_F16, KILN_SHAPE(5, 7), 23, TU_FULL), index_data(KILN_SHAPE(6, 6), -35, 35, 5, KILN_I64)); break;
+  case 4:
+    y = kiln_scatter_add(a, 0, index_data(KILN_SHAPE(20, 33), -9, 9, 6, KILN_I64), data(KILN_F32, KILN_SHAPE(20, 33), 24, TU_SMALL));
+    tol = ref_tol_dtype(KILN_F32);
+    break;
+  case 5:
+    y = kiln_scatter_reduce(data(KILN_I32, KILN_SHAPE(6, 8), 25, TU_FULL), 1, index_data(KILN_SHAPE(6, 20), 0, 8, 7, KILN_I64),
+                            data(KILN_I32, KILN_SHAPE(6, 20), 26, TU_FULL), "amax", 1);
+    break;
+  case 6:
+    y = kiln_scatter(data(KILN_F64, KILN_SHAPE(4, 4), 27, TU_FULL), 0, index_data(KILN_SHAPE(3, 4), -4, 4, 8, KILN_I64),
+                     data(KILN_F64, KILN_SHAPE(3, 4), 28, TU_FULL));
+    break;
+  case 7: y = kiln_index_select(data(KILN_U8, KILN_SHAPE(6, 5), 29, TU_FULL), 0, index_data(KILN_SHAPE(11), -6, 6, 9, KILN_I64)); break;
+  }
+  kiln_keep(y);
+  kiln_scope_end();
+  return finish(c, y, tol);
+}
+
 static const family *families(int *n) {
-  static family f[12];
+  static family f[13];
   if (!f[0].build) {
     f[0] = (family){count_ops(1) * NDT, fam_unary};
     f[1] = (family){count_ops(2) * NDT, fam_binary};
@@ -447,8 +499,9 @@ static const family *families(int *n) {
     f[9] = (family){11, fam_grid};
     f[10] = (family){8, fam_vector};
     f[11] = (family){4, fam_zero_division};
+    f[12] = (family){8, fam_index};
   }
-  *n = 12;
+  *n = 13;
   return f;
 }
 

@@ -418,18 +418,57 @@ static rv reduce_value(const ir_node *n, ref_tensor *const *src, int64_t k) {
   }
 }
 
+/* ---- indexing ------------------------------------------------------------ */
+/* An index value as a position along a dim of `size` (negative from the end);
+ * the frontend refused values out of range. */
+static int64_t ref_position(int64_t v, int64_t size) { return v < 0 ? v + size : v; }
+
+/* GATHER: the table at k's index with dim replaced by the index's value. */
+static rv gather_value(const ir_node *n, ref_tensor *const *src, int64_t k) {
+  int64_t idx[KILN_MAX_DIMS];
+  const ref_tensor *tab = src[0];
+  int dim = n->attr.dim;
+  unflatten(n->ndim, n->shape, k, idx);
+  idx[dim] = ref_position(src[1]->i[k], tab->shape[dim]);
+  return ref_rv(tab, flatten(tab->ndim, tab->shape, idx));
+}
+
+/* SCATTER*: r = src0, then each value of src2 in increasing position into
+ * (or combined with) r at its index, in r's dtype, as ops.def says. */
+static void scatter_values(const ir_node *n, ref_tensor *const *src, ref_tensor *r) {
+  const ref_tensor *ix = src[1], *val = src[2];
+  for (int64_t k = 0; k < r->numel; k++) ref_put(r, k, ref_rv(src[0], k));
+  int64_t idx[KILN_MAX_DIMS];
+  for (int64_t j = 0; j < ix->numel; j++) {
+    unflatten(ix->ndim, ix->shape, j, idx);
+    idx[n->attr.dim] = ref_position(ix->i[j], r->shape[n->attr.dim]);
+    int64_t at = flatten(r->ndim, r->shape, idx);
+    rv old = rv_convert(ref_rv(r, at), ir_compute_dtype(n->dtype)), v = rv_convert(ref_rv(val, j), ir_compute_dtype(n->dtype));
+    ir_op op = n->op == IR_SCATTER_ADD ? IR_ADD : n->op == IR_SCATTER_MUL ? IR_MUL
+             : n->op == IR_SCATTER_MAX ? IR_MAXIMUM : n->op == IR_SCATTER_MIN ? IR_MINIMUM : IR_NUM_OPS;
+    if (op != IR_NUM_OPS) v = old.isf ? apply_float(op, old.f, v.f, 0) : apply_int(op, old.i, v.i, 0);
+    ref_put(r, at, v);
+  }
+}
+
 static bool op_supported(const ir_node *n) {
   if (n->status != KILN_OK) return false;
   if (n->op == IR_BUFFER)  /* an empty buffer may have no storage */
     return (n->buf || ir_numel(n->ndim, n->shape) == 0) && n->device.type == KILN_CPU;
-  return ir_op_has(n->op, IR_SRC | IR_EW | IR_MOVE | IR_CONTRACT | IR_REDUCE);
+  return ir_op_has(n->op, IR_SRC | IR_EW | IR_MOVE | IR_CONTRACT | IR_REDUCE) || ir_op_is_indexed(n->op);
 }
 
 /* The value of n given the values of its sources. */
 static ref_tensor *eval_node(const ir_node *n, ref_tensor *const *src) {
   ref_tensor *r = ref_new(n);
+  if (ir_op_is_scatter(n->op)) {
+    scatter_values(n, src, r);
+    return r;
+  }
   for (int64_t k = 0; k < r->numel; k++) {
-    if (n->op == IR_BUFFER) {
+    if (n->op == IR_GATHER) {
+      ref_put(r, k, gather_value(n, src, k));
+    } else if (n->op == IR_BUFFER) {
       int64_t at = n->offset + source_index(n->ndim, n->shape, n->ndim, n->shape, n->strides, k);
       ref_put(r, k, ir_is_float(n->dtype) ? rv_f(ref_load_f(n->dtype, n->buf->data, at))
                                           : rv_i(ref_load_i(n->dtype, n->buf->data, at)));

@@ -224,6 +224,14 @@ bool tu_have_gpu(void) {
   return false;
 }
 
+void tu_expect_error(kiln_tensor *t, kiln_status st, const char *file, int line, const char *text) {
+  char want[1024];
+  snprintf(want, sizeof want, "%s:%d: %s", file, line, text);
+  ck_assert_int_eq(kiln_status_of(t), st);
+  ck_assert_str_eq(kiln_last_error(), want);
+  ck_assert_int_eq(kiln_realize(t), st);
+}
+
 TCase *tu_tcase(Suite *s, const char *name) {
   TCase *tc = tcase_create(name);
   tcase_set_timeout(tc, 120);

@@ -66,6 +66,12 @@ bool tu_check_fused_eager(tu_build_fn build, const void *ctx, kiln_dtype want_dt
  * GPU fails the test, so a broken driver cannot pass as a skip. */
 bool tu_have_gpu(void);
 
+/* Asserts that t is an error node with status st whose message is
+ * "file:line: " + text, and that realizing it reports st again. */
+void tu_expect_error(kiln_tensor *t, kiln_status st, const char *file, int line, const char *text);
+/* The expression comes first so that its __LINE__ is the row's first line. */
+#define TU_EXPECT_ERROR(expr, st, text) tu_expect_error(expr, st, __FILE__, __LINE__, text)
+
 /* A test case added to s with a timeout that fits JIT compiles under
  * sanitizers (Check's default is 4 s). */
 TCase *tu_tcase(Suite *s, const char *name);
