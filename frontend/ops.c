@@ -213,6 +213,11 @@ BINARY(ADD, add) BINARY(SUB, sub) BINARY(MUL, mul) BINARY(DIV, div) BINARY(POW, 
 BINARY(MAXIMUM, maximum) BINARY(MINIMUM, minimum) BINARY(EQ, eq) BINARY(NE, ne)
 BINARY(LT, lt) BINARY(LE, le) BINARY(GT, gt) BINARY(GE, ge)
 BINARY(LOGICAL_AND, logical_and) BINARY(LOGICAL_OR, logical_or)
+/* elementwise math (issue 13) */
+UNARY(ERF, erf) UNARY(ERFC, erfc) UNARY(EXPM1, expm1) UNARY(LOG1P, log1p) UNARY(LOG2, log2)
+UNARY(LOG10, log10) UNARY(EXP2, exp2) UNARY(TAN, tan) UNARY(ASIN, asin) UNARY(ACOS, acos)
+UNARY(ATAN, atan) UNARY(SINH, sinh) UNARY(COSH, cosh) UNARY(ASINH, asinh) UNARY(ACOSH, acosh)
+UNARY(ATANH, atanh) BINARY(ATAN2, atan2)
 
 kiln_tensor *kiln_where_at(const char *f, int l, kiln_tensor *cond, kiln_tensor *a, kiln_tensor *b) {
   return elementwise(f, l, IR_WHERE, 3, (ir_node *[]){cond, a, b}, 0, NULL);

@@ -66,6 +66,15 @@ bool tu_check_fused_eager(tu_build_fn build, const void *ctx, kiln_dtype want_dt
  * GPU fails the test, so a broken driver cannot pass as a skip. */
 bool tu_have_gpu(void);
 
+/* Inputs for the accuracy sweeps of f32 functions: special values (zeros,
+ * infinities, nan, extremes, overflow edges, multiples of pi/2), then a
+ * linear sweep of [lo, hi], then a quarter of n bit patterns spread over
+ * every float. Returns how many it wrote (at most n). */
+int tu_sweep_f32(float *x, int n, double lo, double hi);
+/* ulps between got and want (subnormals in subnormal ulps); a nan only
+ * matches a nan (INT64_MAX otherwise). */
+int64_t tu_ulps_f32(float got, float want);
+
 /* A test case added to s with a timeout that fits JIT compiles under
  * sanitizers (Check's default is 4 s). */
 TCase *tu_tcase(Suite *s, const char *name);
