@@ -37,6 +37,10 @@ hand_matrix_fn hand_standardize_cols;
 float hand_sum(const float *x, int64_t n, int threads);
 float hand_stream_sum(const float *x, int64_t n, int threads);
 
+/* W10: out[i] = erff(x[i]) or log1pf(x[i]), glibc's libm one element at a time. */
+typedef enum { HAND_ERF, HAND_LOG1P } hand_math;
+void hand_math_map(float *out, const float *x, int64_t n, hand_math fn, int threads);
+
 /* STREAM's triad: a[i] = b[i] + s * c[i]. */
 void hand_stream_triad(float *a, const float *b, const float *c, float s, int64_t n, int threads);
 

@@ -168,6 +168,57 @@ static const float *w1_expected(void *p, int64_t *n) {
   return ((w1_state *)p)->out;
 }
 
+/* ---- W10: one math function on 16M f32, against glibc's libm ------------- */
+
+#define W10_N ((int64_t)16 << 20)
+
+typedef struct {
+  float *x, *out;                /* out: the hand loop's result, the reference */
+  kiln_tensor *tx;               /* a zero-copy view of x */
+  hand_math fn;
+} w10_state;
+
+static void w10_teardown(void *p) {
+  w10_state *s = p;
+  kiln_release(s->tx);
+  free(s->x);
+  free(s->out);
+  free(s);
+}
+
+static void w10_hand(void *p, int threads) {
+  w10_state *s = p;
+  hand_math_map(s->out, s->x, W10_N, s->fn, threads);
+}
+
+static void *w10_setup(hand_math fn, double lo, double hi) {
+  w10_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->fn = fn;
+  s->x = random_floats_in(W10_N, 5, lo, hi);
+  s->out = random_floats(W10_N, 6);
+  if (!s->x || !s->out) {
+    w10_teardown(s);
+    return NULL;
+  }
+  s->tx = placed(kiln_from_buffer(s->x, KILN_F32, KILN_SHAPE(W10_N)));
+  w10_hand(s, bench_threads);
+  return s;
+}
+
+static void *w10_erf_setup(void) { return w10_setup(HAND_ERF, -4, 4); }
+static void *w10_log1p_setup(void) { return w10_setup(HAND_LOG1P, -0.99, 8); }
+
+static kiln_tensor *w10_build(void *p) {
+  w10_state *s = p;
+  return s->fn == HAND_ERF ? kiln_erf(s->tx) : kiln_log1p(s->tx);
+}
+
+static const float *w10_expected(void *p, int64_t *n) {
+  *n = W10_N;
+  return ((w10_state *)p)->out;
+}
+
 /* ---- W2, W3, W6: one f32 matrix in, one out ------------------------------ *
  * The hand-written loop's result is the reference kiln's is checked against
  * (it is computed in setup, and rewritten identically by the c-hand row). */
@@ -578,6 +629,12 @@ static const workload workloads[] = {
    {KILN_FUSED, KILN_FN}, 0, 0, NULL},
   {"W8-scalar", "a * s on f32[16] with a new s every call: per-realize dispatch, no compile", 0, 10000,
    w8_setup, w8_scalar_build, w8_scalar_expected, w8_teardown, {KILN_FUSED}, 0, 0, NULL},
+  {"W10-erf", "erf(x), x f32[16M] in [-4, 4); c-hand: glibc's erff", 8.0 * (double)W10_N, 0,
+   w10_erf_setup, w10_build, w10_expected, w10_teardown,
+   {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w10_hand, 0}}, 0, 0, NULL},
+  {"W10-log1p", "log1p(x), x f32[16M] in [-0.99, 8); c-hand: glibc's log1pf", 8.0 * (double)W10_N, 0,
+   w10_log1p_setup, w10_build, w10_expected, w10_teardown,
+   {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w10_hand, 0}}, 0, 0, NULL},
   W9_ROW("W9-ew", "tanh(a*b + c) - a on f32[16,16]: compile, cached dispatch", ew),
   W9_ROW("W9-rowsum", "sum(a*b, dim=1) on f32[16,16]: compile, cached dispatch", rowsum),
   W9_ROW("W9-softmax", "softmax(a, -1) on f32[16,16]: compile, cached dispatch", softmax),
