@@ -3,7 +3,7 @@
  * so a loop that calls them still vectorizes. f32: polynomial approximations
  * (Cephes-style minimax coefficients, our own range reductions); f64: calls
  * to the process's libm (exact enough, but such loops stay scalar).
- * Measured accuracy is in tests/test_cpu_codegen.c. */
+ * Measured accuracy is in tests/test_cpu_codegen.c and tests/test_math_ops.c. */
 #include "codegen_cpu/cpu_impl.h"
 
 #include <math.h>
