@@ -264,25 +264,28 @@ enum { NACT = sizeof acts / sizeof *acts, NGRID = 1201 };
  * each: f32 within 8 ulp-sized relative steps plus an absolute 1e-7 near
  * the zeros (mish(-60) ~ -5e-25). */
 START_TEST(activations_formula) {
-  const act_row *a = &acts[_i / 4];
-  kiln_dtype dt = _i % 2 ? KILN_F64 : KILN_F32;
-  int eager = (_i / 2) % 2;
+  static const struct { kiln_dtype dt; int eager; } modes[] = {{KILN_F32, 0}, {KILN_F32, 1}, {KILN_F64, 0}};
+  kiln_dtype dt = modes[_i].dt;
+  int eager = modes[_i].eager;
   kiln_set_eager(eager);
   double x[NGRID];
   for (int i = 0; i < NGRID; i++) x[i] = -60 + 0.1 * i;
   x[600] = -0.0, x[601] = 1e-30, x[602] = -1e-30;
-  kiln_scope_begin();
-  kiln_tensor *t = kiln_cast(kiln_from_data(x, KILN_F64, KILN_SHAPE(NGRID)), dt);
-  kiln_tensor *y = kiln_cast(a->build(t), KILN_F64);
-  ck_assert_msg(kiln_realize(y) == KILN_OK, "%s: %s", a->name, kiln_last_error());
-  const double *got = kiln_data(y);
   double rtol = dt == KILN_F32 ? 1e-6 : 1e-14, atol = dt == KILN_F32 ? 1e-7 : 1e-300;
-  for (int i = 0; i < NGRID; i++) {
-    double xi = dt == KILN_F32 ? (double)(float)x[i] : x[i], want = a->ref(xi);
-    ck_assert_msg(fabs(got[i] - want) <= atol + rtol * fabs(want), "%s %s(%.17g) = %.17g, want %.17g (%s)",
-                  ir_dtypes[dt].name, a->name, xi, got[i], want, eager ? "eager" : "fused");
+  for (int k = 0; k < NACT; k++) {  /* in one process: eager kernels are shared */
+    const act_row *a = &acts[k];
+    kiln_scope_begin();
+    kiln_tensor *t = kiln_cast(kiln_from_data(x, KILN_F64, KILN_SHAPE(NGRID)), dt);
+    kiln_tensor *y = kiln_cast(a->build(t), KILN_F64);
+    ck_assert_msg(kiln_realize(y) == KILN_OK, "%s: %s", a->name, kiln_last_error());
+    const double *got = kiln_data(y);
+    for (int i = 0; i < NGRID; i++) {
+      double xi = dt == KILN_F32 ? (double)(float)x[i] : x[i], want = a->ref(xi);
+      ck_assert_msg(fabs(got[i] - want) <= atol + rtol * fabs(want), "%s %s(%.17g) = %.17g, want %.17g (%s)",
+                    ir_dtypes[dt].name, a->name, xi, got[i], want, eager ? "eager" : "fused");
+    }
+    kiln_scope_end();
   }
-  kiln_scope_end();
   kiln_set_eager(0);
 }
 END_TEST
@@ -342,8 +345,8 @@ START_TEST(activations_oracle) {
   static const oracle_case shapes[] = {
     {0, 0, 2, {13, 29}, true}, {0, 0, 3, {3, 0, 5}, false}, {0, 0, 2, {1, 1}, false},
   };
-  for (int d = 0; d < NODT; d++)
-    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+  for (int d = 0; d < NODT; d++)   /* the odd sizes on f32 only: each case compiles kernels */
+    for (size_t s = 0; s < (d ? 1 : sizeof shapes / sizeof *shapes); s++) {
       oracle_case c = shapes[s];
       c.act = _i, c.dt = oracle_dts[d];
       kiln_dtype want = ir_is_float(c.dt) ? c.dt : KILN_F32;
@@ -408,7 +411,7 @@ static Suite *math_suite(void) {
   tcase_add_loop_test(tc, accuracy_f64, 0, NACC);
   tcase_add_loop_test(tu_tcase(s, "specials"), special_values, 0, 4);
   tc = tu_tcase(s, "activations");
-  tcase_add_loop_test(tc, activations_formula, 0, 4 * NACT);
+  tcase_add_loop_test(tc, activations_formula, 0, 3);
   tcase_add_test(tc, activations_specials);
   tcase_add_test(tc, logaddexp_values);
   tcase_add_loop_test(tc, activations_oracle, 0, NACT);
