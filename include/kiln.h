@@ -429,7 +429,7 @@ KILN_BINARY_(gt) KILN_BINARY_(ge) KILN_BINARY_(logical_and) KILN_BINARY_(logical
 /** @} */
 /** @name Elementwise math
  * PyTorch's torch.erf, erfc, expm1, log1p, log2, log10, exp2, tan, asin,
- * acos, atan, sinh, cosh, asinh, acosh, atanh, atan2 and logaddexp. erfc,
+ * acos, atan, sinh, cosh, asinh, acosh and atanh. erfc,
  * expm1 and log1p keep their relative accuracy where 1 - erf(x), e^x - 1 and
  * log(1 + x) lose it; outside a function's domain (acosh(x < 1), asin(2),
  * log1p(-2)) the result is nan, at a pole (atanh(1)) an infinity.
@@ -442,12 +442,16 @@ KILN_UNARY_(erf) KILN_UNARY_(erfc) KILN_UNARY_(expm1) KILN_UNARY_(log1p) KILN_UN
 KILN_UNARY_(log10) KILN_UNARY_(exp2) KILN_UNARY_(tan) KILN_UNARY_(asin) KILN_UNARY_(acos)
 KILN_UNARY_(atan) KILN_UNARY_(sinh) KILN_UNARY_(cosh) KILN_UNARY_(asinh) KILN_UNARY_(acosh)
 KILN_UNARY_(atanh)
+/** @} */
+/** @name Elementwise math of two operands
+ * PyTorch's torch.atan2 and logaddexp, each also in a scalar form.
+ * @{ */
 /** atan2(a, b): the angle of the point (b, a) in [-pi, pi]; logaddexp(a, b):
  * log(e^a + e^b) without overflow. Broadcasting and promotion as the binary
  * ops; integer and bool operands give float32.
  * @at
- * @param a the first operand (atan2's y)
- * @param b the second operand (atan2's x): a tensor, or a double in the scalar forms
+ * @param a the first operand (y of atan2)
+ * @param b the second operand (x of atan2): a tensor, or a double in the scalar forms
  * @handle as the binary ops. */
 KILN_BINARY_(atan2) KILN_BINARY_(logaddexp)
 /** @} */
