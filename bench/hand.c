@@ -304,3 +304,24 @@ void hand_gather_bias(float *out, const float *table, const int64_t *idx, const 
   gather_args g = {out, table, bias, idx, cols};
   hand_parallel_for(threads, rows, gather_body, &g);
 }
+
+typedef struct {
+  float *out;
+  const float *x;
+  hand_math fn;
+} math_args;
+
+static void math_body(void *ctx, int64_t lo, int64_t hi) {
+  const math_args *w = ctx;
+  float *restrict out = w->out;
+  const float *restrict x = w->x;
+  if (w->fn == HAND_ERF)
+    for (int64_t i = lo; i < hi; i++) out[i] = erff(x[i]);
+  else
+    for (int64_t i = lo; i < hi; i++) out[i] = log1pf(x[i]);
+}
+
+void hand_math_map(float *out, const float *x, int64_t n, hand_math fn, int threads) {
+  math_args w = {out, x, fn};
+  hand_parallel_for(threads, n, math_body, &w);
+}

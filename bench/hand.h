@@ -41,6 +41,9 @@ float hand_stream_sum(const float *x, int64_t n, int threads);
  * (an embedding lookup plus a bias), rows split across threads. */
 void hand_gather_bias(float *out, const float *table, const int64_t *idx, const float *bias, int64_t rows,
                       int64_t cols, int threads);
+/* W10: out[i] = erff(x[i]) or log1pf(x[i]), glibc's libm one element at a time. */
+typedef enum { HAND_ERF, HAND_LOG1P } hand_math;
+void hand_math_map(float *out, const float *x, int64_t n, hand_math fn, int threads);
 
 /* STREAM's triad: a[i] = b[i] + s * c[i]. */
 void hand_stream_triad(float *a, const float *b, const float *c, float s, int64_t n, int threads);

@@ -221,6 +221,57 @@ static const float *w13_expected(void *p, int64_t *n) {
   return ((w1_state *)p)->out;
 }
 
+/* ---- Wm: one math function on 16M f32, against glibc's libm ------------- */
+
+#define WM_N ((int64_t)16 << 20)
+
+typedef struct {
+  float *x, *out;                /* out: the hand loop's result, the reference */
+  kiln_tensor *tx;               /* a zero-copy view of x */
+  hand_math fn;
+} wm_state;
+
+static void wm_teardown(void *p) {
+  wm_state *s = p;
+  kiln_release(s->tx);
+  free(s->x);
+  free(s->out);
+  free(s);
+}
+
+static void wm_hand(void *p, int threads) {
+  wm_state *s = p;
+  hand_math_map(s->out, s->x, WM_N, s->fn, threads);
+}
+
+static void *wm_setup(hand_math fn, double lo, double hi) {
+  wm_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->fn = fn;
+  s->x = random_floats_in(WM_N, 5, lo, hi);
+  s->out = random_floats(WM_N, 6);
+  if (!s->x || !s->out) {
+    wm_teardown(s);
+    return NULL;
+  }
+  s->tx = placed(kiln_from_buffer(s->x, KILN_F32, KILN_SHAPE(WM_N)));
+  wm_hand(s, bench_threads);
+  return s;
+}
+
+static void *wm_erf_setup(void) { return wm_setup(HAND_ERF, -4, 4); }
+static void *wm_log1p_setup(void) { return wm_setup(HAND_LOG1P, -0.99, 8); }
+
+static kiln_tensor *wm_build(void *p) {
+  wm_state *s = p;
+  return s->fn == HAND_ERF ? kiln_erf(s->tx) : kiln_log1p(s->tx);
+}
+
+static const float *wm_expected(void *p, int64_t *n) {
+  *n = WM_N;
+  return ((wm_state *)p)->out;
+}
+
 /* ---- W2, W3, W6: one f32 matrix in, one out ------------------------------ *
  * The hand-written loop's result is the reference kiln's is checked against
  * (it is computed in setup, and rewritten identically by the c-hand row). */
@@ -1024,6 +1075,12 @@ static const workload workloads[] = {
   {"W13", "f32((a // b + a % b) & c), a b c i32[16M] (integer division checked for zero)", 16.0 * (double)W13_N, 0,
    w13_setup, w13_build, w13_expected, w1_teardown,
    {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w13_hand, 0}}, 0, 0, NULL},
+  {"Wm-erf", "erf(x), x f32[16M] in [-4, 4); c-hand: glibc's erff", 8.0 * (double)WM_N, 0,
+   wm_erf_setup, wm_build, wm_expected, wm_teardown,
+   {KILN_FUSED, KILN_EAGER, {"c-hand", 0, wm_hand, 0}}, 0, 0, NULL},
+  {"Wm-log1p", "log1p(x), x f32[16M] in [-0.99, 8); c-hand: glibc's log1pf", 8.0 * (double)WM_N, 0,
+   wm_log1p_setup, wm_build, wm_expected, wm_teardown,
+   {KILN_FUSED, KILN_EAGER, {"c-hand", 0, wm_hand, 0}}, 0, 0, NULL},
   W9_ROW("W9-ew", "tanh(a*b + c) - a on f32[16,16]: compile, cached dispatch", ew),
   W9_ROW("W9-rowsum", "sum(a*b, dim=1) on f32[16,16]: compile, cached dispatch", rowsum),
   W9_ROW("W9-softmax", "softmax(a, -1) on f32[16,16]: compile, cached dispatch", softmax),

@@ -123,6 +123,7 @@ void cpu_emit_gemm(emitter *em, const kstmt *s);
  * GELU_TANH SILU): f32 inline polynomials, f64 the process's libm. */
 LLVMValueRef cpu_math_unary(cpu_cg *g, ir_op op, LLVMValueRef x);
 LLVMValueRef cpu_math_pow(cpu_cg *g, LLVMValueRef a, LLVMValueRef b);        /* float pow */
+LLVMValueRef cpu_math_atan2(cpu_cg *g, LLVMValueRef y, LLVMValueRef x);
 LLVMValueRef cpu_math_ipow(cpu_cg *g, LLVMValueRef a, LLVMValueRef b, bool is_signed);
 /* Whether op on t is an f32 function math.c computes in f64 (long latency). */
 bool cpu_math_in_f64(ir_op op, kiln_dtype t);

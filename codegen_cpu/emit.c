@@ -291,6 +291,9 @@ static LLVMValueRef emit_op(emitter *em, const kexpr *e, LLVMValueRef a, LLVMVal
     return sg ? intr(em, "llvm.abs", a, LLVMConstInt(em->g.i1, 0, 0)) : a;
   case IR_EXP: case IR_LOG: case IR_SIN: case IR_COS:
   case IR_TANH: case IR_SIGMOID: case IR_GELU: case IR_GELU_TANH: case IR_SILU:
+  case IR_ERF: case IR_ERFC: case IR_EXPM1: case IR_LOG1P: case IR_LOG2: case IR_LOG10: case IR_EXP2:
+  case IR_TAN: case IR_ASIN: case IR_ACOS: case IR_ATAN: case IR_SINH: case IR_COSH: case IR_ASINH:
+  case IR_ACOSH: case IR_ATANH:
     em->math_calls++;
     em->wide_math_calls += cpu_math_in_f64(e->op, t);
     return cpu_math_unary(&em->g, e->op, a);
@@ -318,6 +321,10 @@ static LLVMValueRef emit_op(emitter *em, const kexpr *e, LLVMValueRef a, LLVMVal
     em->math_calls++;
     em->wide_math_calls += cpu_math_in_f64(e->op, t);
     return fl ? cpu_math_pow(&em->g, a, b) : cpu_math_ipow(&em->g, a, b, sg);
+  case IR_ATAN2:
+    em->math_calls++;
+    em->wide_math_calls += cpu_math_in_f64(e->op, t);
+    return cpu_math_atan2(&em->g, a, b);
   case IR_MAXIMUM: return emit_minmax(em, a, b, t, true);
   case IR_MINIMUM: return emit_minmax(em, a, b, t, false);
   case IR_EQ: case IR_NE: case IR_LT: case IR_LE: case IR_GT: case IR_GE:

@@ -3,7 +3,7 @@
  * so a loop that calls them still vectorizes. f32: polynomial approximations
  * (Cephes-style minimax coefficients, our own range reductions); f64: calls
  * to the process's libm (exact enough, but such loops stay scalar).
- * Measured accuracy is in tests/test_cpu_codegen.c. */
+ * Measured accuracy is in tests/test_cpu_codegen.c and tests/test_math_ops.c. */
 #include "codegen_cpu/cpu_impl.h"
 
 #include <math.h>
@@ -15,6 +15,10 @@ const cpu_libm_sym cpu_libm_syms[] = {
   {"tanh", (void *)tanh}, {"erfc", (void *)erfc}, {"pow", (void *)pow},
   {"sincos", (void *)sincos},  /* LLVM merges sin(x) and cos(x) into it */
   {"fmod", (void *)fmod}, {"fmodf", (void *)fmodf},  /* frem: fmod, remainder, floor_divide */
+  {"erf", (void *)erf}, {"expm1", (void *)expm1}, {"log1p", (void *)log1p}, {"log2", (void *)log2},
+  {"log10", (void *)log10}, {"exp2", (void *)exp2}, {"tan", (void *)tan}, {"asin", (void *)asin},
+  {"acos", (void *)acos}, {"atan", (void *)atan}, {"sinh", (void *)sinh}, {"cosh", (void *)cosh},
+  {"asinh", (void *)asinh}, {"acosh", (void *)acosh}, {"atanh", (void *)atanh}, {"atan2", (void *)atan2},
   {NULL, NULL},
 };
 
@@ -235,7 +239,9 @@ static LLVMValueRef mod4(mb *m, LLVMValueRef t) {  /* t - 4 round(t/4), exact */
   return fma_(m, rint_(m, mul(m, t, K(t, 0.25))), K(t, -4), t);
 }
 
-static LLVMValueRef sincosf_core(mb *m, LLVMValueRef x, int quarter) {
+/* x = (q + quarter) pi/2 + r with |r| <= pi/4 (r in f64): q + quarter in
+ * *qi, sin r and cos r (Cephes' coefficients, in f64) in *sp and *cp. */
+static void quadrant(mb *m, LLVMValueRef x, int quarter, LLVMValueRef *qi, LLVMValueRef *sp, LLVMValueRef *cp) {
   static const double S[] = {-1.9515295891E-4, 8.3321608736E-3, -1.6666654611E-1};
   static const double C[] = {2.443315711809948E-5, -1.388731625493765E-3, 4.166664568298827E-2};
   LLVMBuilderRef b = m->b;
@@ -250,11 +256,17 @@ static LLVMValueRef sincosf_core(mb *m, LLVMValueRef x, int quarter) {
   LLVMValueRef q = rint_(m, s);
   LLVMValueRef r = mul(m, add(m, sub(m, s, q), comp), K(xd, M_PI_2));
   LLVMTypeRef over[2] = {m->g->i32, m->g->f64};
-  LLVMValueRef qi = cpu_intrin(m->g, b, "llvm.fptosi.sat", over, 2, &q, 1);  /* nan -> 0 */
-  qi = LLVMBuildAdd(b, qi, LLVMConstInt(m->g->i32, (unsigned)quarter, 0), "");
+  *qi = cpu_intrin(m->g, b, "llvm.fptosi.sat", over, 2, &q, 1);  /* nan -> 0 */
+  *qi = LLVMBuildAdd(b, *qi, LLVMConstInt(m->g->i32, (unsigned)quarter, 0), "");
   LLVMValueRef z = mul(m, r, r);
-  LLVMValueRef sp = fma_(m, mul(m, r, z), poly(m, z, S, 3), r);
-  LLVMValueRef cp = add(m, fma_(m, mul(m, z, z), poly(m, z, C, 3), mul(m, z, K(z, -0.5))), K(z, 1));
+  *sp = fma_(m, mul(m, r, z), poly(m, z, S, 3), r);
+  *cp = add(m, fma_(m, mul(m, z, z), poly(m, z, C, 3), mul(m, z, K(z, -0.5))), K(z, 1));
+}
+
+static LLVMValueRef sincosf_core(mb *m, LLVMValueRef x, int quarter) {
+  LLVMBuilderRef b = m->b;
+  LLVMValueRef qi, sp, cp;
+  quadrant(m, x, quarter, &qi, &sp, &cp);
   LLVMValueRef odd = LLVMBuildTrunc(b, qi, m->g->i1, "");
   LLVMValueRef neg = LLVMBuildTrunc(b, LLVMBuildLShr(b, qi, LLVMConstInt(m->g->i32, 1, 0), ""), m->g->i1, "");
   LLVMValueRef v = sel(m, odd, cp, sp);
@@ -354,6 +366,198 @@ static LLVMValueRef gelu_tanh_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {
   return f ? to_f32(m, r) : r;
 }
 
+/* ---- issue 13's f32 functions: each evaluated in f64 on the widened
+ * argument (whose range and precision make the textbook identities safe:
+ * 1 - x is exact, x^2 cannot overflow) and rounded once. The f64 cores
+ * below assume a widened f32 argument; f64 results call libm. ------------ */
+static LLVMValueRef sqrt_(mb *m, LLVMValueRef x) { return call(m, "llvm.sqrt", 1, x, NULL, NULL); }
+static LLVMValueRef copysign_(mb *m, LLVMValueRef x, LLVMValueRef s) { return call(m, "llvm.copysign", 2, x, s, NULL); }
+static LLVMValueRef eq_(mb *m, LLVMValueRef x, double v) { return cmp(m, LLVMRealOEQ, x, K(x, v)); }
+static LLVMValueRef log2d(mb *m, LLVMValueRef x) { return mcall(m, "kiln.log2d", log2d_body, x, NULL); }
+
+/* Taylor coefficients c[0] (highest) .. c[n-1] of sum_k sign^k scale z^k /
+ * den(k), den a product of small integers (exact), as the CUDA prelude. */
+static double fact(int k) {
+  double f = 1;
+  for (int i = 2; i <= k; i++) f *= i;
+  return f;
+}
+static double den_odd(int k) { return 2 * k + 1; }
+static double den_erf(int k) { return fact(k) * (2 * k + 1); }
+static double den_expm1(int k) { return fact(k + 1); }
+static void series(double *c, int n, double sign, double scale, double (*den)(int k)) {
+  double s = 1;
+  for (int k = 0; k < n; k++, s *= sign) c[n - 1 - k] = s / den(k) * scale;
+}
+
+/* log1p x = x log(u) / (u - 1), u = 1 + x rounded (Kahan): the rounding
+ * error of u cancels, and u == 1 means log1p x = x. */
+static LLVMValueRef log1pd_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {
+  (void)unused;
+  LLVMValueRef u = add(m, x, K(x, 1));
+  LLVMValueRef r = mul(m, mul(m, log2d(m, u), K(x, M_LN2)), dvd(m, x, sub(m, u, K(x, 1))));
+  r = sel(m, eq_(m, u, 1), x, r);
+  return sel(m, eq_(m, x, INFINITY), x, r);
+}
+static LLVMValueRef log1pd(mb *m, LLVMValueRef x) { return mcall(m, "kiln.log1pd", log1pd_body, x, NULL); }
+
+/* expm1: |x| < 1/2: x times Taylor to degree 11 (next term < 2^-43);
+ * else 2^(x log2 e) - 1, which cancels at most a factor 2.6 there. */
+enum { EXPM1_TERMS = 12, ERF_TERMS = 14, ATAN_TERMS = 13 };
+static LLVMValueRef expm1d_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {
+  (void)unused;
+  double c[EXPM1_TERMS];
+  series(c, EXPM1_TERMS, 1, 1, den_expm1);
+  LLVMValueRef small = mul(m, x, poly(m, x, c, EXPM1_TERMS));
+  LLVMValueRef big = sub(m, exp2d(m, mul(m, x, K(x, M_LOG2E))), K(x, 1));
+  return sel(m, cmp(m, LLVMRealOLT, fabs_(m, x), K(x, 0.5)), small, big);
+}
+static LLVMValueRef expm1d(mb *m, LLVMValueRef x) { return mcall(m, "kiln.expm1d", expm1d_body, x, NULL); }
+
+/* atan t, t >= 0: reduced to |t'| <= tan(pi/8) by atan t = pi/2 + atan(-1/t)
+ * (t > tan(3pi/8)) or pi/4 + atan((t-1)/(t+1)), then Taylor to t'^25
+ * (next term < 2^-37). atan(inf) = pi/2 + atan(-0). */
+static LLVMValueRef atanpos_body(mb *m, LLVMValueRef t, LLVMValueRef unused) {
+  (void)unused;
+  double c[ATAN_TERMS];
+  series(c, ATAN_TERMS, -1, 1, den_odd);
+  LLVMValueRef big = cmp(m, LLVMRealOGT, t, K(t, 1 + M_SQRT2));
+  LLVMValueRef mid = cmp(m, LLVMRealOGT, t, K(t, M_SQRT2 - 1));
+  LLVMValueRef r = sel(m, mid, dvd(m, sub(m, t, K(t, 1)), add(m, t, K(t, 1))), t);
+  r = sel(m, big, dvd(m, K(t, -1), t), r);
+  LLVMValueRef base = sel(m, big, K(t, M_PI_2), sel(m, mid, K(t, M_PI_4), K(t, 0)));
+  return add(m, base, mul(m, r, poly(m, mul(m, r, r), c, ATAN_TERMS)));
+}
+
+/* atan2 by C's rules: atan of |y|/|x| (0 for y = 0, 1 for two equal
+ * infinities), mirrored to pi - a for x with its sign bit set (-0 too),
+ * then given y's sign; nan if either is. */
+static LLVMValueRef atan2d_body(mb *m, LLVMValueRef y, LLVMValueRef x) {
+  LLVMBuilderRef b = m->b;
+  LLVMValueRef ay = fabs_(m, y), ax = fabs_(m, x);
+  LLVMValueRef t = sel(m, cmp(m, LLVMRealOEQ, ay, ax), K(x, 1), dvd(m, ay, ax));
+  t = sel(m, eq_(m, ay, 0), K(x, 0), t);
+  LLVMValueRef a = mcall(m, "kiln.atanpos", atanpos_body, t, NULL);
+  LLVMValueRef xneg = LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildBitCast(b, x, m->g->i64, ""), LLVMConstInt(m->g->i64, 0, 0), "");
+  a = copysign_(m, sel(m, xneg, sub(m, K(x, M_PI), a), a), y);
+  return sel(m, cmp(m, LLVMRealUNO, x, y), add(m, x, y), a);
+}
+static LLVMValueRef atan2d(mb *m, LLVMValueRef y, LLVMValueRef x) { return mcall(m, "kiln.atan2d", atan2d_body, y, x); }
+
+/* erfc u for u >= 0 is gelu's; erf: |x| < 1: Taylor to x^27 (next term <
+ * 2^-40), else 1 - erfc|x| (erfc|x| <= 0.16 there: no cancellation). */
+static LLVMValueRef erfd_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {
+  (void)unused;
+  double c[ERF_TERMS];
+  series(c, ERF_TERMS, -1, M_2_SQRTPI, den_erf);
+  LLVMValueRef small = mul(m, x, poly(m, mul(m, x, x), c, ERF_TERMS));
+  LLVMValueRef big = copysign_(m, sub(m, K(x, 1), gelu_erfc(m, fabs_(m, x))), x);
+  return sel(m, cmp(m, LLVMRealOLT, fabs_(m, x), K(x, 1)), small, big);
+}
+static LLVMValueRef erfcd_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {
+  (void)unused;
+  LLVMValueRef e = gelu_erfc(m, fabs_(m, x));
+  return sel(m, cmp(m, LLVMRealOGE, x, K(x, 0)), e, sub(m, K(x, 2), e));
+}
+static LLVMValueRef log10d_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {
+  (void)unused;
+  return mul(m, log2d(m, x), K(x, M_LN2 / M_LN10));
+}
+static LLVMValueRef asind_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {  /* atan2(x, sqrt(1 - x^2)) */
+  (void)unused;
+  return atan2d(m, x, sqrt_(m, mul(m, sub(m, K(x, 1), x), add(m, K(x, 1), x))));
+}
+static LLVMValueRef acosd_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {  /* atan2(sqrt(1 - x^2), x) */
+  (void)unused;
+  return atan2d(m, sqrt_(m, mul(m, sub(m, K(x, 1), x), add(m, K(x, 1), x))), x);
+}
+static LLVMValueRef atan_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {
+  (void)unused;
+  return copysign_(m, mcall(m, "kiln.atanpos", atanpos_body, fabs_(m, x), NULL), x);
+}
+/* sinh |x| = (E + E/(E+1))/2, E = expm1|x| (|x| capped at 100, past f32's
+ * overflow, so E stays finite). */
+static LLVMValueRef sinhd_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {
+  (void)unused;
+  LLVMValueRef e = expm1d(m, call(m, "llvm.minnum", 2, fabs_(m, x), K(x, 100), NULL));
+  LLVMValueRef r = copysign_(m, mul(m, add(m, e, dvd(m, e, add(m, e, K(x, 1)))), K(x, 0.5)), x);
+  return sel(m, isnan_(m, x), x, r);
+}
+static LLVMValueRef coshd_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {  /* (e^|x| + e^-|x|)/2 */
+  (void)unused;
+  LLVMValueRef e = exp2d(m, mul(m, fabs_(m, x), K(x, M_LOG2E)));
+  return fma_(m, e, K(x, 0.5), dvd(m, K(x, 0.5), e));
+}
+/* asinh |x| = log1p(|x| + x^2/(1 + sqrt(1 + x^2))), with x's sign. */
+static LLVMValueRef asinhd_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {
+  (void)unused;
+  LLVMValueRef a = fabs_(m, x), a2 = mul(m, a, a);
+  LLVMValueRef r = log1pd(m, add(m, a, dvd(m, a2, add(m, K(x, 1), sqrt_(m, add(m, K(x, 1), a2))))));
+  return sel(m, eq_(m, a, INFINITY), x, copysign_(m, r, x));
+}
+/* acosh x = log1p((x-1) + sqrt((x-1)(x+1))); nan below 1 (where that sum
+ * can round to -1 for huge negative x). */
+static LLVMValueRef acoshd_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {
+  (void)unused;
+  LLVMValueRef xm = sub(m, x, K(x, 1));
+  LLVMValueRef r = log1pd(m, add(m, xm, sqrt_(m, mul(m, xm, add(m, x, K(x, 1))))));
+  return sel(m, cmp(m, LLVMRealOLT, x, K(x, 1)), K(x, NAN), r);
+}
+/* atanh x = log1p(2x / (1 - x)) / 2: +-1 give +-inf, |x| > 1 nan. */
+static LLVMValueRef atanhd_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {
+  (void)unused;
+  return mul(m, log1pd(m, dvd(m, add(m, x, x), sub(m, K(x, 1), x))), K(x, 0.5));
+}
+
+/* tan in the quadrant of sin/cos: sin r/cos r, or -cos r/sin r for odd ones;
+ * tiny |x|: x (keeps -0). */
+static LLVMValueRef tanf_body(mb *m, LLVMValueRef x, LLVMValueRef unused) {
+  (void)unused;
+  LLVMValueRef qi, sp, cp;
+  quadrant(m, x, 0, &qi, &sp, &cp);
+  LLVMValueRef odd = LLVMBuildTrunc(m->b, qi, m->g->i1, "");
+  LLVMValueRef t = to_f32(m, sel(m, odd, dvd(m, LLVMBuildFNeg(m->b, cp, ""), sp), dvd(m, sp, cp)));
+  return sel(m, cmp(m, LLVMRealOLT, fabs_(m, x), K(x, 0x1p-12)), x, t);
+}
+
+typedef struct {
+  ir_op op;
+  const char *name, *libm;  /* kiln.<name>d, the f64 core; libm's name */
+  math_body core;
+} wide_fn;
+
+static const wide_fn wide_fns[] = {
+  {IR_ERF, "erf", "erf", erfd_body},         {IR_ERFC, "erfc", "erfc", erfcd_body},
+  {IR_EXPM1, "expm1", "expm1", expm1d_body}, {IR_LOG1P, "log1p", "log1p", log1pd_body},
+  {IR_LOG2, "log2", "log2", log2d_body},     {IR_LOG10, "log10", "log10", log10d_body},
+  {IR_EXP2, "exp2", "exp2", exp2d_body},     {IR_TAN, "tan", "tan", NULL},
+  {IR_ASIN, "asin", "asin", asind_body},     {IR_ACOS, "acos", "acos", acosd_body},
+  {IR_ATAN, "atan", "atan", atan_body},      {IR_SINH, "sinh", "sinh", sinhd_body},
+  {IR_COSH, "cosh", "cosh", coshd_body},     {IR_ASINH, "asinh", "asinh", asinhd_body},
+  {IR_ACOSH, "acosh", "acosh", acoshd_body}, {IR_ATANH, "atanh", "atanh", atanhd_body},
+  {IR_ATAN2, "atan2", "atan2", atan2d_body},
+};
+
+static const wide_fn *wide_fn_of(ir_op op) {
+  for (size_t i = 0; i < sizeof wide_fns / sizeof *wide_fns; i++)
+    if (wide_fns[i].op == op) return &wide_fns[i];
+  return NULL;
+}
+
+/* f32: the f64 core on the widened operands, rounded; f64: libm. */
+static LLVMValueRef wide_call(mb *m, const wide_fn *w, LLVMValueRef x, LLVMValueRef y) {
+  if (!is_f32(x)) return libm(m, w->libm, x, y);
+  if (w->op == IR_TAN) return mcall(m, "kiln.tanf", tanf_body, x, NULL);
+  char name[32];
+  snprintf(name, sizeof name, "kiln.%sd", w->name);
+  return to_f32(m, mcall(m, name, w->core, to_f64(m, x), y ? to_f64(m, y) : NULL));
+}
+
+LLVMValueRef cpu_math_atan2(cpu_cg *g, LLVMValueRef y, LLVMValueRef x) {
+  mb m = {g, g->b};
+  return wide_call(&m, wide_fn_of(IR_ATAN2), y, x);
+}
+
 /* ---- f32 pow: |a|^b = 2^(b log2|a|) in f64 (error of the f64 steps ~2^-45,
  * so the f32 result is within an ulp or so), then C's special cases: sign
  * for negative a and odd integer b, nan for negative a and non-integer b,
@@ -413,7 +617,7 @@ LLVMValueRef cpu_math_ipow(cpu_cg *g, LLVMValueRef a, LLVMValueRef b, bool is_si
 
 /* ---- dispatch ----------------------------------------------------------- */
 bool cpu_math_in_f64(ir_op op, kiln_dtype t) {
-  return t == KILN_F32 && (op == IR_GELU || op == IR_GELU_TANH || op == IR_POW);
+  return t == KILN_F32 && (op == IR_GELU || op == IR_GELU_TANH || op == IR_POW || wide_fn_of(op));
 }
 
 LLVMValueRef cpu_math_unary(cpu_cg *g, ir_op op, LLVMValueRef x) {
@@ -429,6 +633,8 @@ LLVMValueRef cpu_math_unary(cpu_cg *g, ir_op op, LLVMValueRef x) {
   case IR_SILU: return mcall(&m, f ? "kiln.siluf" : "kiln.silu", silu_body, x, NULL);
   case IR_GELU: return mcall(&m, f ? "kiln.geluf" : "kiln.gelu", gelu_body, x, NULL);
   case IR_GELU_TANH: return mcall(&m, f ? "kiln.gelu_tanhf" : "kiln.gelu_tanh", gelu_tanh_body, x, NULL);
-  default: IR_ASSERT(!"not a math op");
+  default:
+    IR_ASSERT(wide_fn_of(op));
+    return wide_call(&m, wide_fn_of(op), x, NULL);
   }
 }

@@ -215,7 +215,7 @@ KD double kiln_log2d(double x) {  /* x >= 0 a widened f32: 2 atanh series */
 
 /* ---- f32 sin/cos: exact Payne-Hanek reduction in f64 -------------------- */
 KD double kiln_mod4(double t) { return fma(rint(t * 0.25), -4.0, t); }
-KD float kiln_sincosf_core(float x, int quarter) {
+KD void kiln_quadrant(float x, int quarter, int *qi, double *sp, double *cp) {
   const double S[] = {-1.9515295891E-4, 8.3321608736E-3, -1.6666654611E-1};
   const double C[] = {2.443315711809948E-5, -1.388731625493765E-3, 4.166664568298827E-2};
   const double piece[9] = {0x1.45f306p-1, 0x1.b9391p-26, 0x1.529fcp-52, 0x1.3abe88p-75,
@@ -230,10 +230,15 @@ KD float kiln_sincosf_core(float x, int quarter) {
   }
   double q = rint(s);
   double r = ((s - q) + comp) * KILN_PI_2;
-  int qi = kiln_sat<int>(q, -2147483647 - 1, 2147483647) + quarter;
+  *qi = kiln_sat<int>(q, -2147483647 - 1, 2147483647) + quarter;
   double z = r * r;
-  double sp = fma(r * z, kiln_poly(z, S), r);
-  double cp = fma(z * z, kiln_poly(z, C), z * -0.5) + 1.0;
+  *sp = fma(r * z, kiln_poly(z, S), r);
+  *cp = fma(z * z, kiln_poly(z, C), z * -0.5) + 1.0;
+}
+KD float kiln_sincosf_core(float x, int quarter) {
+  int qi;
+  double sp, cp;
+  kiln_quadrant(x, quarter, &qi, &sp, &cp);
   double v = (qi & 1) ? cp : sp;
   return (float)(((qi >> 1) & 1) ? -v : v);
 }
@@ -305,6 +310,109 @@ KD float kiln_powf(float a, float b) {
   bool unit = (fabsf(a) == 1.0f && fabsf(b) == KILN_INF_F) || a == 1.0f || b == 0.0f;
   return unit ? 1.0f : r;
 }
+
+/* ---- issue 13's f32 functions: f64 cores on the widened argument, rounded
+ * once (codegen_cpu/math.c, same order of operations) ---------------------- */
+#define KILN_PI 0x1.921fb54442d18p+1
+#define KILN_PI_4 0x1.921fb54442d18p-1
+#define KILN_LN10 0x1.26bb1bbb55516p+1
+#define KILN_2_SQRTPI 0x1.20dd750429b6dp+0
+/* Taylor coefficients as math.c's series(): sign^k scale / den(k), highest first. */
+KD double kiln_fact(int k) {
+  double f = 1;
+  for (int i = 2; i <= k; i++) f *= i;
+  return f;
+}
+template <int N> KD void kiln_series(double (&c)[N], double sign, double scale, int kind) {
+  double s = 1;
+  for (int k = 0; k < N; k++, s *= sign) {
+    double den = kind == 0 ? 2 * k + 1 : kind == 1 ? kiln_fact(k) * (2 * k + 1) : kiln_fact(k + 1);
+    c[N - 1 - k] = s / den * scale;
+  }
+}
+KD double kiln_log1pd(double x) {  /* x log(u) / (u - 1), u = 1 + x (Kahan) */
+  double u = x + 1.0;
+  double r = (kiln_log2d(u) * KILN_LN2) * (x / (u - 1.0));
+  r = u == 1.0 ? x : r;
+  return x == KILN_INF_D ? x : r;
+}
+KD double kiln_expm1d(double x) {
+  double c[12];
+  kiln_series(c, 1.0, 1.0, 2);
+  double small = x * kiln_poly(x, c);
+  double big = kiln_exp2d(x * KILN_LOG2E) - 1.0;
+  return fabs(x) < 0.5 ? small : big;
+}
+KD double kiln_atanpos(double t) {  /* t >= 0, reduced to |t'| <= tan(pi/8) */
+  double c[13];
+  kiln_series(c, -1.0, 1.0, 0);
+  bool big = t > 1 + KILN_SQRT2, mid = t > KILN_SQRT2 - 1;
+  double r = mid ? (t - 1.0) / (t + 1.0) : t;
+  r = big ? -1.0 / t : r;
+  double base = big ? KILN_PI_2 : mid ? KILN_PI_4 : 0.0;
+  return base + r * kiln_poly(r * r, c);
+}
+KD double kiln_atan2d(double y, double x) {
+  double ay = fabs(y), ax = fabs(x);
+  double t = ay == ax ? 1.0 : ay / ax;
+  t = ay == 0.0 ? 0.0 : t;
+  double a = kiln_atanpos(t);
+  a = copysign(__double_as_longlong(x) < 0 ? KILN_PI - a : a, y);
+  return (x != x || y != y) ? x + y : a;
+}
+KD double kiln_erfd(double x) {
+  double c[14];
+  kiln_series(c, -1.0, KILN_2_SQRTPI, 1);
+  double small = x * kiln_poly(x * x, c);
+  double big = copysign(1.0 - kiln_gelu_erfc(fabs(x)), x);
+  return fabs(x) < 1.0 ? small : big;
+}
+KD double kiln_erfcd(double x) {
+  double e = kiln_gelu_erfc(fabs(x));
+  return x >= 0.0 ? e : 2.0 - e;
+}
+KD double kiln_log10d(double x) { return kiln_log2d(x) * (KILN_LN2 / KILN_LN10); }
+KD double kiln_asind(double x) { return kiln_atan2d(x, sqrt((1.0 - x) * (1.0 + x))); }
+KD double kiln_acosd(double x) { return kiln_atan2d(sqrt((1.0 - x) * (1.0 + x)), x); }
+KD double kiln_atand(double x) { return copysign(kiln_atanpos(fabs(x)), x); }
+KD double kiln_sinhd(double x) {
+  double e = kiln_expm1d(fmin(fabs(x), 100.0));
+  double r = copysign((e + e / (e + 1.0)) * 0.5, x);
+  return x != x ? x : r;
+}
+KD double kiln_coshd(double x) {
+  double e = kiln_exp2d(fabs(x) * KILN_LOG2E);
+  return fma(e, 0.5, 0.5 / e);
+}
+KD double kiln_asinhd(double x) {
+  double a = fabs(x), a2 = a * a;
+  double r = kiln_log1pd(a + a2 / (1.0 + sqrt(1.0 + a2)));
+  return a == KILN_INF_D ? x : copysign(r, x);
+}
+KD double kiln_acoshd(double x) {
+  double xm = x - 1.0;
+  double r = kiln_log1pd(xm + sqrt(xm * (x + 1.0)));
+  return x < 1.0 ? KILN_NAN_D : r;
+}
+KD double kiln_atanhd(double x) { return kiln_log1pd((x + x) / (1.0 - x)) * 0.5; }
+KD float kiln_tanf(float x) {
+  int qi;
+  double sp, cp;
+  kiln_quadrant(x, 0, &qi, &sp, &cp);
+  float t = (float)((qi & 1) ? -cp / sp : sp / cp);
+  return fabsf(x) < 0x1p-12f ? x : t;
+}
+KD double kiln_tan(double x) { return tan(x); }
+KD float kiln_atan2f(float y, float x) { return (float)kiln_atan2d(y, x); }
+KD double kiln_atan2(double y, double x) { return atan2(y, x); }
+/* f32: the core above; f64: libdevice */
+#define KILN_WIDE(name) \
+  KD float kiln_##name##f(float x) { return (float)kiln_##name##d(x); } \
+  KD double kiln_##name(double x) { return name(x); }
+KILN_WIDE(erf) KILN_WIDE(erfc) KILN_WIDE(expm1) KILN_WIDE(log1p) KILN_WIDE(log2) KILN_WIDE(log10)
+KILN_WIDE(exp2) KILN_WIDE(asin) KILN_WIDE(acos) KILN_WIDE(atan) KILN_WIDE(sinh) KILN_WIDE(cosh)
+KILN_WIDE(asinh) KILN_WIDE(acosh) KILN_WIDE(atanh)
+#undef KILN_WIDE
 
 /* ---- f64: libdevice ------------------------------------------------------ */
 KD double kiln_exp(double x) { return exp(x); }

@@ -235,6 +235,11 @@ UNARY(TRUNC, trunc) UNARY(BITWISE_NOT, bitwise_not)
 BINARY(FLOOR_DIVIDE, floor_divide) BINARY(TRUNC_DIVIDE, trunc_divide) BINARY(REMAINDER, remainder)
 BINARY(FMOD, fmod) BINARY(COPYSIGN, copysign) BINARY(BITWISE_AND, bitwise_and) BINARY(BITWISE_OR, bitwise_or)
 BINARY(BITWISE_XOR, bitwise_xor) BINARY(LSHIFT, bitwise_left_shift) BINARY(RSHIFT, bitwise_right_shift)
+/* elementwise math (issue 13) */
+UNARY(ERF, erf) UNARY(ERFC, erfc) UNARY(EXPM1, expm1) UNARY(LOG1P, log1p) UNARY(LOG2, log2)
+UNARY(LOG10, log10) UNARY(EXP2, exp2) UNARY(TAN, tan) UNARY(ASIN, asin) UNARY(ACOS, acos)
+UNARY(ATAN, atan) UNARY(SINH, sinh) UNARY(COSH, cosh) UNARY(ASINH, asinh) UNARY(ACOSH, acosh)
+UNARY(ATANH, atanh) BINARY(ATAN2, atan2)
 
 kiln_tensor *kiln_where_at(const char *f, int l, kiln_tensor *cond, kiln_tensor *a, kiln_tensor *b) {
   return elementwise(f, l, IR_WHERE, 3, (ir_node *[]){cond, a, b}, 0, NULL);

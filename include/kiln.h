@@ -441,6 +441,71 @@ KILN_BINARY_(pow) KILN_BINARY_(maximum) KILN_BINARY_(minimum)
 KILN_BINARY_(eq) KILN_BINARY_(ne) KILN_BINARY_(lt) KILN_BINARY_(le)
 KILN_BINARY_(gt) KILN_BINARY_(ge) KILN_BINARY_(logical_and) KILN_BINARY_(logical_or)
 /** @} */
+/** @name Elementwise math
+ * PyTorch's torch.erf, erfc, expm1, log1p, log2, log10, exp2, tan, asin,
+ * acos, atan, sinh, cosh, asinh, acosh and atanh. erfc,
+ * expm1 and log1p keep their relative accuracy where 1 - erf(x), e^x - 1 and
+ * log(1 + x) lose it; outside a function's domain (acosh(x < 1), asin(2),
+ * log1p(-2)) the result is nan, at a pole (atanh(1)) an infinity.
+ * @{ */
+/** An elementwise math function of a; integer and bool tensors give float32.
+ * @at
+ * @param a the operand
+ * @handle a's error for an error node, KILN_ERR_ARG for NULL. */
+KILN_UNARY_(erf) KILN_UNARY_(erfc) KILN_UNARY_(expm1) KILN_UNARY_(log1p) KILN_UNARY_(log2)
+KILN_UNARY_(log10) KILN_UNARY_(exp2) KILN_UNARY_(tan) KILN_UNARY_(asin) KILN_UNARY_(acos)
+KILN_UNARY_(atan) KILN_UNARY_(sinh) KILN_UNARY_(cosh) KILN_UNARY_(asinh) KILN_UNARY_(acosh)
+KILN_UNARY_(atanh)
+/** @} */
+/** @name Elementwise math of two operands
+ * PyTorch's torch.atan2 and logaddexp, each also in a scalar form.
+ * @{ */
+/** atan2(a, b): the angle of the point (b, a) in [-pi, pi]; logaddexp(a, b):
+ * log(e^a + e^b) without overflow. Broadcasting and promotion as the binary
+ * ops; integer and bool operands give float32.
+ * @at
+ * @param a the first operand (y of atan2)
+ * @param b the second operand (x of atan2): a tensor, or a double in the scalar forms
+ * @handle as the binary ops. */
+KILN_BINARY_(atan2) KILN_BINARY_(logaddexp)
+/** @} */
+/** @name Smooth activations
+ * torch.nn.functional's elu, celu, softplus, selu, mish and logsigmoid,
+ * built from the math functions above so that they fuse with their
+ * neighbours. Integer and bool tensors give float32.
+ * @{ */
+/** elu: x for x > 0, else alpha (e^x - 1); PyTorch's default alpha is 1.
+ * @at
+ * @param t the operand
+ * @param alpha the scale of the negative part
+ * @handle t's error for an error node, KILN_ERR_ARG for NULL. */
+KILN_API kiln_tensor *kiln_elu_at(const char *f, int l, kiln_tensor *t, double alpha);
+/** celu: max(0, x) + min(0, alpha (e^(x/alpha) - 1)); PyTorch's default alpha is 1.
+ * @at
+ * @param t the operand
+ * @param alpha the scale, not 0
+ * @handle as kiln_elu_at; KILN_ERR_ARG for alpha 0. */
+KILN_API kiln_tensor *kiln_celu_at(const char *f, int l, kiln_tensor *t, double alpha);
+/** softplus: log(1 + e^(beta x)) / beta, and x itself where beta x > threshold
+ * (PyTorch's defaults: beta 1, threshold 20).
+ * @at
+ * @param t the operand
+ * @param beta the sharpness, not 0
+ * @param threshold above which beta x counts as linear
+ * @handle as kiln_elu_at; KILN_ERR_ARG for beta 0. */
+KILN_API kiln_tensor *kiln_softplus_at(const char *f, int l, kiln_tensor *t, double beta, double threshold);
+/** selu: scale elu(x, alpha) with PyTorch's constants (alpha 1.6732632423543772,
+ * scale 1.0507009873554805); mish: x tanh(softplus(x)); logsigmoid: log(1 /
+ * (1 + e^-x)), computed as min(x, 0) - log1p(e^-|x|) so neither tail overflows.
+ * @at
+ * @param t the operand
+ * @handle as kiln_elu_at. */
+KILN_API kiln_tensor *kiln_selu_at(const char *f, int l, kiln_tensor *t);
+/** @copydoc kiln_selu_at */
+KILN_API kiln_tensor *kiln_mish_at(const char *f, int l, kiln_tensor *t);
+/** @copydoc kiln_selu_at */
+KILN_API kiln_tensor *kiln_logsigmoid_at(const char *f, int l, kiln_tensor *t);
+/** @} */
 #undef KILN_UNARY_
 #undef KILN_BINARY_
 /** torch.where: a where cond is true, else b, all three broadcast together.
@@ -524,6 +589,32 @@ KILN_API kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dt
 #define kiln_where(c, a, b) kiln_where_at(__FILE__, __LINE__, c, a, b)
 #define kiln_clamp(a, lo, hi) kiln_clamp_at(__FILE__, __LINE__, a, lo, hi)
 #define kiln_cast(a, dt) kiln_cast_at(__FILE__, __LINE__, a, dt)
+#define kiln_erf(a) kiln_erf_at(__FILE__, __LINE__, a)
+#define kiln_erfc(a) kiln_erfc_at(__FILE__, __LINE__, a)
+#define kiln_expm1(a) kiln_expm1_at(__FILE__, __LINE__, a)
+#define kiln_log1p(a) kiln_log1p_at(__FILE__, __LINE__, a)
+#define kiln_log2(a) kiln_log2_at(__FILE__, __LINE__, a)
+#define kiln_log10(a) kiln_log10_at(__FILE__, __LINE__, a)
+#define kiln_exp2(a) kiln_exp2_at(__FILE__, __LINE__, a)
+#define kiln_tan(a) kiln_tan_at(__FILE__, __LINE__, a)
+#define kiln_asin(a) kiln_asin_at(__FILE__, __LINE__, a)
+#define kiln_acos(a) kiln_acos_at(__FILE__, __LINE__, a)
+#define kiln_atan(a) kiln_atan_at(__FILE__, __LINE__, a)
+#define kiln_sinh(a) kiln_sinh_at(__FILE__, __LINE__, a)
+#define kiln_cosh(a) kiln_cosh_at(__FILE__, __LINE__, a)
+#define kiln_asinh(a) kiln_asinh_at(__FILE__, __LINE__, a)
+#define kiln_acosh(a) kiln_acosh_at(__FILE__, __LINE__, a)
+#define kiln_atanh(a) kiln_atanh_at(__FILE__, __LINE__, a)
+#define kiln_atan2(a, b) kiln_atan2_at(__FILE__, __LINE__, a, b)
+#define kiln_atan2s(a, b) kiln_atan2s_at(__FILE__, __LINE__, a, b)
+#define kiln_logaddexp(a, b) kiln_logaddexp_at(__FILE__, __LINE__, a, b)
+#define kiln_logaddexps(a, b) kiln_logaddexps_at(__FILE__, __LINE__, a, b)
+#define kiln_elu(t, alpha) kiln_elu_at(__FILE__, __LINE__, t, alpha)
+#define kiln_celu(t, alpha) kiln_celu_at(__FILE__, __LINE__, t, alpha)
+#define kiln_softplus(t, beta, threshold) kiln_softplus_at(__FILE__, __LINE__, t, beta, threshold)
+#define kiln_selu(t) kiln_selu_at(__FILE__, __LINE__, t)
+#define kiln_mish(t) kiln_mish_at(__FILE__, __LINE__, t)
+#define kiln_logsigmoid(t) kiln_logsigmoid_at(__FILE__, __LINE__, t)
 /** @} */
 
 /* ---- elementwise: integer-aware division, bitwise ops, trunc ------------- */

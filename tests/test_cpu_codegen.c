@@ -6,6 +6,7 @@
 #include "codegen_cpu/cpu.h"
 #include "codegen_cpu/cpu_impl.h"
 #include "ir/philox.h"
+#include "util/testutil.h"
 
 #include <float.h>
 #include <math.h>
@@ -555,40 +556,17 @@ static double ref(ir_op op, double x) {
   return 0;
 }
 
-static int64_t ord(float f) {  /* floats -> consecutive integers */
-  int32_t i;
-  memcpy(&i, &f, 4);
-  return i < 0 ? (int64_t)INT32_MIN - i : i;
-}
-
-static int64_t ulp_err(float got, float want) {
-  if (isnan(want) || isnan(got)) return isnan(want) && isnan(got) ? 0 : INT64_MAX;
-  return llabs(ord(got) - ord(want));
-}
-
-static int fill_sweep(float *x, int n, double lo, double hi) {
-  static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1, -1, FLT_MAX, -FLT_MAX, FLT_MIN,
-                                  1e-45f, -1e-45f, 88.72283f, 88.72284f, -87.33655f, -103.972f, -104.5f,
-                                  3.14159274f, 1.57079637f, 16367173.0f * 0x1p72f, 1e30f, -1e30f, 0.625f};
-  int m = 0;
-  for (size_t i = 0; i < sizeof special / sizeof *special; i++) x[m++] = special[i];
-  int nbits = n / 4, nlin = n - m - nbits;
-  for (int i = 0; i < nlin; i++) x[m++] = (float)(lo + (hi - lo) * i / (nlin - 1));
-  for (int i = 0; i < nbits; i++) x[m++] = bits_f32((uint32_t)((uint64_t)i * 0xffffffffull / nbits));
-  return m;
-}
-
 START_TEST(test_accuracy_f32) {
   const acc_row *r = &acc_rows[_i];
   enum { N = 3 << 20 };
   float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
-  int n = fill_sweep(x, N, r->lo, r->hi);
+  int n = tu_sweep_f32(x, N, r->lo, r->hi);
   kernel *k = ew_kernel(r->op, KILN_F32, 0, KILN_F32, n);
   compile(k, NULL)((void *[]){y, x}, 0, 1);
   int64_t worst = 0;
   int at = 0;
   for (int i = 0; i < n; i++) {
-    int64_t e = ulp_err(y[i], (float)ref(r->op, x[i]));
+    int64_t e = tu_ulps_f32(y[i], (float)ref(r->op, x[i]));
     if (e > worst) worst = e, at = i;
   }
   printf("accuracy %-8s max %lld ulp at %a (%.9g)\n", ir_ops[r->op].name, (long long)worst, x[at], x[at]);
@@ -617,7 +595,7 @@ START_TEST(test_accuracy_powf) {
   int64_t worst = 0;
   int at = 0;
   for (int i = 0; i < N; i++) {
-    int64_t e = ulp_err(y[i], (float)pow(a[i], b[i]));
+    int64_t e = tu_ulps_f32(y[i], (float)pow(a[i], b[i]));
     if (e > worst) worst = e, at = i;
   }
   printf("accuracy pow      max %lld ulp at pow(%a, %a)\n", (long long)worst, a[at], b[at]);

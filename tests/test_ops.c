@@ -17,6 +17,10 @@ static const struct { ir_op op; tu_range range; } unary_ops[] = {
   {IR_TANH, TU_FULL},    {IR_SIGMOID, TU_FULL},  {IR_RELU, TU_FULL},      {IR_GELU, TU_FULL},
   {IR_GELU_TANH, TU_FULL}, {IR_SILU, TU_FULL},  {IR_FLOOR, TU_FULL},     {IR_CEIL, TU_FULL},
   {IR_ROUND, TU_FULL},   {IR_SIGN, TU_FULL},     {IR_RECIPROCAL, TU_FULL}, {IR_LOGICAL_NOT, TU_FULL},
+  {IR_ERF, TU_FULL},     {IR_ERFC, TU_FULL},     {IR_EXPM1, TU_FULL},     {IR_LOG1P, TU_FULL},
+  {IR_LOG2, TU_FULL},    {IR_LOG10, TU_FULL},    {IR_EXP2, TU_FULL},      {IR_TAN, TU_MODERATE},
+  {IR_ASIN, TU_FULL},    {IR_ACOS, TU_FULL},     {IR_ATAN, TU_FULL},      {IR_SINH, TU_FULL},
+  {IR_COSH, TU_FULL},    {IR_ASINH, TU_FULL},    {IR_ACOSH, TU_FULL},     {IR_ATANH, TU_FULL},
 };
 enum { NUNARY = sizeof unary_ops / sizeof *unary_ops };
 
@@ -24,7 +28,7 @@ static const struct { ir_op op; tu_range range; } binary_ops[] = {
   {IR_ADD, TU_FULL}, {IR_SUB, TU_FULL}, {IR_MUL, TU_FULL}, {IR_DIV, TU_FULL},
   {IR_POW, TU_MODERATE}, {IR_MAXIMUM, TU_FULL}, {IR_MINIMUM, TU_FULL}, {IR_EQ, TU_FULL},
   {IR_NE, TU_FULL}, {IR_LT, TU_FULL}, {IR_LE, TU_FULL}, {IR_GT, TU_FULL}, {IR_GE, TU_FULL},
-  {IR_LOGICAL_AND, TU_FULL}, {IR_LOGICAL_OR, TU_FULL},
+  {IR_LOGICAL_AND, TU_FULL}, {IR_LOGICAL_OR, TU_FULL}, {IR_ATAN2, TU_FULL},
 };
 enum { NBINARY = sizeof binary_ops / sizeof *binary_ops };
 

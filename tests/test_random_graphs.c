@@ -17,9 +17,13 @@
  * whether every implementation must give exact bits.
  * What it leaves out, and why:
  * - pow: amplifies drift without bound and makes NaN of negative bases.
- * - log, sqrt, rsqrt, reciprocal, div only see operands >= 1 (built as
- *   abs(x) + 1): near a pole or a branch point a rounding difference of 1e-7
- *   becomes any difference at all. exp only sees |x| <= 4.
+ * - log, log1p, log2, log10, sqrt, rsqrt, reciprocal, div only see operands
+ *   >= 1 (built as abs(x) + 1): near a pole or a branch point a rounding
+ *   difference of 1e-7 becomes any difference at all. exp, expm1, exp2,
+ *   sinh and cosh only see |x| <= 4.
+ * - tan, asin, acos, acosh, atanh, atan2: poles, domain edges with infinite
+ *   slope, and atan2's jump across the negative x axis (test_math_ops
+ *   covers them).
  * - comparisons, logical ops, floor/ceil/round/sign, float->int/bool casts,
  *   any/all and argmax/argmin only see exact values: a drift of one ulp
  *   flips a discontinuous result (or which of two near-equal values wins).
@@ -176,8 +180,12 @@ static double unit(kiln_dtype dt) {
 }
 
 static bool transcendental(ir_op op) {
-  return op == IR_EXP || op == IR_LOG || op == IR_SIN || op == IR_COS || op == IR_TANH ||
-         op == IR_SIGMOID || op == IR_GELU || op == IR_GELU_TANH || op == IR_SILU;
+  return ir_op_has(op, IR_COSTLY);
+}
+
+/* Ops that grow like e^x: they only see |x| <= 4. */
+static bool exponential(ir_op op) {
+  return op == IR_EXP || op == IR_EXPM1 || op == IR_EXP2 || op == IR_SINH || op == IR_COSH;
 }
 
 /* Rounding drift of one op's result in half-ulps: a few more for polynomial
@@ -218,6 +226,16 @@ static void unary_bounds(ir_op op, double m, double *mag, double *lip) {
   case IR_SIN: case IR_COS: case IR_TANH: case IR_RECIPROCAL: case IR_LOGICAL_NOT: case IR_SIGN: *mag = 1; break;
   case IR_SIGMOID: *mag = 1, *lip = 0.25; break;
   case IR_GELU: case IR_GELU_TANH: case IR_SILU: *lip = 1.13; break;
+  case IR_EXPM1: *mag = *lip = exp(m); break;
+  case IR_EXP2: *mag = exp2(m), *lip = M_LN2 * exp2(m); break;
+  case IR_SINH: case IR_COSH: *mag = *lip = cosh(m); break;
+  case IR_ERF: *mag = 1, *lip = 1.13; break;
+  case IR_ERFC: *mag = 2, *lip = 1.13; break;
+  case IR_ATAN: *mag = fmin(m, M_PI_2); break;
+  case IR_ASINH: *mag = asinh(m); break;
+  case IR_LOG1P: *mag = log1p(m), *lip = 0.5; break;
+  case IR_LOG2: *mag = log2(m), *lip = 1 / M_LN2; break;
+  case IR_LOG10: *mag = log10(m), *lip = 1 / M_LN10; break;
   case IR_FLOOR: case IR_CEIL: case IR_ROUND: case IR_TRUNC: case IR_BITWISE_NOT: *mag = m + 1; break;
   default: break;
   }
@@ -343,7 +361,7 @@ static int gen_unary(program *p, ir_op op, int a) {
   unary_bounds(op, x->mag, &mag, &lip);
   if (ir_op_has(op, IR_NOBOOL) && x->dt == KILN_BOOL) return -1;
   if (ir_op_has(op, IR_NOFLOAT) && ir_is_float(x->dt)) return -1;
-  if ((op == IR_EXP && x->mag > 4) || mag > MAG_LIMIT || (needs_exact(op) && !x->exact)) return -1;
+  if ((exponential(op) && x->mag > 4) || mag > MAG_LIMIT || (needs_exact(op) && !x->exact)) return -1;
   instr in = {.kind = P_UNARY, .op = op, .a = a};
   return emit(p, in, mag, lip * x->err, rounding_ulps(op), x->exact && keeps_exact(op), x->exact);
 }
@@ -458,8 +476,9 @@ static int gen_cast(program *p, int a) {
 
 static const ir_op unary_pool[] = {IR_NEG, IR_ABS, IR_EXP, IR_SIN, IR_COS, IR_TANH, IR_SIGMOID, IR_RELU,
                                    IR_GELU, IR_GELU_TANH, IR_SILU, IR_FLOOR, IR_CEIL, IR_ROUND, IR_SIGN,
-                                   IR_LOGICAL_NOT, IR_TRUNC, IR_BITWISE_NOT};
-static const ir_op shifted_pool[] = {IR_LOG, IR_SQRT, IR_RSQRT, IR_RECIPROCAL};
+                                   IR_LOGICAL_NOT, IR_TRUNC, IR_BITWISE_NOT, IR_ERF, IR_ERFC, IR_EXPM1, IR_EXP2,
+                                   IR_ATAN, IR_SINH, IR_COSH, IR_ASINH};
+static const ir_op shifted_pool[] = {IR_LOG, IR_SQRT, IR_RSQRT, IR_RECIPROCAL, IR_LOG1P, IR_LOG2, IR_LOG10};
 static const ir_op binary_pool[] = {IR_ADD, IR_SUB, IR_MUL, IR_MAXIMUM, IR_MINIMUM, IR_EQ, IR_NE,
                                     IR_LT, IR_LE, IR_GT, IR_GE, IR_LOGICAL_AND, IR_LOGICAL_OR};
 #define POOL(x) x[tu_below(&p->rng, (int)(sizeof x / sizeof *x))]

@@ -200,6 +200,23 @@ static rv apply_float(ir_op op, double a, double b, double c) {
   case IR_GE: return rv_i(a >= b);
   case IR_LOGICAL_AND: return rv_i(a != 0 && b != 0);
   case IR_LOGICAL_OR: return rv_i(a != 0 || b != 0);
+  case IR_ERF: return rv_f(erf(a));
+  case IR_ERFC: return rv_f(erfc(a));
+  case IR_EXPM1: return rv_f(expm1(a));
+  case IR_LOG1P: return rv_f(log1p(a));
+  case IR_LOG2: return rv_f(log2(a));
+  case IR_LOG10: return rv_f(log10(a));
+  case IR_EXP2: return rv_f(exp2(a));
+  case IR_TAN: return rv_f(tan(a));
+  case IR_ASIN: return rv_f(asin(a));
+  case IR_ACOS: return rv_f(acos(a));
+  case IR_ATAN: return rv_f(atan(a));
+  case IR_SINH: return rv_f(sinh(a));
+  case IR_COSH: return rv_f(cosh(a));
+  case IR_ASINH: return rv_f(asinh(a));
+  case IR_ACOSH: return rv_f(acosh(a));
+  case IR_ATANH: return rv_f(atanh(a));
+  case IR_ATAN2: return rv_f(atan2(a, b));
   default: return rv_f(fmin_nan(fmax_nan(a, b), c));  /* IR_CLAMP */
   }
 }

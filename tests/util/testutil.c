@@ -2,6 +2,7 @@
  * fused/eager/oracle comparison that the value-level suites share. */
 #include "testutil.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,6 +145,10 @@ static const tu_unary_fn unary_fns[IR_NUM_OPS] = {
   [IR_CEIL] = kiln_ceil_at, [IR_ROUND] = kiln_round_at, [IR_SIGN] = kiln_sign_at,
   [IR_RECIPROCAL] = kiln_reciprocal_at, [IR_LOGICAL_NOT] = kiln_logical_not_at,
   [IR_TRUNC] = kiln_trunc_at, [IR_BITWISE_NOT] = kiln_bitwise_not_at,
+  [IR_ERF] = kiln_erf_at, [IR_ERFC] = kiln_erfc_at, [IR_EXPM1] = kiln_expm1_at, [IR_LOG1P] = kiln_log1p_at,
+  [IR_LOG2] = kiln_log2_at, [IR_LOG10] = kiln_log10_at, [IR_EXP2] = kiln_exp2_at, [IR_TAN] = kiln_tan_at,
+  [IR_ASIN] = kiln_asin_at, [IR_ACOS] = kiln_acos_at, [IR_ATAN] = kiln_atan_at, [IR_SINH] = kiln_sinh_at,
+  [IR_COSH] = kiln_cosh_at, [IR_ASINH] = kiln_asinh_at, [IR_ACOSH] = kiln_acosh_at, [IR_ATANH] = kiln_atanh_at,
 };
 
 static const struct { tu_binary_fn fn; tu_scalar_fn sfn; } binary_fns[IR_NUM_OPS] = {
@@ -164,6 +169,7 @@ static const struct { tu_binary_fn fn; tu_scalar_fn sfn; } binary_fns[IR_NUM_OPS
   [IR_BITWISE_XOR] = {kiln_bitwise_xor_at, kiln_bitwise_xors_at},
   [IR_LSHIFT] = {kiln_bitwise_left_shift_at, kiln_bitwise_left_shifts_at},
   [IR_RSHIFT] = {kiln_bitwise_right_shift_at, kiln_bitwise_right_shifts_at},
+  [IR_ATAN2] = {kiln_atan2_at, kiln_atan2s_at},
 };
 
 tu_unary_fn tu_unary(ir_op op) { return unary_fns[op]; }
@@ -230,6 +236,38 @@ void tu_expect_error(kiln_tensor *t, kiln_status st, const char *file, int line,
   ck_assert_int_eq(kiln_status_of(t), st);
   ck_assert_str_eq(kiln_last_error(), want);
   ck_assert_int_eq(kiln_realize(t), st);
+}
+
+/* ---- accuracy sweeps ---------------------------------------------------- */
+static float f32_of_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+int tu_sweep_f32(float *x, int n, double lo, double hi) {
+  static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1, -1, 2, -2, 0.5f, -0.5f,
+                                  FLT_MAX, -FLT_MAX, FLT_MIN, 1e-45f, -1e-45f, 1e-30f, -1e-30f,
+                                  88.72283f, 88.72284f, 89.41599f, -87.33655f, -103.972f, -104.5f,
+                                  3.14159274f, 1.57079637f, 0.99999994f, -0.99999994f, 1.00000012f,
+                                  0.41421357f, 2.41421366f, 16367173.0f * 0x1p72f, 1e30f, -1e30f, 0.625f};
+  int m = 0;
+  for (size_t i = 0; i < sizeof special / sizeof *special && m < n; i++) x[m++] = special[i];
+  int nbits = n / 4, nlin = n - m - nbits;
+  for (int i = 0; i < nlin; i++) x[m++] = (float)(lo + (hi - lo) * i / (nlin - 1));
+  for (int i = 0; i < nbits; i++) x[m++] = f32_of_bits((uint32_t)((uint64_t)i * 0xffffffffull / nbits));
+  return m;
+}
+
+static int64_t ord32(float f) {  /* floats -> consecutive integers */
+  int32_t i;
+  memcpy(&i, &f, 4);
+  return i < 0 ? (int64_t)INT32_MIN - i : i;
+}
+
+int64_t tu_ulps_f32(float got, float want) {
+  if (isnan(want) || isnan(got)) return isnan(want) && isnan(got) ? 0 : INT64_MAX;
+  return llabs(ord32(got) - ord32(want));
 }
 
 TCase *tu_tcase(Suite *s, const char *name) {

@@ -71,6 +71,14 @@ bool tu_have_gpu(void);
 void tu_expect_error(kiln_tensor *t, kiln_status st, const char *file, int line, const char *text);
 /* The expression comes first so that its __LINE__ is the row's first line. */
 #define TU_EXPECT_ERROR(expr, st, text) tu_expect_error(expr, st, __FILE__, __LINE__, text)
+/* Inputs for the accuracy sweeps of f32 functions: special values (zeros,
+ * infinities, nan, extremes, overflow edges, multiples of pi/2), then a
+ * linear sweep of [lo, hi], then a quarter of n bit patterns spread over
+ * every float. Returns how many it wrote (at most n). */
+int tu_sweep_f32(float *x, int n, double lo, double hi);
+/* ulps between got and want (subnormals in subnormal ulps); a nan only
+ * matches a nan (INT64_MAX otherwise). */
+int64_t tu_ulps_f32(float got, float want);
 
 /* A test case added to s with a timeout that fits JIT compiles under
  * sanitizers (Check's default is 4 s). */
