@@ -223,3 +223,8 @@ const char *kiln_version(void) { return KILN_VERSION_STRING; }
 
 const char *kiln_dtype_name(kiln_dtype d) { return ir_dtype_valid(d) ? ir_dtypes[d].name : "invalid"; }
 size_t kiln_dtype_size(kiln_dtype d) { return ir_dtype_valid(d) ? ir_dtypes[d].size : 0; }
+
+ir_node *fe_done(ir_node *result, int n, ir_node **tmp) {
+  for (int i = 0; i < n; i++) kiln_release(tmp[i]);
+  return result;
+}
