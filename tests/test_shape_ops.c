@@ -418,15 +418,15 @@ START_TEST(errors) {
   TU_EXPECT_ERROR(kiln_pad_reflect(v, KILN_SHAPE(1, 1, 1, 1)), KILN_ERR_ARG, "pad_reflect: padding length too large");
   TU_EXPECT_ERROR(kiln_pad_circular(v, KILN_SHAPE(-2, -2)), KILN_ERR_SHAPE, "pad_circular: the input size 3, plus padding -2 and -2");
   ck_assert_int_eq(kiln_split(v, 0, 0, 2, out), -1);
-  tu_expect_error(out[0], KILN_ERR_ARG, __FILE__, __LINE__ - 1, "split: split_size can only be 0 if dimension size is 0");
+  TU_EXPECT_ERROR_ABOVE(out[0], 1, KILN_ERR_ARG, "split: split_size can only be 0 if dimension size is 0");
   ck_assert_int_eq(kiln_status_of(out[1]), KILN_ERR_ARG);
   ck_assert_int_eq(kiln_split_sizes(v, KILN_SHAPE(1, 1), 0, 2, out), -1);
-  tu_expect_error(out[0], KILN_ERR_ARG, __FILE__, __LINE__ - 1, "split_with_sizes: expects split_sizes to be non-negative and to sum exactly to 3 "
+  TU_EXPECT_ERROR_ABOVE(out[0], 1, KILN_ERR_ARG, "split_with_sizes: expects split_sizes to be non-negative and to sum exactly to 3 "
                   "(input tensor's size at dimension 0), but got split_sizes=[1, 1]");
   ck_assert_int_eq(kiln_chunk(v, 0, 0, 2, out), -1);
-  tu_expect_error(out[0], KILN_ERR_ARG, __FILE__, __LINE__ - 1, "chunk: expects `chunks` to be greater than 0");
+  TU_EXPECT_ERROR_ABOVE(out[0], 1, KILN_ERR_ARG, "chunk: expects `chunks` to be greater than 0");
   ck_assert_int_eq(kiln_unbind(v, 1, 2, out), -1);
-  tu_expect_error(out[0], KILN_ERR_ARG, __FILE__, __LINE__ - 1, "unbind: Dimension out of range (expected to be in range of [-1, 0], but got 1)");
+  TU_EXPECT_ERROR_ABOVE(out[0], 1, KILN_ERR_ARG, "unbind: Dimension out of range (expected to be in range of [-1, 0], but got 1)");
   ck_assert_int_eq(kiln_unbind(kiln_scalar(1, KILN_F32), 0, 0, NULL), -1);
   ck_assert_int_eq(kiln_unbind(v, 0, 2, NULL), -1);
   TU_EXPECT_ERROR(kiln_repeat(x, KILN_SHAPE(2)), KILN_ERR_ARG,

@@ -70,6 +70,8 @@ void tu_expect_values(kiln_tensor *t, int ndim, const int64_t *shape, const doub
  * caller's line) and contains text. */
 void tu_expect_error(kiln_tensor *t, kiln_status st, const char *file, int line, const char *text);
 #define TU_EXPECT_ERROR(expr, st, text) tu_expect_error(expr, st, __FILE__, __LINE__, text)
+/* The same for an error made `back` lines above (an out-parameter's). */
+#define TU_EXPECT_ERROR_ABOVE(t, back, st, text) tu_expect_error(t, st, __FILE__, __LINE__ - (back), text)
 /* Kernels launched to realize t. */
 uint64_t tu_kernels_of(kiln_tensor *t);
 
