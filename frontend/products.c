@@ -88,13 +88,13 @@ static int find(const labeled *x, int id) {
   return -1;
 }
 
-static void subscript_name(int id, char buf[16]) {
-  if (id < FE_EINSUM_ELL) snprintf(buf, 16, "'%c'", id < 26 ? 'A' + id : 'a' + id - 26);
-  else snprintf(buf, 16, "'...' dim %d", id - FE_EINSUM_ELL);
+static void subscript_name(int id, char buf[24]) {
+  if (id < FE_EINSUM_ELL) snprintf(buf, 24, "'%c'", id < 26 ? 'A' + id : 'a' + id - 26);
+  else snprintf(buf, 24, "'...' dim %d", id - FE_EINSUM_ELL);
 }
 
 static ir_node *size_error(const ein *c, int id, int i, int64_t a, int64_t b) {
-  char name[16];
+  char name[24];
   subscript_name(id, name);
   return fe_error(KILN_ERR_SHAPE, c->f, c->l, "einsum: subscript %s has size %lld in operand %d but %lld before (in \"%s\")",
                   name, (long long)b, i, (long long)a, c->eq);
