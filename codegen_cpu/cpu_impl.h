@@ -30,6 +30,7 @@ typedef struct {
   int *defined, ndefined;             /* memoised ids in order, so a loop forgets its own on exit */
   int math_calls;                     /* transcendentals emitted so far (math.c) */
   int wide_math_calls;                /* of which f32 functions computed in f64 */
+  int folds;                          /* accumulator updates emitted so far */
 } emitter;
 
 /* ---- emit.c ---- */
