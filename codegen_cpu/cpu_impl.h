@@ -31,6 +31,7 @@ typedef struct {
   struct { const kexpr *e; int next; } *open;  /* emit_expr's explicit stack (nexprs deep at most) */
   int math_calls;                     /* transcendentals emitted so far (math.c) */
   int wide_math_calls;                /* of which f32 functions computed in f64 */
+  int folds;                          /* accumulator updates emitted so far */
 } emitter;
 
 /* ---- emit.c ---- */

@@ -573,6 +573,11 @@ static void forget_since(emitter *em, int mark) {
  * epilogue from 12 to 6 ms. (softmax's f32 exp got slower with 4.) */
 #define WIDE_MATH_INTERLEAVE 8
 
+/* A long reduction loop without transcendentals (layer_norm's sums, a row
+ * sum) is bound by the latency of its one chain of vector adds when LLVM's
+ * cost model interleaves it once, as it does with unrolling off: 4 chains. */
+#define FOLD_INTERLEAVE 4
+
 /* !llvm.loop !{self, !{hint[0][, value[0]]}, ...} (value < 0: none) */
 static void loop_hints(cpu_cg *g, LLVMValueRef latch_br, int n, const char *const *hint, const int *value) {
   LLVMMetadataRef ops[4];
@@ -644,7 +649,7 @@ static void emit_loop(emitter *em, const kstmt *s) {
   LLVMPositionBuilderAtEnd(g->b, body);
   LLVMValueRef iv = LLVMBuildPhi(g->b, g->i64, "v");
   em->vars[s->var] = iv;
-  int mark = em->ndefined, math = em->math_calls, wide = em->wide_math_calls;
+  int mark = em->ndefined, math = em->math_calls, wide = em->wide_math_calls, folds = em->folds;
   emit_block(em, s->body);
   forget_since(em, mark);
   em->vars[s->var] = NULL;  /* out of scope: a KS_GEMM passes the vars that are set to its epilogue */
@@ -652,7 +657,10 @@ static void emit_loop(emitter *em, const kstmt *s) {
   LLVMSetNUW(next, 1);
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
   LLVMValueRef br = LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, next, end, ""), body, exit);
-  if (!par && (s->bound || s->extent > UNROLL_MAX_EXTENT) && em->math_calls == math)
+  if (!par && (s->bound || s->extent > UNROLL_MAX_EXTENT) && em->math_calls == math && em->folds != folds)
+    loop_hints(g, br, 2, (const char *const[]){"llvm.loop.unroll.disable", "llvm.loop.interleave.count"},
+               (const int[]){-1, FOLD_INTERLEAVE});
+  else if (!par && (s->bound || s->extent > UNROLL_MAX_EXTENT) && em->math_calls == math)
     cpu_loop_hint(g, br, "llvm.loop.unroll.disable", -1);
   else
     cpu_latency_hint(em, br, wide);
@@ -666,7 +674,10 @@ static void emit_block(emitter *em, const kstmt *s) {
     case KS_LOOP: emit_loop(em, s); break;
     case KS_STORE: emit_store(em, s); break;
     case KS_ACC: emit_acc(em, s); break;
-    case KS_UPDATE: (s->acc2 < 0 ? emit_fold : emit_argfold)(em, s); break;
+    case KS_UPDATE:
+      (s->acc2 < 0 ? emit_fold : emit_argfold)(em, s);
+      em->folds++;
+      break;
     case KS_GEMM: cpu_emit_gemm(em, s); break;
     case KS_CHECK: emit_check(em, s); break;
     }

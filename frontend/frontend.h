@@ -109,7 +109,38 @@ ir_node *fe_check_numel(const char *f, int l, const char *op, int ndim, const in
 bool fe_int_fits(double v, kiln_dtype dt);
 /* "float32 (2,3)": how messages name an operand. */
 void fe_describe(ir_str *b, const ir_node *n);
+/* Releases the intermediates a composition built and returns its result. */
+ir_node *fe_done(ir_node *result, int n, ir_node **tmp);
 /* "cpu", "cuda:0" (PyTorch's spelling); buf needs 24 bytes. */
 const char *fe_device_name(kiln_device d, char *buf);
+
+/* ---- einsum_parse.c: torch.einsum's equations ----------------------------- */
+/* Subscripts are ids: 'A'-'Z' 0-25, 'a'-'z' 26-51 (torch's order, which the
+ * implicit output follows), then FE_EINSUM_ELL + k for the k-th dim that the
+ * ellipses cover, counted over the broadcast of every operand's "...". */
+#define FE_EINSUM_LETTERS 52
+#define FE_EINSUM_ELL FE_EINSUM_LETTERS
+#define FE_EINSUM_IDS (FE_EINSUM_LETTERS + KILN_MAX_DIMS)
+#define FE_EINSUM_MAX_OPS 64
+typedef struct {
+  int nops;
+  int ndim[FE_EINSUM_MAX_OPS];                      /* dims of each operand */
+  signed char sub[FE_EINSUM_MAX_OPS][KILN_MAX_DIMS];  /* the id of each of its dims */
+  int nout;
+  signed char out[KILN_MAX_DIMS];                   /* the ids of the output's dims */
+} fe_einsum;
+/* Parses equation for nops operands of ndim[i] dims (spaces anywhere, "->"
+ * optional: without it the output is the ellipsis dims, then the subscripts
+ * used once, sorted). False with the reason in why ("einsum: ... at position
+ * 3 of \"ij,j1\" ..."); never reads past the equation's NUL. */
+bool fe_einsum_parse(const char *equation, int nops, const int *ndim, fe_einsum *p, char *why, size_t why_len);
+
+/* ---- movement.c: checks the shape ops share -------------------------------- */
+/* A registered error "op: <why> (input: float32 (2,3))" naming input t. */
+ir_node *fe_fail(const char *f, int l, kiln_status st, const ir_node *t, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* PyTorch's maybe_wrap_dim of dim for a tensor of ndim dims (a 0-dim tensor
+ * takes -1 and 0) into *out. NULL, or the error node (naming op and t). */
+ir_node *fe_wrap_dim(const char *f, int l, const char *op, const ir_node *t, int ndim, int64_t dim, int *out);
 
 #endif

@@ -10,10 +10,7 @@
 #include <string.h>
 
 /* ---- errors and dims ---------------------------------------------------- */
-/* "op: <why> (input: float32 (2,3))". */
-static ir_node *fail(const char *f, int l, kiln_status st, const ir_node *t, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static ir_node *fail(const char *f, int l, kiln_status st, const ir_node *t, const char *fmt, ...) {
+ir_node *fe_fail(const char *f, int l, kiln_status st, const ir_node *t, const char *fmt, ...) {
   ir_str b = {0};
   va_list ap;
   va_start(ap, fmt);
@@ -26,21 +23,19 @@ static ir_node *fail(const char *f, int l, kiln_status st, const ir_node *t, con
   return e;
 }
 
-/* PyTorch's maybe_wrap_dim for a tensor of ndim dims (a 0-dim tensor takes
- * -1 and 0). NULL, or the error node to return. */
-static ir_node *wrap_dim(const char *f, int l, const char *op, const ir_node *t, int ndim, int64_t dim, int *out) {
+ir_node *fe_wrap_dim(const char *f, int l, const char *op, const ir_node *t, int ndim, int64_t dim, int *out) {
   int n = ndim > 0 ? ndim : 1;
   if (dim >= -n && dim < n) {
     *out = (int)(dim < 0 ? dim + n : dim);
     return NULL;
   }
-  return fail(f, l, KILN_ERR_ARG, t, "%s: Dimension out of range (expected to be in range of [%d, %d], but got %lld)",
+  return fe_fail(f, l, KILN_ERR_ARG, t, "%s: Dimension out of range (expected to be in range of [%d, %d], but got %lld)",
               op, -n, n - 1, (long long)dim);
 }
 
 static ir_node *check_ndim(const char *f, int l, const char *op, const ir_node *t, int ndim) {
   if (ndim >= 0 && ndim <= KILN_MAX_DIMS) return NULL;
-  return fail(f, l, KILN_ERR_ARG, t, "%s: %d dims is outside 0..KILN_MAX_DIMS (%d)", op, ndim, KILN_MAX_DIMS);
+  return fe_fail(f, l, KILN_ERR_ARG, t, "%s: %d dims is outside 0..KILN_MAX_DIMS (%d)", op, ndim, KILN_MAX_DIMS);
 }
 
 static bool same_shape(const ir_node *t, int ndim, const int64_t *shape) {
@@ -131,24 +126,24 @@ static ir_node *infer_shape(const char *f, int l, const char *op, ir_node *t, in
                             int64_t *out) {
   ir_node *e = check_ndim(f, l, op, t, ndim);
   if (e) return e;
-  if (ndim && !shape) return fail(f, l, KILN_ERR_ARG, t, "%s: shape is NULL", op);
+  if (ndim && !shape) return fe_fail(f, l, KILN_ERR_ARG, t, "%s: shape is NULL", op);
   int infer = -1;
   for (int d = 0; d < ndim; d++) {
     out[d] = shape[d] == -1 ? 1 : shape[d];
-    if (shape[d] == -1 && infer >= 0) return fail(f, l, KILN_ERR_ARG, t, "%s: only one dimension can be inferred", op);
+    if (shape[d] == -1 && infer >= 0) return fe_fail(f, l, KILN_ERR_ARG, t, "%s: only one dimension can be inferred", op);
     if (shape[d] == -1) infer = d;
-    else if (shape[d] < 0) return fail(f, l, KILN_ERR_ARG, t, "%s: invalid shape dimension %lld", op, (long long)shape[d]);
+    else if (shape[d] < 0) return fe_fail(f, l, KILN_ERR_ARG, t, "%s: invalid shape dimension %lld", op, (long long)shape[d]);
   }
   int64_t have = ir_numel(t->ndim, t->shape), known = ir_numel(ndim, out);
   ir_str s = {0};
   ir_str_shape(&s, ndim, shape);
   if (infer >= 0 && known == 0 && have == 0)
-    e = fail(f, l, KILN_ERR_SHAPE, t, "%s: cannot reshape tensor of 0 elements into shape %s because the "
+    e = fe_fail(f, l, KILN_ERR_SHAPE, t, "%s: cannot reshape tensor of 0 elements into shape %s because the "
              "unspecified dimension size -1 can be any value and is ambiguous", op, s.s);
   else if (infer >= 0 && known > 0 && have % known == 0)
     out[infer] = have / known;
   else if (infer >= 0 || known != have)
-    e = fail(f, l, KILN_ERR_SHAPE, t, "%s: shape %s is invalid for input of size %lld", op, s.s, (long long)have);
+    e = fe_fail(f, l, KILN_ERR_SHAPE, t, "%s: shape %s is invalid for input of size %lld", op, s.s, (long long)have);
   ir_str_free(&s);
   return e;
 }
@@ -167,7 +162,7 @@ kiln_tensor *kiln_view_at(const char *f, int l, kiln_tensor *t, int ndim, const 
   if (!view_strides(t, ndim, s, st)) {
     ir_str b = {0};
     ir_str_shape(&b, ndim, s);
-    e = fail(f, l, KILN_ERR_SHAPE, t, "view: view size %s is not compatible with input tensor's size and stride "
+    e = fe_fail(f, l, KILN_ERR_SHAPE, t, "view: view size %s is not compatible with input tensor's size and stride "
              "(at least one dimension spans across two contiguous subspaces). Use reshape(...) instead.", b.s);
     ir_str_free(&b);
     return e;
@@ -180,13 +175,13 @@ kiln_tensor *kiln_permute_at(const char *f, int l, kiln_tensor *t, int ndim, con
   ir_node *e = fe_check_arg(f, l, "permute", t, 1);
   if (e) return e;
   if (ndim != t->ndim || (ndim && !dims))
-    return fail(f, l, KILN_ERR_ARG, t, "permute: number of dims don't match (the input has %d, %d were given)",
+    return fe_fail(f, l, KILN_ERR_ARG, t, "permute: number of dims don't match (the input has %d, %d were given)",
                 t->ndim, ndim);
   int perm[KILN_MAX_DIMS];
   unsigned seen = 0;
   for (int d = 0; d < ndim; d++) {
-    if ((e = wrap_dim(f, l, "permute", t, t->ndim, dims[d], &perm[d]))) return e;
-    if (seen >> perm[d] & 1) return fail(f, l, KILN_ERR_ARG, t, "permute: duplicate dims are not allowed (dim %d)", perm[d]);
+    if ((e = fe_wrap_dim(f, l, "permute", t, t->ndim, dims[d], &perm[d]))) return e;
+    if (seen >> perm[d] & 1) return fe_fail(f, l, KILN_ERR_ARG, t, "permute: duplicate dims are not allowed (dim %d)", perm[d]);
     seen |= 1u << perm[d];
   }
   return finish(permute_node(f, l, t, perm));
@@ -195,7 +190,7 @@ kiln_tensor *kiln_permute_at(const char *f, int l, kiln_tensor *t, int ndim, con
 kiln_tensor *kiln_transpose_at(const char *f, int l, kiln_tensor *t, int d0, int d1) {
   int a = 0, b = 0, perm[KILN_MAX_DIMS];
   ir_node *e = fe_check_arg(f, l, "transpose", t, 1);
-  if (e || (e = wrap_dim(f, l, "transpose", t, t->ndim, d0, &a)) || (e = wrap_dim(f, l, "transpose", t, t->ndim, d1, &b)))
+  if (e || (e = fe_wrap_dim(f, l, "transpose", t, t->ndim, d0, &a)) || (e = fe_wrap_dim(f, l, "transpose", t, t->ndim, d1, &b)))
     return e;
   if (t->ndim == 0) return fe_register(same(t));
   for (int d = 0; d < t->ndim; d++) perm[d] = d;
@@ -207,7 +202,7 @@ kiln_tensor *kiln_transpose_at(const char *f, int l, kiln_tensor *t, int d0, int
 kiln_tensor *kiln_T_at(const char *f, int l, kiln_tensor *t) {
   ir_node *e = fe_check_arg(f, l, "T", t, 1);
   if (e) return e;
-  if (t->ndim != 2) return fail(f, l, KILN_ERR_ARG, t, "T: expected a 2-D tensor; use permute or transpose for other ranks");
+  if (t->ndim != 2) return fe_fail(f, l, KILN_ERR_ARG, t, "T: expected a 2-D tensor; use permute or transpose for other ranks");
   return finish(permute_node(f, l, t, (const int[]){1, 0}));
 }
 
@@ -216,14 +211,14 @@ kiln_tensor *kiln_T_at(const char *f, int l, kiln_tensor *t) {
 static ir_node *expand_dim(const char *f, int l, ir_node *t, int ndim, const int64_t *shape, int d, int64_t *out) {
   int j = d - (ndim - t->ndim);
   if (j < 0 && shape[d] == -1)
-    return fail(f, l, KILN_ERR_ARG, t, "expand: the expanded size of the tensor (-1) isn't allowed in a leading, "
+    return fe_fail(f, l, KILN_ERR_ARG, t, "expand: the expanded size of the tensor (-1) isn't allowed in a leading, "
                 "non-existing dimension %d", d);
   *out = shape[d] == -1 ? t->shape[j] : shape[d];
-  if (*out < 0) return fail(f, l, KILN_ERR_ARG, t, "expand: invalid size %lld at dimension %d", (long long)*out, d);
+  if (*out < 0) return fe_fail(f, l, KILN_ERR_ARG, t, "expand: invalid size %lld at dimension %d", (long long)*out, d);
   if (j < 0 || t->shape[j] == 1 || t->shape[j] == *out) return NULL;
   ir_str s = {0};
   ir_str_shape(&s, ndim, shape);
-  ir_node *e = fail(f, l, KILN_ERR_SHAPE, t, "expand: the expanded size of the tensor (%lld) must match the existing "
+  ir_node *e = fe_fail(f, l, KILN_ERR_SHAPE, t, "expand: the expanded size of the tensor (%lld) must match the existing "
                     "size (%lld) at non-singleton dimension %d; target sizes %s", (long long)*out,
                     (long long)t->shape[j], d, s.s);
   ir_str_free(&s);
@@ -233,14 +228,14 @@ static ir_node *expand_dim(const char *f, int l, ir_node *t, int ndim, const int
 kiln_tensor *kiln_expand_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *shape) {
   ir_node *e = fe_check_arg(f, l, "expand", t, 1);
   if (e || (e = check_ndim(f, l, "expand", t, ndim))) return e;
-  if (ndim && !shape) return fail(f, l, KILN_ERR_ARG, t, "expand: shape is NULL");
+  if (ndim && !shape) return fe_fail(f, l, KILN_ERR_ARG, t, "expand: shape is NULL");
   if (ndim < t->ndim)
-    return fail(f, l, KILN_ERR_ARG, t, "expand: the number of sizes provided (%d) must be greater or equal to the "
+    return fe_fail(f, l, KILN_ERR_ARG, t, "expand: the number of sizes provided (%d) must be greater or equal to the "
                 "number of dimensions in the tensor (%d)", ndim, t->ndim);
   int64_t s[KILN_MAX_DIMS];
   for (int d = 0; d < ndim; d++)
     if ((e = expand_dim(f, l, t, ndim, shape, d, &s[d]))) return e;
-  if (ir_numel(ndim, s) < 0) return fail(f, l, KILN_ERR_SHAPE, t, "expand: the result has more elements than int64 can count");
+  if (ir_numel(ndim, s) < 0) return fe_fail(f, l, KILN_ERR_SHAPE, t, "expand: the result has more elements than int64 can count");
   if (same_shape(t, ndim, s)) return fe_register(same(t));
   ir_node *n = move_new(f, l, IR_EXPAND, t, ndim, s);
   if (!n) return fe_nomem();
@@ -264,7 +259,7 @@ kiln_tensor *kiln_squeeze_at(const char *f, int l, kiln_tensor *t) {
 kiln_tensor *kiln_squeeze_dim_at(const char *f, int l, kiln_tensor *t, int dim) {
   int d = 0;
   ir_node *e = fe_check_arg(f, l, "squeeze", t, 1);
-  if (e || (e = wrap_dim(f, l, "squeeze", t, t->ndim, dim, &d))) return e;
+  if (e || (e = fe_wrap_dim(f, l, "squeeze", t, t->ndim, dim, &d))) return e;
   if (t->ndim == 0 || t->shape[d] != 1) return fe_register(same(t));
   int64_t s[KILN_MAX_DIMS];
   memcpy(s, t->shape, sizeof s);
@@ -276,7 +271,7 @@ kiln_tensor *kiln_unsqueeze_at(const char *f, int l, kiln_tensor *t, int dim) {
   int d = 0;
   ir_node *e = fe_check_arg(f, l, "unsqueeze", t, 1);
   if (e || (e = check_ndim(f, l, "unsqueeze", t, t->ndim + 1)) ||
-      (e = wrap_dim(f, l, "unsqueeze", t, t->ndim + 1, dim, &d)))
+      (e = fe_wrap_dim(f, l, "unsqueeze", t, t->ndim + 1, dim, &d)))
     return e;
   int64_t s[KILN_MAX_DIMS];
   memcpy(s, t->shape, (size_t)d * sizeof *s);
@@ -288,9 +283,9 @@ kiln_tensor *kiln_unsqueeze_at(const char *f, int l, kiln_tensor *t, int dim) {
 kiln_tensor *kiln_flatten_dims_at(const char *f, int l, kiln_tensor *t, int start, int end) {
   int a = 0, b = 0;
   ir_node *e = fe_check_arg(f, l, "flatten", t, 1);
-  if (e || (e = wrap_dim(f, l, "flatten", t, t->ndim, start, &a)) || (e = wrap_dim(f, l, "flatten", t, t->ndim, end, &b)))
+  if (e || (e = fe_wrap_dim(f, l, "flatten", t, t->ndim, start, &a)) || (e = fe_wrap_dim(f, l, "flatten", t, t->ndim, end, &b)))
     return e;
-  if (a > b) return fail(f, l, KILN_ERR_ARG, t, "flatten: start_dim (%d) cannot come after end_dim (%d)", start, end);
+  if (a > b) return fe_fail(f, l, KILN_ERR_ARG, t, "flatten: start_dim (%d) cannot come after end_dim (%d)", start, end);
   if (t->ndim == 0) return finish(reshape_node(f, l, t, 1, (const int64_t[]){1}));
   int64_t s[KILN_MAX_DIMS];
   int n = 0;
@@ -314,9 +309,9 @@ kiln_tensor *kiln_slice_at(const char *f, int l, kiln_tensor *t, int dim, int64_
   int d = 0;
   ir_node *e = fe_check_arg(f, l, "slice", t, 1);
   if (e) return e;
-  if (t->ndim == 0) return fail(f, l, KILN_ERR_ARG, t, "slice: cannot be applied to a 0-dim tensor");
-  if ((e = wrap_dim(f, l, "slice", t, t->ndim, dim, &d))) return e;
-  if (step <= 0) return fail(f, l, KILN_ERR_ARG, t, "slice: step must be positive, got %lld", (long long)step);
+  if (t->ndim == 0) return fe_fail(f, l, KILN_ERR_ARG, t, "slice: cannot be applied to a 0-dim tensor");
+  if ((e = fe_wrap_dim(f, l, "slice", t, t->ndim, dim, &d))) return e;
+  if (step <= 0) return fe_fail(f, l, KILN_ERR_ARG, t, "slice: step must be positive, got %lld", (long long)step);
   int64_t size = t->shape[d], lo = clamp_bound(start, size), hi = clamp_bound(stop, size);
   int64_t s[KILN_MAX_DIMS];
   memcpy(s, t->shape, sizeof s);
@@ -336,11 +331,11 @@ kiln_tensor *kiln_select_at(const char *f, int l, kiln_tensor *t, int dim, int64
   int d = 0;
   ir_node *e = fe_check_arg(f, l, "select", t, 1);
   if (e) return e;
-  if (t->ndim == 0) return fail(f, l, KILN_ERR_ARG, t, "select: cannot be applied to a 0-dim tensor");
-  if ((e = wrap_dim(f, l, "select", t, t->ndim, dim, &d))) return e;
+  if (t->ndim == 0) return fe_fail(f, l, KILN_ERR_ARG, t, "select: cannot be applied to a 0-dim tensor");
+  if ((e = fe_wrap_dim(f, l, "select", t, t->ndim, dim, &d))) return e;
   int64_t size = t->shape[d];
   if (index < -size || index >= size)
-    return fail(f, l, KILN_ERR_ARG, t, "select: index %lld out of range for dimension %d of size %lld",
+    return fe_fail(f, l, KILN_ERR_ARG, t, "select: index %lld out of range for dimension %d of size %lld",
                 (long long)index, d, (long long)size);
   int64_t s[KILN_MAX_DIMS], st[KILN_MAX_DIMS];
   for (int i = 0, j = 0; i < t->ndim; i++)
@@ -357,12 +352,12 @@ kiln_tensor *kiln_select_at(const char *f, int l, kiln_tensor *t, int dim, int64
 kiln_tensor *kiln_flip_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims) {
   ir_node *e = fe_check_arg(f, l, "flip", t, 1);
   if (e) return e;
-  if (ndims < 0 || (ndims > 0 && !dims)) return fail(f, l, KILN_ERR_ARG, t, "flip: bad list of %d dims", ndims);
+  if (ndims < 0 || (ndims > 0 && !dims)) return fe_fail(f, l, KILN_ERR_ARG, t, "flip: bad list of %d dims", ndims);
   unsigned mask = 0;
   for (int i = 0; i < ndims; i++) {
     int d = 0;
-    if ((e = wrap_dim(f, l, "flip", t, t->ndim, dims[i], &d))) return e;
-    if (mask >> d & 1) return fail(f, l, KILN_ERR_ARG, t, "flip: dim %d appears multiple times in the list of dims", d);
+    if ((e = fe_wrap_dim(f, l, "flip", t, t->ndim, dims[i], &d))) return e;
+    if (mask >> d & 1) return fe_fail(f, l, KILN_ERR_ARG, t, "flip: dim %d appears multiple times in the list of dims", d);
     mask |= 1u << d;
   }
   for (int d = 0; d < t->ndim; d++)   /* reversing a dim of size 0 or 1 changes nothing */
@@ -378,9 +373,9 @@ kiln_tensor *kiln_pad_at(const char *f, int l, kiln_tensor *t, int npads, const 
   ir_node *e = fe_check_arg(f, l, "pad", t, 1);
   if (e) return e;
   if (npads < 0 || npads % 2 || (npads && !pads))
-    return fail(f, l, KILN_ERR_ARG, t, "pad: padding length must be divisible by 2, got %d", npads);
+    return fe_fail(f, l, KILN_ERR_ARG, t, "pad: padding length must be divisible by 2, got %d", npads);
   if (npads / 2 > t->ndim)
-    return fail(f, l, KILN_ERR_ARG, t, "pad: padding length too large (%d pairs for %d dims)", npads / 2, t->ndim);
+    return fe_fail(f, l, KILN_ERR_ARG, t, "pad: padding length too large (%d pairs for %d dims)", npads / 2, t->ndim);
   int64_t s[KILN_MAX_DIMS], pad[KILN_MAX_DIMS][2] = {{0}};
   bool any = false;
   for (int p = 0; p < npads / 2; p++) {
@@ -391,10 +386,10 @@ kiln_tensor *kiln_pad_at(const char *f, int l, kiln_tensor *t, int npads, const 
   }
   for (int d = 0; d < t->ndim; d++) {
     if (__builtin_add_overflow(t->shape[d], pad[d][0], &s[d]) || __builtin_add_overflow(s[d], pad[d][1], &s[d]) || s[d] < 0)
-      return fail(f, l, KILN_ERR_SHAPE, t, "pad: the input size %lld, plus padding %lld and %lld resulted in an invalid "
+      return fe_fail(f, l, KILN_ERR_SHAPE, t, "pad: the input size %lld, plus padding %lld and %lld resulted in an invalid "
                   "output size at dimension %d", (long long)t->shape[d], (long long)pad[d][0], (long long)pad[d][1], d);
   }
-  if (ir_numel(t->ndim, s) < 0) return fail(f, l, KILN_ERR_SHAPE, t, "pad: the result has more elements than int64 can count");
+  if (ir_numel(t->ndim, s) < 0) return fe_fail(f, l, KILN_ERR_SHAPE, t, "pad: the result has more elements than int64 can count");
   if (!any) return fe_register(same(t));
   ir_node *n = move_new(f, l, IR_PAD, t, t->ndim, s);
   if (!n) return fe_nomem();
@@ -415,7 +410,7 @@ static ir_node *check_list(const char *f, int l, const char *op, int n, kiln_ten
 
 /* Tensor i matches ref in every dim but d. */
 static ir_node *check_cat_shape(const char *f, int l, const char *op, ir_node *ref, ir_node *t, int i, int d) {
-  if (t->ndim == 0) return fail(f, l, KILN_ERR_ARG, t, "%s: zero-dimensional tensor (at position %d) cannot be concatenated", op, i);
+  if (t->ndim == 0) return fe_fail(f, l, KILN_ERR_ARG, t, "%s: zero-dimensional tensor (at position %d) cannot be concatenated", op, i);
   for (int j = 0; j < ref->ndim; j++) {
     if (t->ndim == ref->ndim && (j == d || t->shape[j] == ref->shape[j])) continue;
     ir_str a = {0}, b = {0};
@@ -465,8 +460,8 @@ kiln_tensor *kiln_cat_at(const char *f, int l, int n, kiln_tensor *const *ts, in
   while (first < n - 1 && legacy_empty(ts[first])) first++;
   ref = ts[first];
   int d = 0;
-  if (ref->ndim == 0) return fail(f, l, KILN_ERR_ARG, ref, "cat: zero-dimensional tensor (at position %d) cannot be concatenated", first);
-  if ((e = wrap_dim(f, l, "cat", ref, ref->ndim, dim, &d))) return e;
+  if (ref->ndim == 0) return fe_fail(f, l, KILN_ERR_ARG, ref, "cat: zero-dimensional tensor (at position %d) cannot be concatenated", first);
+  if ((e = fe_wrap_dim(f, l, "cat", ref, ref->ndim, dim, &d))) return e;
   int64_t total = 0;
   for (int i = first; i < n; i++) {
     if (legacy_empty(ts[i])) continue;
@@ -485,7 +480,7 @@ kiln_tensor *kiln_stack_at(const char *f, int l, int n, kiln_tensor *const *ts, 
   ir_node *e = check_list(f, l, "stack", n, ts);
   if (e) return e;
   int d = 0;
-  if ((e = check_ndim(f, l, "stack", ts[0], ts[0]->ndim + 1)) || (e = wrap_dim(f, l, "stack", ts[0], ts[0]->ndim + 1, dim, &d)))
+  if ((e = check_ndim(f, l, "stack", ts[0], ts[0]->ndim + 1)) || (e = fe_wrap_dim(f, l, "stack", ts[0], ts[0]->ndim + 1, dim, &d)))
     return e;
   for (int i = 1; i < n; i++) {
     if (same_shape(ts[i], ts[0]->ndim, ts[0]->shape)) continue;

@@ -1,4 +1,5 @@
-/* reduce.c: reductions (sum mean prod max min argmax argmin any all var std)
+/* reduce.c: reductions (sum mean prod max min argmax argmin any all var std
+ * var_mean std_mean)
  * and the compositions built from them (softmax, log_softmax, layer_norm).
  * A reduction node keeps reduced dims as size 1; keepdim=false is a reshape
  * view on top, so the fuser sees one node kind whatever the caller asked. */
@@ -107,7 +108,6 @@ kiln_tensor *kiln_argmin_dim_at(const char *f, int l, kiln_tensor *t, int64_t di
 }
 
 /* ---- compositions ------------------------------------------------------- */
-
 /* PyTorch's message for mean/var/std of an integer or bool tensor. */
 static ir_node *float_only(const char *f, int l, const char *op, ir_node *t) {
   ir_node *e = fe_check_arg(f, l, op, t, 1);
@@ -171,15 +171,15 @@ static ir_node *deviations(const char *f, int l, ir_node *t, unsigned mask) {
   return fe_done(kiln_sub_at(f, l, t, full), 1, &full);
 }
 
-/* One pass over t: var = (sum(d^2) - sum(d)^2 / n) / (n - unbiased),
+/* One pass over t: var = (sum(d^2) - sum(d)^2 / n) / max(0, n - correction),
  * clamped at 0, d = deviations(t); sum(d) is the sum a mean over the same
  * dims shares. */
-static ir_node *var(const char *f, int l, const char *op, ir_node *t, int ndims, const int64_t *dims, bool unbiased,
+static ir_node *var(const char *f, int l, const char *op, ir_node *t, int ndims, const int64_t *dims, double correction,
                     bool keepdim) {
   unsigned mask;
   ir_node *e = float_only(f, l, op, t);
   if (e || (e = dims_mask(f, l, op, t, ndims, dims, &mask))) return e;
-  double count = (double)reduced_count(t, mask);
+  double count = (double)reduced_count(t, mask), divisor = count - correction;
   ir_node *tmp[9];
   tmp[0] = deviations(f, l, t, mask);
   tmp[1] = kiln_mul_at(f, l, tmp[0], tmp[0]);
@@ -189,28 +189,74 @@ static ir_node *var(const char *f, int l, const char *op, ir_node *t, int ndims,
   tmp[5] = kiln_divs_at(f, l, tmp[4], count);
   tmp[6] = kiln_sub_at(f, l, tmp[3], tmp[5]);
   tmp[7] = kiln_maximums_at(f, l, tmp[6], 0.0);
-  tmp[8] = kiln_divs_at(f, l, tmp[7], count - (unbiased ? 1 : 0));
+  tmp[8] = kiln_divs_at(f, l, tmp[7], divisor > 0 ? divisor : 0.0);
   return drop_reduced(f, l, fe_done(kiln_cast_at(f, l, tmp[8], t->dtype), 9, tmp), t, mask, keepdim);
 }
 
-static ir_node *std(const char *f, int l, ir_node *t, int ndims, const int64_t *dims, bool unbiased, bool keepdim) {
-  ir_node *v = var(f, l, "std", t, ndims, dims, unbiased, keepdim);
+static ir_node *std(const char *f, int l, const char *op, ir_node *t, int ndims, const int64_t *dims, double correction,
+                    bool keepdim) {
+  ir_node *v = var(f, l, op, t, ndims, dims, correction, keepdim);
   return fe_done(kiln_sqrt_at(f, l, v), 1, &v);
 }
 
+/* unbiased is a flag: PyTorch's other corrections have a function of their own. */
+static ir_node *check_unbiased(const char *f, int l, const char *op, int unbiased) {
+  if (unbiased == 0 || unbiased == 1) return NULL;
+  return fe_error(KILN_ERR_ARG, f, l, "%s: unbiased must be 0 or 1, got %d; for another correction use kiln_%s_correction",
+                  op, unbiased, op);
+}
+
+static ir_node *var_flag(const char *f, int l, const char *op, ir_node *t, int ndims, const int64_t *dims, int unbiased,
+                         bool keepdim, bool sqrt) {
+  ir_node *e = check_unbiased(f, l, op, unbiased);
+  if (e) return e;
+  return sqrt ? std(f, l, op, t, ndims, dims, unbiased, keepdim) : var(f, l, op, t, ndims, dims, unbiased, keepdim);
+}
+
 kiln_tensor *kiln_var_at(const char *f, int l, kiln_tensor *t, int unbiased) {
-  FE_AS("var", var(f, l, "var", t, 0, NULL, unbiased, false));
+  FE_AS("var", var_flag(f, l, "var", t, 0, NULL, unbiased, false, false));
 }
 kiln_tensor *kiln_var_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased,
                               int keepdim) {
-  FE_AS("var", var(f, l, "var", t, ndims, dims, unbiased, keepdim));
+  FE_AS("var", var_flag(f, l, "var", t, ndims, dims, unbiased, keepdim, false));
 }
 kiln_tensor *kiln_std_at(const char *f, int l, kiln_tensor *t, int unbiased) {
-  FE_AS("std", std(f, l, t, 0, NULL, unbiased, false));
+  FE_AS("std", var_flag(f, l, "std", t, 0, NULL, unbiased, false, true));
 }
 kiln_tensor *kiln_std_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased,
                               int keepdim) {
-  FE_AS("std", std(f, l, t, ndims, dims, unbiased, keepdim));
+  FE_AS("std", var_flag(f, l, "std", t, ndims, dims, unbiased, keepdim, true));
+}
+kiln_tensor *kiln_var_correction_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims,
+                                    double correction, int keepdim) {
+  FE_AS("var", var(f, l, "var", t, ndims, dims, correction, keepdim));
+}
+kiln_tensor *kiln_std_correction_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims,
+                                    double correction, int keepdim) {
+  FE_AS("std", std(f, l, "std", t, ndims, dims, correction, keepdim));
+}
+
+/* Both results of one graph: var's sum(d) is the mean's sum for every dtype
+ * but f64 (CSE makes them one node), so one kernel reads t for both. */
+static void var_mean(const char *f, int l, const char *op, ir_node *t, int ndims, const int64_t *dims,
+                     double correction, bool keepdim, bool sqrt, kiln_tensor **v, kiln_tensor **m) {
+  const char *prev = ir_api_push(op);
+  ir_node *x = sqrt ? std(f, l, op, t, ndims, dims, correction, keepdim) : var(f, l, op, t, ndims, dims, correction, keepdim);
+  ir_node *y = x->status == KILN_OK ? mean(f, l, t, ndims, dims, keepdim) : fe_same(x);
+  ir_api_pop(prev);
+  if (v) *v = x;
+  else kiln_release(x);
+  if (m) *m = y;
+  else kiln_release(y);
+}
+
+void kiln_var_mean_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, double correction,
+                      int keepdim, kiln_tensor **var, kiln_tensor **mean) {
+  var_mean(f, l, "var_mean", t, ndims, dims, correction, keepdim, false, var, mean);
+}
+void kiln_std_mean_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, double correction,
+                      int keepdim, kiln_tensor **std, kiln_tensor **mean) {
+  var_mean(f, l, "std_mean", t, ndims, dims, correction, keepdim, true, std, mean);
 }
 
 /* x - max(x): the shifted input both softmaxes start from (no overflow). */

@@ -1113,7 +1113,7 @@ KILN_API kiln_tensor *kiln_embedding_at(const char *f, int l, kiln_tensor *indic
  * and products are int64; mean/var/std of an integer tensor is an error (as
  * in PyTorch). argmax/argmin give int64 indices of the first extreme (NaN
  * counts as the extreme); over all elements the index is into the flattened
- * tensor. var/std: unbiased divides by n - 1.
+ * tensor. var/std: unbiased (0 or 1) divides by n - 1.
  * @{ */
 /** Declares the `_at` function of a reduction over every element (undefined after use). */
 #define KILN_REDUCE_(name) \
@@ -1172,20 +1172,20 @@ KILN_API kiln_tensor *kiln_argmin_dim_at(const char *f, int l, kiln_tensor *t, i
 /** The variance of every element.
  * @at
  * @param t a floating tensor
- * @param unbiased nonzero divides by n - 1, else by n
- * @handle KILN_ERR_DTYPE for an integer tensor. */
+ * @param unbiased 1 divides by n - 1, 0 by n (other corrections: kiln_var_correction_at)
+ * @handle KILN_ERR_DTYPE for an integer tensor; KILN_ERR_ARG for unbiased other than 0 or 1. */
 KILN_API kiln_tensor *kiln_var_at(const char *f, int l, kiln_tensor *t, int unbiased);
 /** The standard deviation of every element.
  * @at
  * @param t a floating tensor
- * @param unbiased nonzero divides by n - 1, else by n
- * @handle KILN_ERR_DTYPE for an integer tensor. */
+ * @param unbiased 1 divides by n - 1, 0 by n (other corrections: kiln_std_correction_at)
+ * @handle KILN_ERR_DTYPE for an integer tensor; KILN_ERR_ARG for unbiased other than 0 or 1. */
 KILN_API kiln_tensor *kiln_std_at(const char *f, int l, kiln_tensor *t, int unbiased);
 /** The variance over the listed dims.
  * @at
  * @param t a floating tensor
  * @param ndims,dims the dims reduced
- * @param unbiased nonzero divides by n - 1
+ * @param unbiased 1 divides by n - 1, 0 by n
  * @param keepdim nonzero keeps the reduced dims with size 1
  * @handle errors as kiln_var_at and the reductions. */
 KILN_API kiln_tensor *kiln_var_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased, int keepdim);
@@ -1193,7 +1193,7 @@ KILN_API kiln_tensor *kiln_var_dims_at(const char *f, int l, kiln_tensor *t, int
  * @at
  * @param t a floating tensor
  * @param ndims,dims the dims reduced
- * @param unbiased nonzero divides by n - 1
+ * @param unbiased 1 divides by n - 1, 0 by n
  * @param keepdim nonzero keeps the reduced dims with size 1
  * @handle errors as kiln_var_at and the reductions. */
 KILN_API kiln_tensor *kiln_std_dims_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int unbiased, int keepdim);
@@ -1531,6 +1531,310 @@ KILN_API kiln_tensor *kiln_binary_cross_entropy_with_logits_at(const char *f, in
   kiln_binary_cross_entropy_at(__FILE__, __LINE__, input, target, w, reduction)
 #define kiln_binary_cross_entropy_with_logits(input, target, w, pos_weight, reduction) \
   kiln_binary_cross_entropy_with_logits_at(__FILE__, __LINE__, input, target, w, pos_weight, reduction)
+/* ---- more reductions, shape ops and products (PyTorch semantics) -------- */
+/** @name Statistics and norms
+ * Compositions of the reductions that the fuser runs in the kernels reading
+ * the rows. dims lists the reduced dims (ndims 0: every dim, torch's
+ * dim=None); correction is torch's (the sum of squares is divided by
+ * max(0, N - correction)). Multi-output ops write their results to the
+ * out-parameters that are not NULL; on an error both get the error node.
+ * @{ */
+/** torch.var(t, dims, correction=, keepdim=).
+ * @at
+ * @param t a floating tensor
+ * @param ndims,dims the dims reduced
+ * @param correction subtracted from the count (1: unbiased, 0: biased)
+ * @param keepdim nonzero keeps the reduced dims with size 1
+ * @handle errors as kiln_var_dims_at. */
+KILN_API kiln_tensor *kiln_var_correction_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, double correction, int keepdim);
+/** torch.std(t, dims, correction=, keepdim=): the square root of kiln_var_correction_at.
+ * @at
+ * @param t a floating tensor
+ * @param ndims,dims the dims reduced
+ * @param correction subtracted from the count
+ * @param keepdim nonzero keeps the reduced dims with size 1
+ * @handle errors as kiln_var_dims_at. */
+KILN_API kiln_tensor *kiln_std_correction_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, double correction, int keepdim);
+/** torch.std_mean: both from one graph (one pass over t).
+ * @at
+ * @param t a floating tensor
+ * @param ndims,dims the dims reduced
+ * @param correction subtracted from the count
+ * @param keepdim nonzero keeps the reduced dims with size 1
+ * @param std,mean where the new handles go (NULL: not wanted) */
+KILN_API void kiln_std_mean_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, double correction, int keepdim, kiln_tensor **std, kiln_tensor **mean);
+/** torch.var_mean: both from one graph (one pass over t).
+ * @at
+ * @param t a floating tensor
+ * @param ndims,dims the dims reduced
+ * @param correction subtracted from the count
+ * @param keepdim nonzero keeps the reduced dims with size 1
+ * @param var,mean where the new handles go (NULL: not wanted) */
+KILN_API void kiln_var_mean_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, double correction, int keepdim, kiln_tensor **var, kiln_tensor **mean);
+/** torch.logsumexp: log(sum(exp(x - m))) + m with m the max over the dims
+ * (a max and a sum per row: one kernel). Integer and bool inputs give float32.
+ * @at
+ * @param t the tensor
+ * @param ndims,dims the dims reduced
+ * @param keepdim nonzero keeps the reduced dims with size 1
+ * @handle errors as the reductions. */
+KILN_API kiln_tensor *kiln_logsumexp_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, int keepdim);
+/** torch.aminmax over every element: two 0-dim results.
+ * @at
+ * @param t the tensor, not empty
+ * @param min,max where the new handles go (NULL: not wanted) */
+KILN_API void kiln_aminmax_at(const char *f, int l, kiln_tensor *t, kiln_tensor **min, kiln_tensor **max);
+/** torch.aminmax(t, dim=, keepdim=).
+ * @at
+ * @param t the tensor
+ * @param dim the dim reduced
+ * @param keepdim nonzero keeps it with size 1
+ * @param min,max where the new handles go (NULL: not wanted) */
+KILN_API void kiln_aminmax_dim_at(const char *f, int l, kiln_tensor *t, int64_t dim, int keepdim, kiln_tensor **min, kiln_tensor **max);
+/** torch.linalg.vector_norm: sum(|x|^ord)^(1/ord) over the dims; ord 0
+ * counts the nonzeros, INFINITY / -INFINITY give the largest / smallest
+ * |x|. torch.norm(x, p, dim) is this ('fro' is 2).
+ * @at
+ * @param t a floating tensor
+ * @param ord the order (not NaN)
+ * @param ndims,dims the dims reduced
+ * @param keepdim nonzero keeps the reduced dims with size 1
+ * @handle KILN_ERR_DTYPE for an integer tensor; errors as the reductions. */
+KILN_API kiln_tensor *kiln_vector_norm_at(const char *f, int l, kiln_tensor *t, double ord, int ndims, const int64_t *dims, int keepdim);
+/** torch.linalg.matrix_norm over the matrices of dims (dim0, dim1): "fro",
+ * "1" / "-1" (largest / smallest absolute column sum), "inf" / "-inf"
+ * (row sums). "nuc", "2" and "-2" need singular values, which kiln does not
+ * compute: they are an error that says so.
+ * @at
+ * @param t a floating tensor of at least 2 dims
+ * @param ord the norm's name (NULL: "fro")
+ * @param dim0,dim1 the matrix dims, distinct
+ * @param keepdim nonzero keeps them with size 1
+ * @handle KILN_ERR_ARG for a bad or unsupported ord (the message lists the
+ * valid ones) or bad dims; KILN_ERR_DTYPE for an integer tensor. */
+KILN_API kiln_tensor *kiln_matrix_norm_at(const char *f, int l, kiln_tensor *t, const char *ord, int dim0, int dim1, int keepdim);
+/** F.normalize: t / max(vector_norm(t, p, dim), eps).
+ * @at
+ * @param t a floating tensor
+ * @param p the norm's order (F.normalize's default is 2)
+ * @param dim the dim normalized
+ * @param eps the smallest divisor (1e-12 in torch)
+ * @handle errors as kiln_vector_norm_at. */
+KILN_API kiln_tensor *kiln_normalize_at(const char *f, int l, kiln_tensor *t, double p, int64_t dim, double eps);
+/** F.cosine_similarity: sum(a / max(|a|, eps) * b / max(|b|, eps)) along
+ * dim, after broadcasting a and b; dim is removed.
+ * @at
+ * @param a,b floating tensors that broadcast
+ * @param dim the dim of the vectors
+ * @param eps the smallest norm (1e-8 in torch)
+ * @handle KILN_ERR_SHAPE when a and b do not broadcast; errors as kiln_normalize_at. */
+KILN_API kiln_tensor *kiln_cosine_similarity_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b, int64_t dim, double eps);
+/** torch.trace: the sum of a matrix's main diagonal (a sum over a strided
+ * view; integers sum to int64).
+ * @at
+ * @param t a 2-D tensor
+ * @handle KILN_ERR_ARG for a tensor that is not 2-D. */
+KILN_API kiln_tensor *kiln_trace_at(const char *f, int l, kiln_tensor *t);
+/** @} */
+
+/** @name Shape ops
+ * Views made of slices, flips, cats, expands and reshapes, or a select on
+ * an index comparison: none copies; each becomes index arithmetic in the
+ * kernel that reads it. Dims may be negative. split, split_sizes, chunk and
+ * unbind return how many pieces there are and write the first max_out of
+ * them to out (like snprintf, the count may exceed max_out); on an error
+ * they return -1 and every one of the max_out slots holds the error node.
+ * @{ */
+/** torch.tril: elements with column - row > diagonal become 0 (last two dims).
+ * @at
+ * @param t a tensor of at least 2 dims
+ * @param diagonal 0 the main diagonal, > 0 above it, < 0 below
+ * @handle KILN_ERR_ARG for fewer than 2 dims. */
+KILN_API kiln_tensor *kiln_tril_at(const char *f, int l, kiln_tensor *t, int64_t diagonal);
+/** torch.triu: elements with column - row < diagonal become 0.
+ * @at
+ * @param t a tensor of at least 2 dims
+ * @param diagonal 0 the main diagonal, > 0 above it, < 0 below
+ * @handle KILN_ERR_ARG for fewer than 2 dims. */
+KILN_API kiln_tensor *kiln_triu_at(const char *f, int l, kiln_tensor *t, int64_t diagonal);
+/** F.pad(mode='reflect'): the mirror image without the edge element.
+ * kiln takes any number of padded dims (torch only the last 1-3).
+ * @at
+ * @param t the tensor
+ * @param npads,pads (before, after) pairs, last dim first; each < the dim's size; negative amounts crop
+ * @handle KILN_ERR_ARG for an odd count, more pairs than dims or a pad too large. */
+KILN_API kiln_tensor *kiln_pad_reflect_at(const char *f, int l, kiln_tensor *t, int npads, const int64_t *pads);
+/** F.pad(mode='replicate'): the edge element repeated.
+ * @at
+ * @param t the tensor
+ * @param npads,pads (before, after) pairs, last dim first; a padded dim must not be empty
+ * @handle errors as kiln_pad_reflect_at. */
+KILN_API kiln_tensor *kiln_pad_replicate_at(const char *f, int l, kiln_tensor *t, int npads, const int64_t *pads);
+/** F.pad(mode='circular'): the elements of the other end.
+ * @at
+ * @param t the tensor
+ * @param npads,pads (before, after) pairs, last dim first; each <= the dim's size
+ * @handle errors as kiln_pad_reflect_at. */
+KILN_API kiln_tensor *kiln_pad_circular_at(const char *f, int l, kiln_tensor *t, int npads, const int64_t *pads);
+/** torch.split(t, split_size, dim): pieces of split_size, the last shorter.
+ * @at
+ * @param t a tensor of at least 1 dim
+ * @param split_size > 0 (0 only for an empty dim)
+ * @param dim the dim
+ * @param max_out,out room for the pieces' handles
+ * @return the number of pieces, -1 on an error. */
+KILN_API int kiln_split_at(const char *f, int l, kiln_tensor *t, int64_t split_size, int dim, int max_out, kiln_tensor **out);
+/** torch.split(t, [sizes], dim) (split_with_sizes).
+ * @at
+ * @param t a tensor of at least 1 dim
+ * @param nsizes,sizes the pieces' sizes, summing to the dim's size
+ * @param dim the dim
+ * @param max_out,out room for the pieces' handles
+ * @return nsizes, -1 on an error. */
+KILN_API int kiln_split_sizes_at(const char *f, int l, kiln_tensor *t, int nsizes, const int64_t *sizes, int dim, int max_out, kiln_tensor **out);
+/** torch.chunk: pieces of ceil(size / chunks) (so there may be fewer than chunks).
+ * @at
+ * @param t a tensor of at least 1 dim
+ * @param chunks > 0
+ * @param dim the dim
+ * @param max_out,out room for the pieces' handles
+ * @return the number of pieces, -1 on an error. */
+KILN_API int kiln_chunk_at(const char *f, int l, kiln_tensor *t, int64_t chunks, int dim, int max_out, kiln_tensor **out);
+/** torch.unbind: every index of dim, the dim removed.
+ * @at
+ * @param t a tensor of at least 1 dim
+ * @param dim the dim
+ * @param max_out,out room for the pieces' handles
+ * @return the dim's size, -1 on an error. */
+KILN_API int kiln_unbind_at(const char *f, int l, kiln_tensor *t, int dim, int max_out, kiln_tensor **out);
+/** Tensor.repeat: t tiled repeats[d] times along each dim (t gains leading
+ * size-1 dims when repeats is longer).
+ * @at
+ * @param t the tensor
+ * @param nrepeats,repeats counts >= 0, at least one per dim of t
+ * @handle KILN_ERR_ARG for fewer counts than dims or a negative count. */
+KILN_API kiln_tensor *kiln_repeat_at(const char *f, int l, kiln_tensor *t, int nrepeats, const int64_t *repeats);
+/** torch.tile: kiln_repeat_at with ones prepended to the shorter of dims and t's shape.
+ * @at
+ * @param t the tensor
+ * @param ndims,dims counts >= 0
+ * @handle KILN_ERR_ARG for a negative count. */
+KILN_API kiln_tensor *kiln_tile_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims);
+/** torch.repeat_interleave(t, repeats): every element of the flattened t repeats times.
+ * @at
+ * @param t the tensor
+ * @param repeats >= 0
+ * @handle KILN_ERR_ARG for a negative count. */
+KILN_API kiln_tensor *kiln_repeat_interleave_at(const char *f, int l, kiln_tensor *t, int64_t repeats);
+/** torch.repeat_interleave(t, repeats, dim): every index of dim repeats times.
+ * @at
+ * @param t the tensor
+ * @param repeats >= 0
+ * @param dim the dim
+ * @handle KILN_ERR_ARG for a negative count or a bad dim. */
+KILN_API kiln_tensor *kiln_repeat_interleave_dim_at(const char *f, int l, kiln_tensor *t, int64_t repeats, int dim);
+/** torch.roll: elements shifted along dims, wrapping around; ndims 0 rolls
+ * the flattened tensor (torch's dims=None).
+ * @at
+ * @param t the tensor
+ * @param nshifts,shifts the shifts (one when ndims is 0)
+ * @param ndims,dims the dims, as many as shifts
+ * @handle KILN_ERR_ARG when the counts differ or a dim is bad. */
+KILN_API kiln_tensor *kiln_roll_at(const char *f, int l, kiln_tensor *t, int nshifts, const int64_t *shifts, int ndims, const int64_t *dims);
+/** torch.diag: a 1-D t becomes the square matrix with t on diagonal k; a
+ * 2-D t gives its diagonal k.
+ * @at
+ * @param t a 1-D or 2-D tensor
+ * @param diagonal 0 the main diagonal, > 0 above it, < 0 below
+ * @handle KILN_ERR_ARG for other ranks. */
+KILN_API kiln_tensor *kiln_diag_at(const char *f, int l, kiln_tensor *t, int64_t diagonal);
+/** torch.diagonal: the diagonal of the (dim1, dim2) matrices, as the last
+ * dim; the others keep their order.
+ * @at
+ * @param t a tensor of at least 2 dims
+ * @param offset 0 the main diagonal, > 0 above it, < 0 below
+ * @param dim1,dim2 distinct dims
+ * @handle KILN_ERR_ARG for identical or bad dims. */
+KILN_API kiln_tensor *kiln_diagonal_at(const char *f, int l, kiln_tensor *t, int64_t offset, int dim1, int dim2);
+/** F.one_hot: int64, t's shape plus a last dim of num_classes, 1 where it
+ * equals t's value (a comparison with an index: no copy). With num_classes
+ * given, t stays lazy and values outside [0, num_classes) give rows of
+ * zeros (torch raises); num_classes -1 means max(t) + 1, which realizes t
+ * at once to read its min and max (negative values are then an error).
+ * @at
+ * @param t an int64 tensor of class indices
+ * @param num_classes the classes, or -1
+ * @handle KILN_ERR_DTYPE for another dtype; KILN_ERR_ARG for num_classes < -1,
+ * -1 with an empty or negative t. */
+KILN_API kiln_tensor *kiln_one_hot_at(const char *f, int l, kiln_tensor *t, int64_t num_classes);
+/** @} */
+
+/** @name Products
+ * @{ */
+/** torch.outer: the (n, m) products of two vectors (a broadcast multiply,
+ * any dtypes, promoted).
+ * @at
+ * @param a,b 1-D tensors
+ * @handle KILN_ERR_SHAPE when not 1-D. */
+KILN_API kiln_tensor *kiln_outer_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
+/** torch.einsum with its equation syntax: "bij,bjk->bik", implicit outputs
+ * ("ij,jk": the subscripts used once, sorted, after the "..." dims),
+ * "..." broadcasting, spaces anywhere, repeated subscripts for diagonals
+ * ("ii->i"), size-1 dims broadcasting. The operands contract left to right,
+ * each pair as one matmul of its permuted and flattened dims when the two
+ * share a floating dtype (so "bij,bjk->bik" is kiln_matmul_at's own GEMM)
+ * and as a broadcast multiply and a sum otherwise; "ii" is a sum over a
+ * strided view.
+ * @at
+ * @param equation the equation
+ * @param n,operands the tensors (1 to 64)
+ * @handle KILN_ERR_ARG for a malformed equation or one that does not fit
+ * the operands (the message quotes it and gives the position of the
+ * problem); KILN_ERR_SHAPE for sizes of one subscript that differ. */
+KILN_API kiln_tensor *kiln_einsum_at(const char *f, int l, const char *equation, int n, kiln_tensor *const *operands);
+/** torch.linalg.cross: the cross product of 3-vectors along dim, after broadcasting.
+ * @at
+ * @param a,b tensors that broadcast, both of size 3 along dim
+ * @param dim the dim (torch.linalg.cross's default is -1)
+ * @handle KILN_ERR_SHAPE for sizes other than 3 or shapes that do not broadcast. */
+KILN_API kiln_tensor *kiln_cross_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b, int dim);
+/** @} */
+
+/** @name Macros of the statistics, norms, shape ops and products
+ * @{ */
+/** @macros */
+#define kiln_var_correction(t, ...) kiln_var_correction_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_std_correction(t, ...) kiln_std_correction_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_std_mean(t, ...) kiln_std_mean_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_var_mean(t, ...) kiln_var_mean_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_logsumexp(t, ...) kiln_logsumexp_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_aminmax(t, min, max) kiln_aminmax_at(__FILE__, __LINE__, t, min, max)
+#define kiln_aminmax_dim(t, dim, keepdim, min, max) kiln_aminmax_dim_at(__FILE__, __LINE__, t, dim, keepdim, min, max)
+#define kiln_vector_norm(t, ...) kiln_vector_norm_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_matrix_norm(t, ord, dim0, dim1, keepdim) kiln_matrix_norm_at(__FILE__, __LINE__, t, ord, dim0, dim1, keepdim)
+#define kiln_normalize(t, p, dim, eps) kiln_normalize_at(__FILE__, __LINE__, t, p, dim, eps)
+#define kiln_cosine_similarity(a, b, dim, eps) kiln_cosine_similarity_at(__FILE__, __LINE__, a, b, dim, eps)
+#define kiln_trace(t) kiln_trace_at(__FILE__, __LINE__, t)
+#define kiln_tril(t, diagonal) kiln_tril_at(__FILE__, __LINE__, t, diagonal)
+#define kiln_triu(t, diagonal) kiln_triu_at(__FILE__, __LINE__, t, diagonal)
+#define kiln_pad_reflect(t, ...) kiln_pad_reflect_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_pad_replicate(t, ...) kiln_pad_replicate_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_pad_circular(t, ...) kiln_pad_circular_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_split(t, split_size, dim, max_out, out) kiln_split_at(__FILE__, __LINE__, t, split_size, dim, max_out, out)
+#define kiln_split_sizes(t, ...) kiln_split_sizes_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_chunk(t, chunks, dim, max_out, out) kiln_chunk_at(__FILE__, __LINE__, t, chunks, dim, max_out, out)
+#define kiln_unbind(t, dim, max_out, out) kiln_unbind_at(__FILE__, __LINE__, t, dim, max_out, out)
+#define kiln_repeat(t, ...) kiln_repeat_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_tile(t, ...) kiln_tile_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_repeat_interleave(t, repeats) kiln_repeat_interleave_at(__FILE__, __LINE__, t, repeats)
+#define kiln_repeat_interleave_dim(t, repeats, dim) kiln_repeat_interleave_dim_at(__FILE__, __LINE__, t, repeats, dim)
+#define kiln_roll(t, ...) kiln_roll_at(__FILE__, __LINE__, t, __VA_ARGS__)
+#define kiln_diag(t, diagonal) kiln_diag_at(__FILE__, __LINE__, t, diagonal)
+#define kiln_diagonal(t, offset, dim1, dim2) kiln_diagonal_at(__FILE__, __LINE__, t, offset, dim1, dim2)
+#define kiln_one_hot(t, num_classes) kiln_one_hot_at(__FILE__, __LINE__, t, num_classes)
+#define kiln_outer(a, b) kiln_outer_at(__FILE__, __LINE__, a, b)
+#define kiln_einsum(...) kiln_einsum_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_cross(a, b, dim) kiln_cross_at(__FILE__, __LINE__, a, b, dim)
 /** @} */
 
 /* ---- results and info ---------------------------------------------------- */

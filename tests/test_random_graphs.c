@@ -60,7 +60,7 @@ typedef enum {
   P_DATA, P_FULL, P_RAND, P_RANDN, P_RANDINT,                                  /* leaves */
   P_UNARY, P_BINARY, P_SCALAR, P_WHERE, P_CLAMP, P_CAST,                       /* elementwise */
   P_RESHAPE, P_PERMUTE, P_TRANSPOSE, P_SLICE, P_SELECT, P_FLIP, P_EXPAND,      /* movement */
-  P_SQUEEZE, P_UNSQUEEZE, P_PAD, P_CAT, P_INDEX, P_GATHER,
+  P_SQUEEZE, P_UNSQUEEZE, P_PAD, P_CAT, P_INDEX, P_GATHER, P_SHAPE_OP,
   P_REDUCE, P_ARGREDUCE, P_SOFTMAX, P_LOG_SOFTMAX, P_LAYER_NORM,               /* reductions */
   P_MATMUL, P_LINEAR,                                                          /* products */
   P_NUM_KINDS
@@ -105,6 +105,24 @@ typedef struct {
 } program;
 
 /* ---- building ------------------------------------------------------------- */
+/* The views of issue 13 that keep every value (P_SHAPE_OP, in->fn). */
+enum { S_REFLECT, S_REPLICATE, S_CIRCULAR, S_ROLL, S_REPEAT, S_TILE, S_INTERLEAVE, S_TRIL, S_TRIU, S_DIAGONAL, S_NUM };
+
+static kiln_tensor *shape_op(const instr *in, kiln_tensor *a) {
+  switch (in->fn) {
+  case S_REFLECT: return kiln_pad_reflect(a, in->nv, in->v);
+  case S_REPLICATE: return kiln_pad_replicate(a, in->nv, in->v);
+  case S_CIRCULAR: return kiln_pad_circular(a, in->nv, in->v);
+  case S_ROLL: return kiln_roll(a, 1, in->v, in->dim == KILN_MAX_DIMS ? 0 : 1, (int64_t[]){in->dim});
+  case S_REPEAT: return kiln_repeat(a, in->nv, in->v);
+  case S_TILE: return kiln_tile(a, in->nv, in->v);
+  case S_INTERLEAVE: return kiln_repeat_interleave_dim(a, in->v[0], in->dim);
+  case S_TRIL: return kiln_tril(a, in->v[0]);
+  case S_TRIU: return kiln_triu(a, in->v[0]);
+  default: return kiln_diagonal(a, in->v[0], in->dim, (int)in->v[1]);
+  }
+}
+
 static kiln_tensor *optional(kiln_tensor *const *t, int k) { return k < 0 ? NULL : t[k]; }
 
 /* P_GATHER's int64 index: values in [-size, size) of the gathered dim (v[0]). */
@@ -142,6 +160,7 @@ static kiln_tensor *instantiate(const instr *in, kiln_tensor *const *t) {
   case P_CAT: return kiln_cat(2, ((kiln_tensor *[]){a, t[in->b]}), in->dim);
   case P_INDEX: return kiln_index(a, in->index);
   case P_GATHER: return kiln_gather(a, in->dim, gather_index(in));
+  case P_SHAPE_OP: return shape_op(in, a);
   case P_REDUCE: return reducers[in->fn](__FILE__, __LINE__, a, in->nv, in->v, in->keep);
   case P_ARGREDUCE:
     if (in->nv == 0) return in->fn ? kiln_argmin(a) : kiln_argmax(a);
@@ -661,9 +680,43 @@ static int gen_gather(program *p, int a) {
   return numel(&in.shape) <= MAX_NUMEL ? emit_view(p, in) : -1;
 }
 
+/* Pads of the last dim by 0-2 (reflect: below its size), rolls, repeats
+ * and tiles of 1-2, tril/triu, diagonals: views that move values, never
+ * change them. */
+static int gen_shape_op(program *p, int a) {
+  const shape_t *s = &p->inf[a].shape;
+  if (s->ndim < 1 || 4 * numel(s) > MAX_NUMEL) return -1;
+  int64_t last = s->d[s->ndim - 1];
+  instr in = {.kind = P_SHAPE_OP, .a = a, .fn = tu_below(&p->rng, S_NUM), .dim = rand_dim(p, s->ndim)};
+  int64_t room = in.fn == S_REFLECT ? last - 1 : in.fn == S_CIRCULAR ? last : in.fn == S_REPLICATE && last ? 2 : 0;
+  switch (in.fn) {
+  case S_REFLECT: case S_REPLICATE: case S_CIRCULAR:
+    if (room <= 0) return -1;
+    in.nv = 2;
+    in.v[0] = tu_below(&p->rng, (int)(room < 2 ? room : 2) + 1), in.v[1] = tu_below(&p->rng, (int)(room < 2 ? room : 2) + 1);
+    break;
+  case S_ROLL:
+    in.v[0] = (int64_t)tu_below(&p->rng, 7) - 3;
+    if (tu_below(&p->rng, 3) == 0) in.dim = KILN_MAX_DIMS;   /* the flattened tensor */
+    break;
+  case S_REPEAT: case S_TILE:
+    in.nv = in.fn == S_REPEAT || tu_below(&p->rng, 2) ? s->ndim : 1;
+    for (int i = 0; i < in.nv; i++) in.v[i] = 1;
+    in.v[tu_below(&p->rng, in.nv)] = 2;
+    break;
+  case S_INTERLEAVE: in.v[0] = 1 + tu_below(&p->rng, 2); break;
+  case S_TRIL: case S_TRIU: if (s->ndim < 2) return -1; in.v[0] = (int64_t)tu_below(&p->rng, 5) - 2; break;
+  default:
+    if (s->ndim < 2) return -1;
+    in.v[0] = (int64_t)tu_below(&p->rng, 5) - 2;
+    do in.v[1] = rand_dim(p, s->ndim); while ((in.v[1] - in.dim) % s->ndim == 0);
+  }
+  return emit_view(p, in);
+}
+
 static int (*const movement_gens[])(program *, int) = {
   gen_reshape, gen_permute, gen_transpose, gen_slice, gen_select, gen_flip,
-  gen_expand, gen_squeeze, gen_unsqueeze, gen_pad, gen_cat, gen_index, gen_gather,
+  gen_expand, gen_squeeze, gen_unsqueeze, gen_pad, gen_cat, gen_index, gen_gather, gen_shape_op,
 };
 
 /* ---- reductions ------------------------------------------------------------------ */

@@ -484,8 +484,47 @@ static bool fam_index(int j, cuda_case *c) {
   return finish(c, y, tol);
 }
 
+/* The views, statistics and products of issue 13: compositions whose index
+ * arithmetic (cats of slices, flips, reshapes of expands, strided slices of
+ * reshapes) and row reductions both back ends lower. */
+static bool fam_shape_ops(int j, cuda_case *c) {
+  static const char *names[] = {"pad_modes", "roll_tril", "repeat_tile", "diag_one_hot", "einsum_int",
+                                "logsumexp_norm", "cross_cosine", "var_corr_trace"};
+  kiln_tensor *a = data(KILN_F32, KILN_SHAPE(4, 6, 5), 21, TU_SMALL), *y = NULL;
+  snprintf(c->name, sizeof c->name, "%s", names[j]);
+  kiln_scope_begin();
+  switch (j) {
+  case 0: y = kiln_add(kiln_pad_reflect(a, KILN_SHAPE(2, 1, 1, 2)), kiln_pad_circular(kiln_pad_replicate(a, KILN_SHAPE(1, 2)), KILN_SHAPE(0, 0, 2, 1))); break;
+  case 1: y = kiln_tril(kiln_roll(kiln_exp(a), KILN_SHAPE(2, -1), KILN_DIMS(1, 2)), -1); break;
+  case 2: y = kiln_mul(kiln_repeat_interleave_dim(a, 2, 1), kiln_tile(kiln_slice(a, 1, 0, 6, 2), KILN_SHAPE(4, 1))); break;
+  case 3: {
+    kiln_tensor *i = kiln_randint(0, 6, KILN_SHAPE(5, 7), KILN_I64);   /* 5: a class past the end */
+    kiln_tensor *d = kiln_diag(kiln_select(kiln_diagonal(a, 1, 1, 2), 0, 0), -1);   /* (5, 5) */
+    y = kiln_add(kiln_cast(kiln_one_hot(i, 5), KILN_F32), kiln_reshape(d, KILN_SHAPE(5, 1, 5)));
+    break;
+  }
+  case 4: {
+    kiln_tensor *i = data(KILN_I32, KILN_SHAPE(4, 6, 5), 22, TU_SMALL);
+    y = kiln_einsum("bij,bkj->bik", 2, (kiln_tensor *[]){i, i});
+    break;
+  }
+  case 5: y = kiln_add(kiln_logsumexp(a, KILN_DIMS(-1), 0), kiln_vector_norm(a, 3, KILN_DIMS(2), 0)); break;
+  case 6: {
+    kiln_tensor *s = kiln_slice(a, 2, 1, 4, 1);
+    y = kiln_mul(kiln_sum_dims(kiln_cross(s, kiln_flip(s, KILN_DIMS(0)), -1), KILN_DIMS(-1), 0), kiln_cosine_similarity(a, kiln_select(a, 0, 1), 2, 1e-8));
+    break;
+  }
+  case 7: y = kiln_add(kiln_var_correction(a, KILN_DIMS(0, 2), 2, 0), kiln_trace(kiln_select(a, 2, 0))); break;
+  }
+  kiln_keep(y);
+  kiln_scope_end();
+  kiln_release(a);
+  c->reduces = j >= 4;   /* sums may associate differently on the two back ends */
+  return finish(c, y, (ref_tol){1e-4, 1e-4});
+}
+
 static const family *families(int *n) {
-  static family f[13];
+  static family f[14];
   if (!f[0].build) {
     f[0] = (family){count_ops(1) * NDT, fam_unary};
     f[1] = (family){count_ops(2) * NDT, fam_binary};
@@ -500,8 +539,9 @@ static const family *families(int *n) {
     f[10] = (family){8, fam_vector};
     f[11] = (family){4, fam_zero_division};
     f[12] = (family){8, fam_index};
+    f[13] = (family){8, fam_shape_ops};
   }
-  *n = 13;
+  *n = 14;
   return f;
 }
 

@@ -230,14 +230,6 @@ bool tu_have_gpu(void) {
   return false;
 }
 
-void tu_expect_error(kiln_tensor *t, kiln_status st, const char *file, int line, const char *text) {
-  char want[1024];
-  snprintf(want, sizeof want, "%s:%d: %s", file, line, text);
-  ck_assert_int_eq(kiln_status_of(t), st);
-  ck_assert_str_eq(kiln_last_error(), want);
-  ck_assert_int_eq(kiln_realize(t), st);
-}
-
 /* ---- accuracy sweeps ---------------------------------------------------- */
 static float f32_of_bits(uint32_t u) {
   float f;
@@ -275,4 +267,42 @@ TCase *tu_tcase(Suite *s, const char *name) {
   tcase_set_timeout(tc, 120);
   suite_add_tcase(s, tc);
   return tc;
+}
+
+/* ---- values and errors of one result ------------------------------------- */
+void tu_expect_values(kiln_tensor *t, int ndim, const int64_t *shape, const double *want, double tol,
+                      const char *file, int line) {
+  ck_assert_msg(kiln_realize(t) == KILN_OK, "%s:%d: realize failed: %s", file, line, kiln_last_error());
+  ck_assert_msg(kiln_ndim(t) == ndim, "%s:%d: %d dims, expected %d", file, line, kiln_ndim(t), ndim);
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) {
+    ck_assert_msg(kiln_shape(t)[d] == shape[d], "%s:%d: dim %d is %lld, expected %lld", file, line, d,
+                  (long long)kiln_shape(t)[d], (long long)shape[d]);
+    n *= shape[d];
+  }
+  kiln_tensor *c = kiln_cast(t, KILN_F64);
+  const double *got = kiln_data(c);
+  ck_assert_msg(got || n == 0, "%s:%d: %s", file, line, kiln_last_error());
+  for (int64_t i = 0; i < n; i++) {
+    bool same = isnan(want[i]) ? isnan(got[i]) : (got[i] == want[i] || fabs(got[i] - want[i]) <= tol * (1 + fabs(want[i])));
+    ck_assert_msg(same, "%s:%d: element %lld is %.17g, expected %.17g", file, line, (long long)i, got[i], want[i]);
+  }
+  kiln_release(c);
+}
+
+void tu_expect_error(kiln_tensor *t, kiln_status st, const char *file, int line, const char *text) {
+  ck_assert_msg(kiln_status_of(t) == st, "%s:%d: status %d, expected %d (%s)", file, line, kiln_status_of(t), st,
+                kiln_last_error());
+  const char *msg = kiln_last_error();
+  char where[512];
+  snprintf(where, sizeof where, "%s:%d: ", file, line);
+  ck_assert_msg(strncmp(msg, where, strlen(where)) == 0, "message %s lacks %s", msg, where);
+  ck_assert_msg(strstr(msg, text), "message %s lacks %s", msg, text);
+  ck_assert_int_eq(kiln_realize(t), st);
+}
+
+uint64_t tu_kernels_of(kiln_tensor *t) {
+  kiln_reset_stats();
+  ck_assert_msg(kiln_realize(t) == KILN_OK, "%s", kiln_last_error());
+  return kiln_stats().kernels_launched;
 }

@@ -60,17 +60,29 @@ typedef kiln_tensor *(*tu_build_fn)(const void *ctx);
 bool tu_check_fused_eager(tu_build_fn build, const void *ctx, kiln_dtype want_dt, ref_tol tol,
                           char *why, size_t n);
 
+/* Realizes t and checks its shape and values (as doubles, NaN equal to NaN,
+ * |got - want| <= tol * (1 + |want|)) against the n values of want. */
+void tu_expect_values(kiln_tensor *t, int ndim, const int64_t *shape, const double *want, double tol,
+                      const char *file, int line);
+#define TU_EXPECT(t, shape_macro, tol, ...) \
+  tu_expect_values(t, shape_macro, (const double[]){__VA_ARGS__}, tol, __FILE__, __LINE__)
+/* t is an error node of status st whose message starts "file:line: " (the
+ * caller's line) and contains text (the whole rest of it, for an exact
+ * check), and realizing it reports st again. The expression comes first,
+ * so that its __LINE__ is the row's first line. */
+void tu_expect_error(kiln_tensor *t, kiln_status st, const char *file, int line, const char *text);
+#define TU_EXPECT_ERROR(expr, st, text) tu_expect_error(expr, st, __FILE__, __LINE__, text)
+/* The same for an error made `back` lines above (an out-parameter's). */
+#define TU_EXPECT_ERROR_ABOVE(t, back, st, text) tu_expect_error(t, st, __FILE__, __LINE__ - (back), text)
+/* Kernels launched to realize t. */
+uint64_t tu_kernels_of(kiln_tensor *t);
+
 /* Whether cuda:0 can run this test. Without a GPU it prints "skipped: no
  * CUDA device (<reason>)" and returns false (Check has no skip), unless
  * KILN_REQUIRE_GPU=1 (scripts/gpu-check.sh on a GPU machine): then a missing
  * GPU fails the test, so a broken driver cannot pass as a skip. */
 bool tu_have_gpu(void);
 
-/* Asserts that t is an error node with status st whose message is
- * "file:line: " + text, and that realizing it reports st again. */
-void tu_expect_error(kiln_tensor *t, kiln_status st, const char *file, int line, const char *text);
-/* The expression comes first so that its __LINE__ is the row's first line. */
-#define TU_EXPECT_ERROR(expr, st, text) tu_expect_error(expr, st, __FILE__, __LINE__, text)
 /* Inputs for the accuracy sweeps of f32 functions: special values (zeros,
  * infinities, nan, extremes, overflow edges, multiples of pi/2), then a
  * linear sweep of [lo, hi], then a quarter of n bit patterns spread over
