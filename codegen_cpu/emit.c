@@ -346,6 +346,8 @@ LLVMValueRef cpu_acc_slot(emitter *em, int acc, kiln_dtype t) {
   return em->accs[acc];
 }
 
+/* KS_ACC and KS_CARRY: acc = value. A carry's value reads the slot before
+ * the store, and every read after it loads again (KX_ACC is not memoised). */
 static void emit_acc(emitter *em, const kstmt *s) {
   LLVMValueRef v = emit_expr(em, s->value);
   LLVMBuildStore(em->g.b, v, cpu_acc_slot(em, s->acc, s->type));
@@ -506,7 +508,8 @@ static void emit_block(emitter *em, const kstmt *s) {
     switch (s->kind) {
     case KS_LOOP: emit_loop(em, s); break;
     case KS_STORE: emit_store(em, s); break;
-    case KS_ACC: emit_acc(em, s); break;
+    case KS_ACC:
+    case KS_CARRY: emit_acc(em, s); break;
     case KS_UPDATE: (s->acc2 < 0 ? emit_fold : emit_argfold)(em, s); break;
     case KS_GEMM: cpu_emit_gemm(em, s); break;
     }

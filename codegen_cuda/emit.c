@@ -343,6 +343,14 @@ static void emit_acc(cuda_em *em, const kstmt *s) {
   ir_str_printf(em->out, "%s a%d = %s;\n", ctype(s->type), s->acc, v.s);
 }
 
+/* A carried accumulator (a scan): acc = value, in loop order. Expressions
+ * reading it are recomputed at each use, so reads after it see the new value. */
+static void emit_carry(cuda_em *em, const kstmt *s) {
+  operand v = use(em, s->value);
+  indent(em);
+  ir_str_printf(em->out, "a%d = %s;\n", s->acc, v.s);
+}
+
 /* acc = op(acc, value), through the op table. */
 static void emit_fold(cuda_em *em, const kstmt *s) {
   char acc[16];
@@ -718,6 +726,7 @@ static void emit_block(cuda_em *em, const kstmt *s) {
     case KS_STORE: emit_store(em, s); break;
     case KS_ACC: emit_acc(em, s); break;
     case KS_UPDATE: (s->acc2 < 0 ? emit_fold : emit_argfold)(em, s); break;
+    case KS_CARRY: emit_carry(em, s); break;
     case KS_GEMM: IR_ASSERT(!"KS_GEMM reaches the CUDA emitter"); break;
     }
   }
@@ -967,9 +976,10 @@ static void emit_kernel(cuda_em *em, cuda_launch *launch) {
   const kstmt *b = em->k->body, *chain[MAX_CHAIN];
   int n = b && !b->next && b->kind == KS_LOOP && b->loop == KL_PARALLEL ? loop_chain(b, chain) : 0;
   const kstmt *iter = n ? chain[n - 1]->body : b;
-  /* a row stores from one thread, so no thread may read back the output */
-  bool rows = contains(iter, KS_ACC) && !(n && has_load(em, iter, chain[n - 1]->var)) &&
-              !has_load(em, b, -1);
+  /* a row stores from one thread, so no thread may read back the output;
+   * a scan (a carried accumulator) runs in order on one thread per row */
+  bool rows = contains(iter, KS_ACC) && !contains(iter, KS_CARRY) &&
+              !(n && has_load(em, iter, chain[n - 1]->var)) && !has_load(em, b, -1);
   launch->range = chain_extent(chain, n);
   (rows ? emit_rows : emit_threads)(em, chain, n, iter, launch);
   ir_str_printf(em->out, "}\n\n");

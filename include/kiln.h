@@ -813,6 +813,61 @@ KILN_API kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, i
 #define kiln_layer_norm(x, nlast, w, b, eps) kiln_layer_norm_at(__FILE__, __LINE__, x, nlast, w, b, eps)
 /** @} */
 
+/* ---- scans (PyTorch's cumulative ops) ------------------------------------ */
+/** @name Scans
+ * Inclusive scans along one dim (negative counts from the end; a 0-dim
+ * tensor takes 0 or -1 and scans its one element). The result has the
+ * input's shape. Integer and bool cumsum/cumprod give int64, as PyTorch.
+ * A scan fuses with the elementwise ops that feed it and that read it:
+ * cumsum(x * 2) + 1 is one kernel.
+ * @{ */
+/** torch.cumsum: element i along dim is the sum of elements 0..i.
+ * @at
+ * @param t the tensor (any dtype; bool and integers sum to int64)
+ * @param dim the dim scanned
+ * @handle t's error, KILN_ERR_ARG for NULL or a dim out of range. */
+KILN_API kiln_tensor *kiln_cumsum_at(const char *f, int l, kiln_tensor *t, int64_t dim);
+/** torch.cumprod: element i along dim is the product of elements 0..i.
+ * @at
+ * @param t the tensor (any dtype; bool and integers multiply to int64)
+ * @param dim the dim scanned
+ * @handle errors as kiln_cumsum_at. */
+KILN_API kiln_tensor *kiln_cumprod_at(const char *f, int l, kiln_tensor *t, int64_t dim);
+/** torch.logcumsumexp: log of the running sum of exp along dim, computed
+ * stably (max + log(1 + exp(min - max)) at each step); nan propagates.
+ * @at
+ * @param t a floating tensor
+ * @param dim the dim scanned
+ * @handle errors as kiln_cumsum_at; KILN_ERR_DTYPE for integer or bool input. */
+KILN_API kiln_tensor *kiln_logcumsumexp_at(const char *f, int l, kiln_tensor *t, int64_t dim);
+/** torch.cummax: the running maximum along dim and the int64 position it
+ * was found at. On ties the position is the latest; a nan, once met, is the
+ * value from there on, at the latest nan's position.
+ * @at
+ * @param t the tensor (any dtype)
+ * @param dim the dim scanned
+ * @param values where the maxima go (t's dtype), or NULL to skip them
+ * @param indices where the positions go (int64), or NULL to skip them
+ * @handle errors as kiln_cumsum_at: both results are then error handles. */
+KILN_API void kiln_cummax_at(const char *f, int l, kiln_tensor *t, int64_t dim, kiln_tensor **values,
+                             kiln_tensor **indices);
+/** torch.cummin: the running minimum along dim and its int64 position, with
+ * kiln_cummax_at's rules for ties and nan.
+ * @at
+ * @param t the tensor (any dtype)
+ * @param dim the dim scanned
+ * @param values where the minima go (t's dtype), or NULL to skip them
+ * @param indices where the positions go (int64), or NULL to skip them
+ * @handle errors as kiln_cummax_at. */
+KILN_API void kiln_cummin_at(const char *f, int l, kiln_tensor *t, int64_t dim, kiln_tensor **values,
+                             kiln_tensor **indices);
+#define kiln_cumsum(t, dim) kiln_cumsum_at(__FILE__, __LINE__, t, dim)
+#define kiln_cumprod(t, dim) kiln_cumprod_at(__FILE__, __LINE__, t, dim)
+#define kiln_logcumsumexp(t, dim) kiln_logcumsumexp_at(__FILE__, __LINE__, t, dim)
+#define kiln_cummax(t, dim, values, indices) kiln_cummax_at(__FILE__, __LINE__, t, dim, values, indices)
+#define kiln_cummin(t, dim, values, indices) kiln_cummin_at(__FILE__, __LINE__, t, dim, values, indices)
+/** @} */
+
 /* ---- matrix products (PyTorch's matmul rules) ---------------------------- */
 /** @name Matrix products
  * matmul: 1-D x 1-D is a dot product, a 1-D operand is promoted to a matrix

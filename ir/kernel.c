@@ -283,6 +283,16 @@ kstmt *ks_argupdate(kernel *k, int acc, int acc_index, ir_op better, kexpr *valu
   return s;
 }
 
+kstmt *ks_carry(kernel *k, int acc, ir_op scan, kiln_dtype t, kexpr *value) {
+  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
+  *s = (kstmt){.kind = KS_CARRY, .acc = acc, .acc2 = -1, .op = scan, .type = t, .value = value, .var = ++k->ncarries};
+  return s;
+}
+
+kexpr *kx_acc_after(kernel *k, const kstmt *carry) {
+  return kx_intern(k, &(kexpr){.kind = KX_ACC, .type = carry->type, .var = carry->acc, .i = carry->var});
+}
+
 kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t kdim) {
   kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
   *s = (kstmt){.kind = KS_GEMM, .acc = acc, .acc2 = -1, .type = t, .var = k_var(k), .extent = m};
@@ -436,6 +446,7 @@ static void desc_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
   (void)depth;
   (void)enter;
   if (s->kind == KS_UPDATE) desc_add(ctx, reduction_of(s));
+  if (s->kind == KS_CARRY) desc_add(ctx, s->op);
   if (s->kind == KS_GEMM) desc_add(ctx, IR_MATMUL);
 }
 
@@ -462,9 +473,9 @@ static void describe(kernel *k, char *out, size_t room) {
   }
   ir_op sorted[2 * IR_NUM_OPS];
   int m = 0;
-  for (int pass = 0; pass < 2; pass++)  /* matmul and reductions lead */
+  for (int pass = 0; pass < 2; pass++)  /* matmul, reductions and scans lead */
     for (int i = 0; i < d.n; i++)
-      if ((ir_op_has(d.order[i], IR_REDUCE | IR_CONTRACT) != 0) == (pass == 0)) sorted[m++] = d.order[i];
+      if ((ir_op_has(d.order[i], IR_REDUCE | IR_CONTRACT | IR_SCAN) != 0) == (pass == 0)) sorted[m++] = d.order[i];
   size_t len = 0;
   out[0] = 0;
   for (int i = 0; i < m; i++) {
@@ -529,7 +540,10 @@ static void kp_expr(void *ctx, const kexpr *e, int depth) {
   case KX_PHILOX:
     ir_str_printf(b, "philox.w%lld key %%%d, ctr %%%d", (long long)e->i, e->b->id, e->a->id);
     break;
-  case KX_ACC: ir_str_printf(b, "acc.%s a%d", t, e->var); break;
+  case KX_ACC:
+    ir_str_printf(b, "acc.%s a%d", t, e->var);
+    if (e->i) ir_str_printf(b, " after carry %lld", (long long)e->i);
+    break;
   case KX_ARG: ir_str_printf(b, "arg.%s %lld", t, (long long)e->i); break;
   }
   ir_str_printf(b, "\n");
@@ -554,6 +568,9 @@ static void kp_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
     else
       ir_str_printf(b, "a%d, a%d = arg%s(a%d, %%%d at %%%d)\n", s->acc, s->acc2, ir_ops[s->op].name, s->acc,
                     s->value->id, s->index->id);
+    break;
+  case KS_CARRY:
+    ir_str_printf(b, "carry %lld (%s): a%d = %%%d\n", (long long)s->var, ir_ops[s->op].name, s->acc, s->value->id);
     break;
   case KS_GEMM:
     ir_str_printf(b, "gemm a%d.%s v%d in 0..%lld, v%d in 0..%lld, k in 0..%lld: p%d[%%%d + v%d*%lld + k*%lld] * "

@@ -33,7 +33,10 @@ typedef enum {
   KX_IMOD,    /* a % b on i64, both >= 0 (index arithmetic) */
   KX_PHILOX,  /* 32-bit word .i (0..3) of Philox4x32-10 with 64-bit key b and
                  64-bit counter a (both i64), zero-extended to i64 (ir/philox.h) */
-  KX_ACC,     /* current value of accumulator number .var (of `type`) */
+  KX_ACC,     /* current value of accumulator number .var (of `type`); .i
+                 is 0, or after the KS_CARRY number .i of that accumulator
+                 (kx_acc_after): its value after that carry, a distinct
+                 expression so hash-consing never takes one for the other */
   KX_ARG,     /* launch argument .i as a value of `type`: k->args[.i] holds
                  its bits (bool and integers sign-extended to 64 bits, f32 its
                  IEEE bits in the low 32, f64 its 64); read through the one
@@ -56,7 +59,7 @@ struct kexpr {
   int id;               /* dense number within the kernel, for printers and memo tables */
 };
 
-typedef enum { KS_LOOP, KS_STORE, KS_ACC, KS_UPDATE, KS_GEMM } ks_kind;
+typedef enum { KS_LOOP, KS_STORE, KS_ACC, KS_UPDATE, KS_GEMM, KS_CARRY } ks_kind;
 typedef enum { KL_SERIAL, KL_PARALLEL, KL_VECTOR } kl_kind;
 
 typedef struct kstmt kstmt;
@@ -81,7 +84,13 @@ struct kstmt {
    *   IR_MINIMUM (a reduction: the back end may reassociate it to vectorize).
    *   With acc2 >= 0 it is an arg-reduction: op IR_GT (argmax) or IR_LT
    *   (argmin) says when value beats acc (a NaN value beats a non-NaN acc;
-   *   ties keep the first); then acc = value and acc2 (i64) = index. */
+   *   ties keep the first); then acc = value and acc2 (i64) = index.
+   * KS_CARRY: acc = value, a carried accumulator (a scan): value may read
+   *   acc (KX_ACC, its value before this statement), the statements run in
+   *   loop order and are never reassociated, and the reads after it in the
+   *   same block (kx_acc_after) see the new value; var is the carry's
+   *   number (1, 2, ... in the kernel), op the scan it computes (IR_CUMSUM,
+   *   ...: for the kernel's name). */
   int acc, acc2;
   ir_op op;
   kiln_dtype type;
@@ -117,6 +126,7 @@ typedef struct {
                            differs only in them is the same kernel (one compile) */
   int nvars;
   int naccs;
+  int ncarries;         /* KS_CARRY statements so far (each has its number in var) */
   int nexprs;
   kstmt *body;
   int64_t work;         /* elements the kernel produces (for KILN_DEBUG lines) */
@@ -178,6 +188,10 @@ kexpr *kx_acc(kernel *k, int acc, kiln_dtype t);
 kstmt *ks_acc(kernel *k, int acc, kiln_dtype t, kexpr *init);
 kstmt *ks_update(kernel *k, int acc, ir_op op, kexpr *value);
 kstmt *ks_argupdate(kernel *k, int acc, int acc_index, ir_op better, kexpr *value, kexpr *index);
+/* A KS_CARRY acc = value of accumulator acc (type t) for scan op, and the
+ * read of acc after it (KX_ACC numbered by that carry). */
+kstmt *ks_carry(kernel *k, int acc, ir_op scan, kiln_dtype t, kexpr *value);
+kexpr *kx_acc_after(kernel *k, const kstmt *carry);
 /* A KS_GEMM with loop vars i (returned in s->var) and j (s->gemm.var_j);
  * the caller fills the A/B fields and the epilogue body. */
 kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t kdim);

@@ -21,6 +21,11 @@
  *   (transposes, slices, broadcasts fold into the GEMM's strides); any other
  *   operand is materialized. A kernel holds at most one matmul, whose shape is
  *   the kernel's, plus an elementwise epilogue, and no reduction.
+ * - A scan (cumsum, cummax, ...) is inlined into the kernel of its
+ *   elementwise consumers with its elementwise producers (cumsum(x*2)+1 is
+ *   one kernel); it is materialized when any other op reads it (a view, a
+ *   reduction, another scan). A kernel holds at most one scan and no
+ *   reduction or matmul: its loop nest runs the scanned dim innermost.
  * - A transfer (TO, kiln_to) is a group of its own and its source is stored:
  *   realize runs it as a copy between devices.
  * - A cheap elementwise node (no transcendental) that kernels of different
@@ -46,6 +51,7 @@ enum {
   HAS_CONTRACT = 2,
   HAS_GRID = 4,    /* a stored grid reduction (below) */
   HAS_VIEW = 8,    /* a view of a computed node: it reads its source at other indices */
+  HAS_SCAN = 16,   /* a scan: its kernel's loop nest runs the scanned dim innermost, in order */
 };
 
 typedef struct {
@@ -97,8 +103,13 @@ static bool same_shape(const ir_node *a, const ir_node *b) {
 }
 
 static unsigned node_kind(const ir_node *n) {
+  if (ir_op_has(n->op, IR_SCAN)) return HAS_SCAN;
   return ir_op_has(n->op, IR_REDUCE) ? HAS_REDUCE : ir_op_has(n->op, IR_CONTRACT) ? HAS_CONTRACT : 0;
 }
+
+/* Kinds that never share a kernel with a scan: the scan's carried
+ * accumulator needs the nest lower.c builds for it (one scan per kernel). */
+enum { NOT_WITH_SCAN = HAS_SCAN | HAS_REDUCE | HAS_CONTRACT | HAS_GRID };
 
 /* An EXPAND whose broadcast dims (added or size 1 -> n) all come after the
  * dims it keeps: its source's value depends on outer loop indices only. */
@@ -215,6 +226,8 @@ static void mark_forced(pass_graph *g, bool merge, bool *mat) {
  * may sit between them, even one that keeps the shape (flip(relu(x @ w))). */
 static bool fits(pass_graph *g, fuse_ctx *c, int r, unsigned kind, const ir_node *n) {
   unsigned k = c->kinds[r];
+  if (kind & HAS_SCAN) return !(k & NOT_WITH_SCAN) && same_shape(g->groups[r].outs[0], n);
+  if ((k & HAS_SCAN) && (kind & NOT_WITH_SCAN)) return false;
   if (kind & HAS_CONTRACT) return !k && same_shape(g->groups[r].outs[0], n);
   if (kind & HAS_REDUCE) return !(k & (HAS_CONTRACT | HAS_GRID));
   if (kind & HAS_VIEW) return !(k & HAS_CONTRACT);
@@ -225,6 +238,7 @@ static bool mergeable(pass_graph *g, fuse_ctx *c, int r, int s) {
   unsigned a = c->kinds[r], b = c->kinds[s];
   bool kinds_ok = !((a & HAS_CONTRACT) && b) && !((b & HAS_CONTRACT) && a);
   kinds_ok = kinds_ok && !((a & HAS_GRID) && (b & HAS_REDUCE)) && !((b & HAS_GRID) && (a & HAS_REDUCE));
+  kinds_ok = kinds_ok && !((a & HAS_SCAN) && (b & NOT_WITH_SCAN)) && !((b & HAS_SCAN) && (a & NOT_WITH_SCAN));
   return kinds_ok && same_shape(g->groups[r].outs[0], g->groups[s].outs[0]);
 }
 
@@ -260,9 +274,10 @@ static int place(pass_graph *g, fuse_ctx *c, int i, int *group, int *ngroups, bo
     }
   }
   unsigned kind = group_kind(g, g->topo[i]);
-  /* a GEMM's epilogue reads its value at the GEMM's own (i, j): only
-   * elementwise users keep that index */
-  for (int u = c->first_user[i]; (kind & HAS_CONTRACT) && u >= 0; u = c->next_user[u])
+  /* a GEMM's epilogue reads its value at the GEMM's own (i, j), and a
+   * scan's consumers read it where its loop is: only elementwise users keep
+   * that index */
+  for (int u = c->first_user[i]; (kind & (HAS_CONTRACT | HAS_SCAN)) && u >= 0; u = c->next_user[u])
     if (!ir_op_has(g->topo[u / 3]->op, IR_EW)) conflict = true;
   /* a column reduction is its own kernel, lowered with its loop outside */
   if ((kind & HAS_REDUCE) && !pass_reduce_trailing(g->topo[i])) conflict = true;

@@ -593,6 +593,101 @@ static kexpr *reduce_close(lower_ctx *c, task *t) {
   return kx_cast(k, res, ct(n->dtype));
 }
 
+/* ---- scans ---------------------------------------------------------------
+ * A group holding a scan along dim d runs the other dims outside (the first
+ * parallel) and d innermost, in order (scan_nest). The scan's value at the
+ * group's index is a carried accumulator: declared before the loop over d,
+ * updated by a KS_CARRY in its body before the stores that read it. */
+static int scan_dim(const ir_node *n) {
+  int d = 0;
+  while (!(n->attr.axes >> d & 1)) d++;
+  return d;
+}
+
+static const ir_node *group_scan(const pass_graph *g, int gi) {
+  for (int i = 0; i < g->n; i++)
+    if (ir_op_has(g->topo[i]->op, IR_SCAN) && g->group_of[i] == gi) return g->topo[i];
+  return NULL;
+}
+
+/* The loops over the group's dims, scan dim d last; idx[e] is dim e's var. */
+static void scan_nest(lower_ctx *c, const pass_group *pg, int d, kexpr **idx) {
+  kernel *k = c->k;
+  push_frame(c, -1, &k->body);
+  for (int j = 0; j < pg->ndim; j++) {
+    int e = j < pg->ndim - 1 ? j + (j >= d) : d, v = k_var(k);
+    kstmt *loop = ks_loop(k, v, pg->shape[e], j == 0 && e != d ? KL_PARALLEL : KL_SERIAL);
+    frame_set_inner(&c->frames[c->nframes - 1], loop);
+    push_frame(c, v, &loop->body);
+    idx[e] = kx_var(k, v);
+  }
+}
+
+static kexpr *scan_init(kernel *k, ir_op op, kiln_dtype t) {
+  switch (op) {
+  case IR_CUMSUM: return reduce_init(k, IR_SUM, t);
+  case IR_CUMPROD: return reduce_init(k, IR_PROD, t);
+  case IR_CUMMIN: case IR_CUMARGMIN: return extreme(k, t, false);
+  default: return extreme(k, t, true);   /* max-like, and logcumsumexp's -inf */
+  }
+}
+
+/* PyTorch's log-add-exp: max + log(1 + exp(min - max)); nan propagates
+ * (maximum and minimum do), two equal infinities give acc. */
+static kexpr *log_add_exp(kernel *k, kiln_dtype t, kexpr *acc, kexpr *x) {
+  kexpr *mx = fop(k, IR_MAXIMUM, t, acc, x), *mn = fop(k, IR_MINIMUM, t, acc, x);
+  kexpr *finite = kx_op(k, IR_LT, KILN_BOOL, kx_op(k, IR_ABS, t, mn, NULL, NULL), kx_float(k, t, INFINITY), NULL);
+  kexpr *use = kx_op(k, IR_LOGICAL_OR, KILN_BOOL, kx_op(k, IR_NE, KILN_BOOL, mn, mx, NULL), finite, NULL);
+  kexpr *e = kx_op(k, IR_EXP, t, fop(k, IR_SUB, t, mn, mx), NULL, NULL);
+  kexpr *sum = fop(k, IR_ADD, t, mx, kx_op(k, IR_LOG, t, fop(k, IR_ADD, t, kx_float(k, t, 1), e), NULL, NULL));
+  return kx_op(k, IR_WHERE, t, use, sum, acc);
+}
+
+/* cummax/cummin's position: x takes over when it is nan, or when acc is
+ * not and x >= acc (<= for min): ties and nans move to the latest. */
+static kexpr *scan_wins(kernel *k, ir_op op, kiln_dtype t, kexpr *acc, kexpr *x) {
+  kexpr *cmp = kx_op(k, op == IR_CUMARGMAX ? IR_GE : IR_LE, KILN_BOOL, x, acc, NULL);
+  if (!ir_is_float(t)) return cmp;
+  kexpr *acc_ok = kx_op(k, IR_EQ, KILN_BOOL, acc, acc, NULL);
+  return kx_op(k, IR_LOGICAL_OR, KILN_BOOL, kx_op(k, IR_NE, KILN_BOOL, x, x, NULL),
+               kx_op(k, IR_LOGICAL_AND, KILN_BOOL, acc_ok, cmp, NULL), NULL);
+}
+
+static kexpr *scan_step(lower_ctx *c, task *t) {
+  kernel *k = c->k;
+  const ir_node *n = t->n;
+  if (!t->step) {
+    copy_index(t->need_idx, t->idx, n->ndim);
+    return ask(t, 0);
+  }
+  int d = scan_dim(n), home = c->nframes - 2;
+  IR_ASSERT(home >= 0 && t->idx[d]->kind == KX_VAR && t->idx[d]->var == c->frames[c->nframes - 1].var);
+  kiln_dtype at = ct(n->attr.compute);
+  kexpr *x = kx_cast(k, t->got, at);
+  int acc = k_acc(k);
+  kexpr *cur = kx_acc(k, acc, at), *next;
+  frame_insert(&c->frames[home], ks_acc(k, acc, at, scan_init(k, n->op, at)));
+  kstmt *pos = NULL;
+  switch (n->op) {
+  case IR_CUMSUM: next = fop(k, IR_ADD, at, cur, x); break;
+  case IR_CUMPROD: next = fop(k, IR_MUL, at, cur, x); break;
+  case IR_CUMMAX: next = fop(k, IR_MAXIMUM, at, cur, x); break;
+  case IR_CUMMIN: next = fop(k, IR_MINIMUM, at, cur, x); break;
+  case IR_LOGCUMSUMEXP: next = log_add_exp(k, at, cur, x); break;
+  default: {  /* CUMARGMAX, CUMARGMIN: the position first, from the old acc */
+    kexpr *wins = scan_wins(k, n->op, at, cur, x);
+    int ia = k_acc(k);
+    frame_insert(&c->frames[home], ks_acc(k, ia, KILN_I64, i64(k, 0)));
+    pos = ks_carry(k, ia, n->op, KILN_I64, kx_op(k, IR_WHERE, KILN_I64, wins, t->idx[d], kx_acc(k, ia, KILN_I64)));
+    frame_insert(&c->frames[c->nframes - 1], pos);
+    next = kx_op(k, IR_WHERE, at, wins, x, cur);
+  }
+  }
+  kstmt *carry = ks_carry(k, acc, n->op, at, next);
+  frame_insert(&c->frames[c->nframes - 1], carry);
+  return kx_cast(k, kx_acc_after(k, pos ? pos : carry), ct(n->dtype));
+}
+
 /* One step of t: a node stored elsewhere is loaded, a source computed;
  * the other ops ask for their sources first. */
 static kexpr *step(lower_ctx *c, task *t) {
@@ -606,6 +701,7 @@ static kexpr *step(lower_ctx *c, task *t) {
   if (ir_op_has(n->op, IR_MOVE)) return step_view(c, t);
   if (n->op == IR_CAST) return step_cast(c, t);
   if (ir_op_has(n->op, IR_REDUCE)) return t->step ? reduce_close(c, t) : reduce_open(c, t);
+  if (ir_op_has(n->op, IR_SCAN)) return scan_step(c, t);
   IR_ASSERT(ir_op_has(n->op, IR_EW));
   return step_elementwise(c, t);
 }
@@ -829,7 +925,9 @@ static void store_outputs(lower_ctx *c, const pass_group *pg) {
   kernel *k = c->k;
   kexpr *idx[KILN_MAX_DIMS];
   ir_node *mm = group_matmul(c->g, c->gi);
+  const ir_node *scan = group_scan(c->g, c->gi);
   if (mm) gemm_nest(c, pg, mm, idx);
+  else if (scan) scan_nest(c, pg, scan_dim(scan), idx);
   else loop_nest(c, pg, pg->ndim, idx);
   int64_t st[KILN_MAX_DIMS];
   ir_contiguous_strides(pg->ndim, pg->shape, st);

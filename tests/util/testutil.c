@@ -220,3 +220,19 @@ TCase *tu_tcase(Suite *s, const char *name) {
   suite_add_tcase(s, tc);
   return tc;
 }
+
+void tu_expect_error(kiln_tensor *t, kiln_status st, const char *file, int line, const char *text) {
+  ck_assert_int_eq(kiln_status_of(t), st);
+  ck_assert_int_eq(kiln_realize(t), st);
+  const char *msg = kiln_last_error();
+  char where[256];
+  snprintf(where, sizeof where, "%s:%d: ", file, line);
+  ck_assert_msg(strncmp(msg, where, strlen(where)) == 0, "message %s lacks %s", msg, where);
+  ck_assert_msg(strstr(msg, text), "message %s lacks %s", msg, text);
+}
+
+uint64_t tu_kernels_of(kiln_tensor *t) {
+  kiln_reset_stats();
+  ck_assert_int_eq(kiln_realize(t), KILN_OK);
+  return kiln_stats().kernels_launched;
+}

@@ -66,6 +66,12 @@ bool tu_check_fused_eager(tu_build_fn build, const void *ctx, kiln_dtype want_dt
  * GPU fails the test, so a broken driver cannot pass as a skip. */
 bool tu_have_gpu(void);
 
+/* Asserts that t is an error of status st (also from kiln_realize) whose
+ * message starts with "file:line: " and holds text. */
+void tu_expect_error(kiln_tensor *t, kiln_status st, const char *file, int line, const char *text);
+/* Realizes t (asserting success) and returns the kernels that launched. */
+uint64_t tu_kernels_of(kiln_tensor *t);
+
 /* A test case added to s with a timeout that fits JIT compiles under
  * sanitizers (Check's default is 4 s). */
 TCase *tu_tcase(Suite *s, const char *name);
