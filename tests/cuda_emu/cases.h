@@ -1,6 +1,6 @@
 /* cases.h: the graphs the CUDA tests compile: every elementwise op on every
  * dtype it accepts, casts between all dtypes, broadcasting, movement views,
- * random and other sources, reductions (by rows, and whole tensors on one
+ * random and other sources, scans, reductions (by rows, and whole tensors on one
  * block or the whole grid), elementwise kernels on the vector path.
  * test_cuda_codegen.c compiles the kernels of all of them with NVRTC; the
  * emulation generator (gen.c) runs a share of them through the emulated
