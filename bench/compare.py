@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""compare.py: times the workloads W1-W7 of bench/README.md in NumPy and PyTorch
+"""compare.py: times the workloads W1-W7 and W10 of bench/README.md in NumPy and PyTorch
 (CPU), whichever are installed, so kiln's numbers can be placed next to
 theirs. With kiln_bench's JSON (default build/bench.json, from `make bench`)
 it adds kiln-fused's median for the same workload and the ratio.
@@ -90,6 +90,9 @@ WORKLOADS = [
     ("W7-2048", "matmul 2048^3", {"a": (2048, 2048), "b": (2048, 2048)},
      {"numpy": lambda t: lambda: t["a"] @ t["b"],
       "torch": lambda t: lambda: t["a"] @ t["b"]}),
+    ("W10", "cumsum along rows of 4096x4096", {"x": (4096, 4096)},
+     {"numpy": lambda t: lambda: np.cumsum(t["x"], axis=1),
+      "torch": lambda t: lambda: torch.cumsum(t["x"], dim=1)}),
 ]
 
 

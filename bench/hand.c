@@ -139,6 +139,27 @@ void hand_layer_norm_rows(float *out, const float *x, int64_t rows, int64_t cols
   hand_parallel_for(threads, rows, layer_norm_body, &w);
 }
 
+/* W10: the running sum of each row, accumulated in double as PyTorch's CPU
+ * cumsum does (and kiln): one dependent add per element. */
+static void cumsum_body(void *ctx, int64_t lo, int64_t hi) {
+  const rows_args *w = ctx;
+  int64_t n = w->cols;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *restrict x = w->x + r * n;
+    float *restrict y = w->out + r * n;
+    double acc = 0;
+    for (int64_t j = 0; j < n; j++) {
+      acc += x[j];
+      y[j] = (float)acc;
+    }
+  }
+}
+
+void hand_cumsum_rows(float *out, const float *x, int64_t rows, int64_t cols, int threads) {
+  rows_args w = {out, x, cols};
+  hand_parallel_for(threads, rows, cumsum_body, &w);
+}
+
 /* ---- W6: column standardization ------------------------------------------
  * x does not fit in cache, so the column statistics are one pass (each thread
  * a range of columns, sums in double, shifted by the first row so a large

@@ -31,6 +31,8 @@ hand_matrix_fn hand_softmax_rows;
 hand_matrix_fn hand_layer_norm_rows;
 /* W6: (x - mean over rows) / unbiased std over rows, per column. */
 hand_matrix_fn hand_standardize_cols;
+/* W10: the running sum along each row (cumsum(x, -1)), in double. */
+hand_matrix_fn hand_cumsum_rows;
 
 /* W5: the sum of x[0, n): float blocks added in double (the reference), and
  * the STREAM-like read loop (float lanes only, the bandwidth yardstick). */

@@ -227,6 +227,9 @@ static kiln_tensor *w6_build(void *p) {
   return kiln_div(kiln_sub(x, kiln_mean_dims(x, KILN_DIMS(0), 1)), kiln_std_dims(x, KILN_DIMS(0), 1, 1));
 }
 
+static void *w10_setup(void) { return mat_setup(4096, 4096, hand_cumsum_rows); }
+static kiln_tensor *w10_build(void *p) { return kiln_cumsum(mat_x(p), -1); }
+
 #define MAT_BYTES(rows, cols, passes) (passes) * 4.0 * (rows) * (cols)
 #define MAT_IMPLS {KILN_FUSED, KILN_EAGER, {"c-hand", 0, mat_hand, 0}}
 #define MAT_IMPLS_GENERIC {KILN_FUSED, KILN_GENERIC, KILN_EAGER, {"c-hand", 0, mat_hand, 0}}
@@ -582,6 +585,8 @@ static const workload workloads[] = {
   W9_ROW("W9-rowsum", "sum(a*b, dim=1) on f32[16,16]: compile, cached dispatch", rowsum),
   W9_ROW("W9-softmax", "softmax(a, -1) on f32[16,16]: compile, cached dispatch", softmax),
   W9_ROW("W9-matmul", "f32[16,16] @ f32[16,16]: compile, cached dispatch", matmul),
+  {"W10", "cumsum(x, -1), x f32[4096,4096]", MAT_BYTES(4096, 4096, 2), 0,
+   w10_setup, w10_build, mat_expected, mat_teardown, MAT_IMPLS_GENERIC, 0, 0, NULL},
 };
 #define NUM_WORKLOADS ((int)(sizeof workloads / sizeof workloads[0]))
 
@@ -1001,7 +1006,7 @@ static void openblas_coretype(char **argv) {
 
 #define NO_GPU_EXIT 3   /* --device cuda:0 and it cannot be used: nothing was timed */
 
-/* --device cuda:0: keeps the workloads that have GPU rows (W1-W7: W8 and W9
+/* --device cuda:0: keeps the workloads that have GPU rows (W1-W7, W10: W8 and W9
  * time the host's dispatch) and runs gpu.c's prologue (with --info, only
  * its first part); false, having said why, when cuda:0 cannot be used. */
 static bool gpu_start(options *o) {
