@@ -14,6 +14,7 @@ const cpu_libm_sym cpu_libm_syms[] = {
   {"exp", (void *)exp}, {"log", (void *)log}, {"sin", (void *)sin}, {"cos", (void *)cos},
   {"tanh", (void *)tanh}, {"erfc", (void *)erfc}, {"pow", (void *)pow},
   {"sincos", (void *)sincos},  /* LLVM merges sin(x) and cos(x) into it */
+  {CPU_SORT_SYMBOL, (void *)cpu_sort_row},   /* not libm: kiln's row sort (sort.c) */
   {NULL, NULL},
 };
 

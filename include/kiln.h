@@ -868,6 +868,54 @@ KILN_API void kiln_cummin_at(const char *f, int l, kiln_tensor *t, int64_t dim, 
 #define kiln_cummin(t, dim, values, indices) kiln_cummin_at(__FILE__, __LINE__, t, dim, values, indices)
 /** @} */
 
+/* ---- sorting ------------------------------------------------------------- */
+/** @name Sorting
+ * Along one dim (negative counts from the end; a 0-dim tensor takes 0 or -1).
+ * nan sorts as the largest value, -0 equals +0, and equal elements keep
+ * their input order (every sort is stable). Positions are int64. Each call
+ * is one row kernel; a call's values and positions share it.
+ * @{ */
+/** torch.sort: the sorted values and the positions they came from.
+ * @at
+ * @param t the tensor (any dtype)
+ * @param dim the dim sorted
+ * @param descending nonzero sorts the largest first (equal elements still in input order)
+ * @param stable accepted for PyTorch's signature: every sort is stable
+ * @param values where the sorted values go (t's dtype), or NULL to skip them
+ * @param indices where their positions go (int64), or NULL to skip them
+ * @handle t's error, KILN_ERR_ARG for NULL or a dim out of range: both results are then error handles. */
+KILN_API void kiln_sort_at(const char *f, int l, kiln_tensor *t, int64_t dim, int descending, int stable,
+                           kiln_tensor **values, kiln_tensor **indices);
+/** torch.argsort: the positions of kiln_sort_at's values.
+ * @at
+ * @param t the tensor (any dtype)
+ * @param dim the dim sorted
+ * @param descending nonzero sorts the largest first
+ * @param stable accepted for PyTorch's signature: every sort is stable
+ * @handle errors as kiln_sort_at. */
+KILN_API kiln_tensor *kiln_argsort_at(const char *f, int l, kiln_tensor *t, int64_t dim, int descending, int stable);
+/** torch.topk: the k largest (or smallest) elements along dim and their
+ * positions, in order (largest first for largest), without sorting the
+ * whole line: a bounded heap of k.
+ * @at
+ * @param t the tensor (not bool)
+ * @param k how many, 0 to the dim's size
+ * @param dim the dim searched
+ * @param largest nonzero: the largest, else the smallest
+ * @param sorted accepted for PyTorch's signature: the k are always in order
+ * @param values where the values go (t's dtype), or NULL to skip them
+ * @param indices where their positions go (int64), or NULL to skip them
+ * @handle errors as kiln_sort_at; KILN_ERR_ARG for k out of range,
+ * KILN_ERR_DTYPE for bool. */
+KILN_API void kiln_topk_at(const char *f, int l, kiln_tensor *t, int64_t k, int64_t dim, int largest, int sorted,
+                           kiln_tensor **values, kiln_tensor **indices);
+#define kiln_sort(t, dim, descending, stable, values, indices) \
+  kiln_sort_at(__FILE__, __LINE__, t, dim, descending, stable, values, indices)
+#define kiln_argsort(t, dim, descending, stable) kiln_argsort_at(__FILE__, __LINE__, t, dim, descending, stable)
+#define kiln_topk(t, k, dim, largest, sorted, values, indices) \
+  kiln_topk_at(__FILE__, __LINE__, t, k, dim, largest, sorted, values, indices)
+/** @} */
+
 /* ---- matrix products (PyTorch's matmul rules) ---------------------------- */
 /** @name Matrix products
  * matmul: 1-D x 1-D is a dot product, a 1-D operand is promoted to a matrix

@@ -293,6 +293,16 @@ kexpr *kx_acc_after(kernel *k, const kstmt *carry) {
   return kx_intern(k, &(kexpr){.kind = KX_ACC, .type = carry->type, .var = carry->acc, .i = carry->var});
 }
 
+kstmt *ks_sort(kernel *k, int64_t n, int64_t keep, bool descending) {
+  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
+  *s = (kstmt){.kind = KS_SORT, .acc = -1, .acc2 = -1};
+  s->sort.n = n;
+  s->sort.k = keep;
+  s->sort.descending = descending;
+  s->sort.vals = s->sort.idx = s->sort.in = -1;
+  return s;
+}
+
 kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t kdim) {
   kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
   *s = (kstmt){.kind = KS_GEMM, .acc = acc, .acc2 = -1, .type = t, .var = k_var(k), .extent = m};
@@ -308,6 +318,7 @@ static int64_t block_cost(const kstmt *s) {
   for (; s; s = s->next) {
     if (s->kind == KS_LOOP) c += s->extent * block_cost(s->body);
     else if (s->kind == KS_GEMM) c += s->extent * s->gemm.n * (s->gemm.kdim + 1);
+    else if (s->kind == KS_SORT) c += 16 * s->sort.n;   /* a few passes over the line */
     else c += 1;
   }
   return c;
@@ -362,6 +373,12 @@ static void walk_block(kwalk *w, const kstmt *s, int depth) {
       walk_expr(w, s->gemm.b_off, depth);
     }
     if (s->kind == KS_LOOP && s->bound) walk_expr(w, s->bound, depth);
+    if (s->kind == KS_SORT) {
+      walk_expr(w, s->sort.in_off, depth);
+      walk_expr(w, s->sort.out_off, depth);
+      w->on_stmt(w->ctx, s, depth, false);
+      continue;
+    }
     if (s->kind == KS_LOOP || s->kind == KS_GEMM) {
       w->on_stmt(w->ctx, s, depth, true);
       walk_block(w, s->body, depth + 1);
@@ -400,6 +417,13 @@ static void key_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
     int64_t g[8] = {s->gemm.var_j, s->gemm.n, s->gemm.kdim, s->gemm.a_buf, s->gemm.b_buf,
                     s->gemm.a_off->id, s->gemm.b_off->id, s->gemm.a_si};
     int64_t h[3] = {s->gemm.a_sk, s->gemm.b_sk, s->gemm.b_sn};
+    memcpy(f + 12, g, sizeof g);
+    ir_str_append(ctx, h, sizeof h);
+  }
+  if (s->kind == KS_SORT) {
+    int64_t g[8] = {s->sort.in, s->sort.vals, s->sort.idx, s->sort.in_off->id, s->sort.out_off->id, s->sort.n,
+                    s->sort.k, s->sort.in_stride};
+    int64_t h[2] = {s->sort.out_stride, s->sort.descending};
     memcpy(f + 12, g, sizeof g);
     ir_str_append(ctx, h, sizeof h);
   }
@@ -447,6 +471,7 @@ static void desc_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
   (void)enter;
   if (s->kind == KS_UPDATE) desc_add(ctx, reduction_of(s));
   if (s->kind == KS_CARRY) desc_add(ctx, s->op);
+  if (s->kind == KS_SORT) desc_add(ctx, s->sort.k < s->sort.n ? IR_TOPK : IR_SORT);
   if (s->kind == KS_GEMM) desc_add(ctx, IR_MATMUL);
 }
 
@@ -475,7 +500,7 @@ static void describe(kernel *k, char *out, size_t room) {
   int m = 0;
   for (int pass = 0; pass < 2; pass++)  /* matmul, reductions and scans lead */
     for (int i = 0; i < d.n; i++)
-      if ((ir_op_has(d.order[i], IR_REDUCE | IR_CONTRACT | IR_SCAN) != 0) == (pass == 0)) sorted[m++] = d.order[i];
+      if ((ir_op_has(d.order[i], IR_REDUCE | IR_CONTRACT | IR_SCAN | IR_SORTING) != 0) == (pass == 0)) sorted[m++] = d.order[i];
   size_t len = 0;
   out[0] = 0;
   for (int i = 0; i < m; i++) {
@@ -568,6 +593,12 @@ static void kp_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
     else
       ir_str_printf(b, "a%d, a%d = arg%s(a%d, %%%d at %%%d)\n", s->acc, s->acc2, ir_ops[s->op].name, s->acc,
                     s->value->id, s->index->id);
+    break;
+  case KS_SORT:
+    ir_str_printf(b, "sort%s p%d[%%%d + j*%lld] j in 0..%lld -> first %lld: values p%d, positions p%d [%%%d + j*%lld]\n",
+                  s->sort.descending ? " descending" : "", s->sort.in, s->sort.in_off->id, (long long)s->sort.in_stride,
+                  (long long)s->sort.n, (long long)s->sort.k, s->sort.vals, s->sort.idx, s->sort.out_off->id,
+                  (long long)s->sort.out_stride);
     break;
   case KS_CARRY:
     ir_str_printf(b, "carry %lld (%s): a%d = %%%d\n", (long long)s->var, ir_ops[s->op].name, s->acc, s->value->id);

@@ -59,7 +59,7 @@ struct kexpr {
   int id;               /* dense number within the kernel, for printers and memo tables */
 };
 
-typedef enum { KS_LOOP, KS_STORE, KS_ACC, KS_UPDATE, KS_GEMM, KS_CARRY } ks_kind;
+typedef enum { KS_LOOP, KS_STORE, KS_ACC, KS_UPDATE, KS_GEMM, KS_CARRY, KS_SORT } ks_kind;
 typedef enum { KL_SERIAL, KL_PARALLEL, KL_VECTOR } kl_kind;
 
 typedef struct kstmt kstmt;
@@ -106,6 +106,18 @@ struct kstmt {
     kexpr *a_off, *b_off;
     int64_t a_si, a_sk, b_sk, b_sn;
   } gemm;
+  /* KS_SORT: one line of n elements of param in, element j at in_off +
+   * j*in_stride, ordered (ascending, or descending; nan the largest; ties
+   * by position: stable); its first k go to param vals (the values, -1:
+   * none) and param idx (their i64 positions, -1: none), element j at
+   * out_off + j*out_stride. in_off and out_off are i64 expressions of the
+   * enclosing loop vars. */
+  struct {
+    int in, vals, idx;
+    kexpr *in_off, *out_off;
+    int64_t n, k, in_stride, out_stride;
+    bool descending;
+  } sort;
 };
 
 typedef struct {
@@ -195,6 +207,9 @@ kexpr *kx_acc_after(kernel *k, const kstmt *carry);
 /* A KS_GEMM with loop vars i (returned in s->var) and j (s->gemm.var_j);
  * the caller fills the A/B fields and the epilogue body. */
 kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t kdim);
+
+/* A KS_SORT; the caller fills the params and offsets. */
+kstmt *ks_sort(kernel *k, int64_t n, int64_t keep, bool descending);
 
 /* The kernel's identity: a compact binary serialization of its normalized
  * IR (params, loops, every expression once in post-order by id) appended to

@@ -26,6 +26,8 @@
  *   one kernel); it is materialized when any other op reads it (a view, a
  *   reduction, another scan). A kernel holds at most one scan and no
  *   reduction or matmul: its loop nest runs the scanned dim innermost.
+ * - A sort or top-k is a kernel of its own (a row kernel) reading a buffer
+ *   or a stored node; the values and positions of one sort share it.
  * - A transfer (TO, kiln_to) is a group of its own and its source is stored:
  *   realize runs it as a copy between devices.
  * - A cheap elementwise node (no transcendental) that kernels of different
@@ -52,6 +54,7 @@ enum {
   HAS_GRID = 4,    /* a stored grid reduction (below) */
   HAS_VIEW = 8,    /* a view of a computed node: it reads its source at other indices */
   HAS_SCAN = 16,   /* a scan: its kernel's loop nest runs the scanned dim innermost, in order */
+  HAS_SORT = 32,   /* a sort or top-k: a row kernel of its own */
 };
 
 typedef struct {
@@ -103,6 +106,7 @@ static bool same_shape(const ir_node *a, const ir_node *b) {
 }
 
 static unsigned node_kind(const ir_node *n) {
+  if (ir_op_has(n->op, IR_SORTING)) return HAS_SORT;
   if (ir_op_has(n->op, IR_SCAN)) return HAS_SCAN;
   return ir_op_has(n->op, IR_REDUCE) ? HAS_REDUCE : ir_op_has(n->op, IR_CONTRACT) ? HAS_CONTRACT : 0;
 }
@@ -203,6 +207,10 @@ static void mark_forced(pass_graph *g, bool merge, bool *mat) {
       ir_node *s = n->src[0];
       if (!free_node(s) && !trailing_broadcast(n)) mat[s->scratch] = true;
     }
+    if (ir_op_has(n->op, IR_SORTING)) {   /* a row kernel of its own, reading a buffer */
+      mat[i] = true;
+      if (n->src[0]->op != IR_BUFFER) mat[n->src[0]->scratch] = true;
+    }
     if (ir_op_has(n->op, IR_XFER)) {   /* a copy of a stored value, never a kernel */
       mat[i] = true;
       if (n->src[0]->op != IR_BUFFER) mat[n->src[0]->scratch] = true;
@@ -226,6 +234,7 @@ static void mark_forced(pass_graph *g, bool merge, bool *mat) {
  * may sit between them, even one that keeps the shape (flip(relu(x @ w))). */
 static bool fits(pass_graph *g, fuse_ctx *c, int r, unsigned kind, const ir_node *n) {
   unsigned k = c->kinds[r];
+  if ((k | kind) & HAS_SORT) return false;
   if (kind & HAS_SCAN) return !(k & NOT_WITH_SCAN) && same_shape(g->groups[r].outs[0], n);
   if ((k & HAS_SCAN) && (kind & NOT_WITH_SCAN)) return false;
   if (kind & HAS_CONTRACT) return !k && same_shape(g->groups[r].outs[0], n);
@@ -236,7 +245,7 @@ static bool fits(pass_graph *g, fuse_ctx *c, int r, unsigned kind, const ir_node
 
 static bool mergeable(pass_graph *g, fuse_ctx *c, int r, int s) {
   unsigned a = c->kinds[r], b = c->kinds[s];
-  bool kinds_ok = !((a & HAS_CONTRACT) && b) && !((b & HAS_CONTRACT) && a);
+  bool kinds_ok = !((a & HAS_CONTRACT) && b) && !((b & HAS_CONTRACT) && a) && !((a | b) & HAS_SORT);
   kinds_ok = kinds_ok && !((a & HAS_GRID) && (b & HAS_REDUCE)) && !((b & HAS_GRID) && (a & HAS_REDUCE));
   kinds_ok = kinds_ok && !((a & HAS_SCAN) && (b & NOT_WITH_SCAN)) && !((b & HAS_SCAN) && (a & NOT_WITH_SCAN));
   return kinds_ok && same_shape(g->groups[r].outs[0], g->groups[s].outs[0]);
@@ -345,6 +354,22 @@ static void merge_columns(pass_graph *g, fuse_ctx *c, const int *group) {
   free(seen);
 }
 
+/* A sort's values and its positions (sort and argsort, topk's two results)
+ * of the same line share one kernel, which sorts once. */
+static bool sort_siblings(const ir_node *a, const ir_node *b) {
+  return ir_op_has(a->op, IR_SORTING) && ir_op_has(b->op, IR_SORTING) && a->op != b->op && a->src[0] == b->src[0] &&
+         a->attr.axes == b->attr.axes && a->attr.sort_k == b->attr.sort_k && a->attr.descending == b->attr.descending;
+}
+
+static void merge_sorts(pass_graph *g, fuse_ctx *c, const int *group) {
+  for (int j = 0; j < g->n; j++)
+    for (int i = 0; i < j && group[j] >= 0 && ir_op_has(g->topo[j]->op, IR_SORTING); i++) {
+      if (group[i] < 0 || !sort_siblings(g->topo[i], g->topo[j])) continue;
+      int ri = uf_find(c->parent, group[i]), rj = uf_find(c->parent, group[j]);
+      if (ri != rj) c->parent[rj] = ri;
+    }
+}
+
 /* Collects each root group's materialized nodes (topo order) as its outputs. */
 static void regroup(pass_graph *g, fuse_ctx *c, int *group, int ngroups, bool *mat) {
   int *dense = ir_arena_alloc(g->arena, sizeof(int) * (size_t)(ngroups + 1));
@@ -400,6 +425,7 @@ void pass_fuse(pass_graph *g, bool merge) {
     }
   }
   if (merge) merge_columns(g, &c, group);
+  if (merge) merge_sorts(g, &c, group);
   regroup(g, &c, group, ngroups, mat);
   free(recompute);
   free(mat);

@@ -914,6 +914,49 @@ static void column_nest(lower_ctx *c, const pass_group *pg, int p, int q) {
   frame_insert(&c->frames[home], outer);
 }
 
+/* ---- sorts ----------------------------------------------------------------
+ * A sort group (fuse.c: a sort or top-k, with its positions' sibling) is a
+ * loop over its lines (every dim but the sorted one, the first parallel)
+ * around one KS_SORT reading its source in place through its strides. */
+static const ir_node *group_sort(const pass_graph *g, int gi) {
+  for (int i = 0; i < g->n; i++)
+    if (ir_op_has(g->topo[i]->op, IR_SORTING) && g->group_of[i] == gi) return g->topo[i];
+  return NULL;
+}
+
+static void sort_nest(lower_ctx *c, const pass_group *pg, const ir_node *n) {
+  kernel *k = c->k;
+  int d = scan_dim(n);
+  kexpr *idx[KILN_MAX_DIMS];
+  push_frame(c, -1, &k->body);
+  for (int e = 0; e < pg->ndim; e++) {
+    idx[e] = i64(k, 0);
+    if (e == d) continue;
+    int v = k_var(k);
+    kstmt *loop = ks_loop(k, v, pg->shape[e], c->nframes == 1 ? KL_PARALLEL : KL_SERIAL);
+    frame_set_inner(&c->frames[c->nframes - 1], loop);
+    push_frame(c, v, &loop->body);
+    idx[e] = kx_var(k, v);
+  }
+  ir_node *s = n->src[0];
+  int64_t sst[KILN_MAX_DIMS], ost[KILN_MAX_DIMS], off = s->op == IR_BUFFER ? s->offset : 0;
+  if (s->op == IR_BUFFER) memcpy(sst, s->strides, sizeof sst);
+  else ir_contiguous_strides(s->ndim, s->shape, sst);
+  ir_contiguous_strides(pg->ndim, pg->shape, ost);
+  kstmt *st = ks_sort(k, s->shape[d], n->attr.sort_k, n->attr.descending);
+  st->sort.in = input_param(c, s);
+  st->sort.in_off = linear(k, s->ndim, sst, off, idx);
+  st->sort.in_stride = sst[d];
+  st->sort.out_off = linear(k, pg->ndim, ost, 0, idx);
+  st->sort.out_stride = ost[d];
+  for (int o = 0; o < pg->nout; o++) {
+    ir_op op = pg->outs[o]->op;
+    if (op == IR_SORT || op == IR_TOPK) st->sort.vals = o;
+    else st->sort.idx = o;
+  }
+  frame_insert(&c->frames[c->nframes - 1], st);
+}
+
 static ir_node *group_matmul(const pass_graph *g, int gi) {
   for (int i = 0; i < g->n; i++)
     if (g->topo[i]->op == IR_MATMUL && g->group_of[i] == gi) return g->topo[i];
@@ -949,9 +992,12 @@ kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool g
   for (int o = 0; o < pg->nout; o++) k_param(k, pg->outs[o]->dtype, true, numel);
   int p = -1, q = -1;
   bool column = column_reduction(&c, pg, &p, &q);
-  /* a GEMM's and a column reduction's blocking follow their shape: specialised */
-  k->generic = generic && !group_matmul(g, gi) && !column;
-  if (column) column_nest(&c, pg, p, q);
+  const ir_node *sort = group_sort(g, gi);
+  /* a GEMM's and a column reduction's blocking follow their shape, a sort's
+   * line sizes are its statement's: specialised */
+  k->generic = generic && !group_matmul(g, gi) && !column && !sort;
+  if (sort) sort_nest(&c, pg, sort);
+  else if (column) column_nest(&c, pg, p, q);
   else store_outputs(&c, pg);
   k->work = numel;
   free(c.memo);

@@ -118,6 +118,8 @@ static void attr_words(node_words *k, const ir_node *n) {
   } else if (ir_op_has(n->op, IR_MOVE)) {
     word_f(k, a->value), word(k, a->dim), word(k, a->index), word(k, a->stride), word(k, a->flip_mask);
     for (int d = 0; d < n->ndim; d++) word(k, a->perm[d]), word(k, a->pad[d][0]), word(k, a->pad[d][1]);
+  } else if (ir_op_has(n->op, IR_SORTING)) {
+    word(k, a->sort_k), word(k, a->descending);
   }
   word(k, a->to | (int64_t)a->compute << 8 | (int64_t)a->axes << 16);
 }

@@ -1,8 +1,9 @@
 /* test_scan_ops.c: the scans (cumsum cumprod logcumsumexp cummax cummin)
- * against the reference evaluator, fused and eager: every dtype, every dim
- * (negative ones too), non-contiguous and computed inputs, 0-size and
- * size-1 dims, nan and inf, cummax's tie positions, long rows; kernel
- * counts of the fusions; error paths with message and file:line. */
+ * and the sorts (sort argsort topk) against the reference evaluator, fused
+ * and eager: every dtype, every dim (negative ones too), non-contiguous and
+ * computed inputs, 0-size and size-1 dims, nan and inf, cummax's tie
+ * positions and the sorts' stable order, long rows; kernel counts of the
+ * fusions; error paths with message and file:line. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -254,6 +255,127 @@ START_TEST(errors) {
 }
 END_TEST
 
+/* ---- sorting ----------------------------------------------------------------- */
+typedef enum { O_SORT, O_SORT_I, O_SORT_DESC, O_ARGSORT_DESC, O_TOPK, O_TOPK_I, O_TOPK_SMALL, O_TOPK_SMALL_I,
+               O_NOPS } sort_op;
+static const char *const sort_names[O_NOPS] = {"sort", "sort.indices", "sort descending", "argsort descending",
+                                               "topk", "topk.indices", "topk smallest", "topk smallest.indices"};
+
+typedef struct {
+  sort_op op;
+  kiln_dtype dt;
+  int ndim;
+  int64_t shape[KILN_MAX_DIMS];
+  int64_t dim, k;
+  input_kind in;
+  tu_range range;
+} sort_ctx;
+
+static kiln_tensor *sort_build(const void *p) {
+  const sort_ctx *c = p;
+  ctx_t in = {S_CUMSUM, c->dt, c->ndim, {0}, 0, c->in, c->range, false};
+  memcpy(in.shape, c->shape, sizeof in.shape);
+  kiln_tensor *x = input(&in), *r = NULL;
+  switch (c->op) {
+  case O_SORT: kiln_sort(x, c->dim, 0, 1, &r, NULL); return r;
+  case O_SORT_I: kiln_sort(x, c->dim, 0, 0, NULL, &r); return r;
+  case O_SORT_DESC: kiln_sort(x, c->dim, 1, 1, &r, NULL); return r;
+  case O_ARGSORT_DESC: return kiln_argsort(x, c->dim, 1, 1);
+  case O_TOPK: kiln_topk(x, c->k, c->dim, 1, 1, &r, NULL); return r;
+  case O_TOPK_I: kiln_topk(x, c->k, c->dim, 1, 1, NULL, &r); return r;
+  case O_TOPK_SMALL: kiln_topk(x, c->k, c->dim, 0, 1, &r, NULL); return r;
+  default: kiln_topk(x, c->k, c->dim, 0, 1, NULL, &r); return r;
+  }
+}
+
+static void sort_check_case(const sort_ctx *c) {
+  if (c->op >= O_TOPK && c->dt == KILN_BOOL) return;
+  char why[512];
+  bool ok = tu_check_fused_eager(sort_build, c, KILN_NUM_DTYPES, (ref_tol){0, 0}, why, sizeof why);
+  ck_assert_msg(ok, "%s %s dim %lld k %lld input %d: %s", sort_names[c->op], kiln_dtype_name(c->dt), (long long)c->dim,
+                (long long)c->k, c->in, why);
+}
+
+/* every dtype along every dim; TU_SMALL data has many ties: the order of
+ * equal elements (stable) shows in the positions */
+START_TEST(sort_every_dtype_every_dim) {
+  for (int d = 0; d < NDTYPES; d++)
+    for (int64_t dim = -3; dim < 3; dim++) {
+      sort_ctx c = {(sort_op)_i, dtypes[d], 3, {4, 6, 5}, dim, 3, IN_PLAIN, TU_SMALL};
+      sort_check_case(&c);
+    }
+}
+END_TEST
+
+/* strided inputs, specials (nan, inf, -0), 0-size and size-1 dims, a 0-dim
+ * tensor, long lines (radix sort; top-k's heap), k = 0 and k = n */
+START_TEST(sort_shapes_and_specials) {
+  const struct { int ndim; int64_t s[3]; int64_t dim, k; input_kind in; tu_range r; } cases[] = {
+    {2, {6, 9}, 1, 4, IN_TRANSPOSED, TU_SMALL}, {2, {6, 9}, 0, 2, IN_SLICED, TU_SMALL},
+    {2, {6, 9}, -1, 9, IN_COMPUTED, TU_SMALL},  {2, {4, 40}, -1, 5, IN_PLAIN, TU_FULL},
+    {2, {40, 3}, 0, 40, IN_PLAIN, TU_FULL},     {2, {0, 5}, 1, 2, IN_PLAIN, TU_SMALL},
+    {2, {3, 0}, 1, 0, IN_PLAIN, TU_SMALL},      {3, {3, 1, 4}, 1, 1, IN_PLAIN, TU_SMALL},
+    {0, {0}, 0, 1, IN_PLAIN, TU_SMALL},         {0, {0}, -1, 0, IN_PLAIN, TU_SMALL},
+    {2, {3, 5000}, 1, 8, IN_PLAIN, TU_MODERATE}, {1, {70001}, 0, 70001, IN_PLAIN, TU_MODERATE},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    sort_ctx c = {(sort_op)_i, KILN_F32, cases[i].ndim, {0}, cases[i].dim, cases[i].k, cases[i].in, cases[i].r};
+    memcpy(c.shape, cases[i].s, sizeof cases[i].s);
+    if (c.ndim == 1 && c.op >= O_TOPK) c.k = 100;   /* a long line's top-k: the heap */
+    sort_check_case(&c);
+    c.dt = KILN_I16;
+    sort_check_case(&c);
+  }
+}
+END_TEST
+
+START_TEST(sort_hand_worked) {
+  kiln_scope_begin();
+  kiln_tensor *x = kiln_from_data((float[]){3, 1, NAN, 1, -0.0f, 0.0f, 7}, KILN_F32, KILN_SHAPE(7));
+  kiln_tensor *v, *i;
+  kiln_sort(x, 0, 0, 1, &v, &i);
+  expect_f32(v, (float[]){-0.0f, 0, 1, 1, 3, 7, NAN}, 7);
+  expect_i64(i, (int64_t[]){4, 5, 1, 3, 0, 6, 2}, 7);   /* equal elements in input order, nan last */
+  kiln_sort(x, -1, 1, 1, &v, &i);
+  expect_i64(i, (int64_t[]){2, 6, 0, 1, 3, 4, 5}, 7);   /* descending: nan first, ties still in order */
+  kiln_topk(x, 3, 0, 1, 1, &v, &i);
+  expect_f32(v, (float[]){NAN, 7, 3}, 3);
+  expect_i64(i, (int64_t[]){2, 6, 0}, 3);
+  kiln_topk(x, 2, 0, 0, 1, &v, &i);
+  expect_i64(i, (int64_t[]){4, 5}, 2);
+  /* the values and positions of one call are one kernel */
+  kiln_tensor *m = tu_data(KILN_F32, KILN_SHAPE(16, 33), 3, TU_SMALL);
+  kiln_sort(m, 1, 0, 1, &v, &i);
+  kiln_tensor *both[2] = {v, i};
+  kiln_reset_stats();
+  ck_assert_int_eq(kiln_realize_n(2, both), KILN_OK);
+  ck_assert_int_eq(kiln_stats().kernels_launched, 1);
+  kiln_scope_end();
+}
+END_TEST
+
+START_TEST(sort_errors) {
+  kiln_scope_begin();
+  kiln_tensor *x = kiln_ones(KILN_SHAPE(2, 3), KILN_F32), *v = NULL, *i = NULL;
+  int line = __LINE__ + 1;
+  kiln_topk(x, 4, 1, 1, 1, &v, &i);
+  expect_error(v, KILN_ERR_ARG, line, "topk: k (4) is out of range for dim 1 of size 3");
+  expect_error(i, KILN_ERR_ARG, line, "topk: k (4) is out of range");
+  line = __LINE__ + 1;
+  kiln_topk(x, -1, 0, 1, 1, &v, NULL);
+  expect_error(v, KILN_ERR_ARG, line, "topk: k (-1) is out of range for dim 0 of size 2");
+  line = __LINE__ + 1;
+  kiln_topk(kiln_gts(x, 0), 1, 0, 1, 1, &v, NULL);
+  expect_error(v, KILN_ERR_DTYPE, line, "topk: not implemented for bool");
+  line = __LINE__ + 1;
+  kiln_sort(x, 2, 0, 0, &v, &i);
+  expect_error(i, KILN_ERR_ARG, line, "sort: Dimension out of range (expected to be in range of [-2, 1], but got 2)");
+  EXPECT_ERROR(kiln_argsort(x, -3, 0, 0), KILN_ERR_ARG, "argsort: Dimension out of range");
+  EXPECT_ERROR(kiln_argsort(NULL, 0, 0, 0), KILN_ERR_ARG, "argsort: argument 1 is NULL");
+  kiln_scope_end();
+}
+END_TEST
+
 static Suite *scan_suite(void) {
   Suite *s = suite_create("scan_ops");
   tcase_add_loop_test(tu_tcase(s, "dtypes"), every_dtype_every_dim, 0, S_NOPS);
@@ -265,6 +387,11 @@ static Suite *scan_suite(void) {
   tcase_add_test(tc, long_rows);
   tcase_add_test(tu_tcase(s, "fusion"), fusion_counts);
   tcase_add_test(tu_tcase(s, "errors"), errors);
+  tcase_add_loop_test(tu_tcase(s, "sort_dtypes"), sort_every_dtype_every_dim, 0, O_NOPS);
+  tcase_add_loop_test(tu_tcase(s, "sort_shapes"), sort_shapes_and_specials, 0, O_NOPS);
+  TCase *st = tu_tcase(s, "sort_values");
+  tcase_add_test(st, sort_hand_worked);
+  tcase_add_test(st, sort_errors);
   return s;
 }
 

@@ -411,18 +411,54 @@ static void scan_eval(const ir_node *n, ref_tensor *const *src, ref_tensor *r) {
   free(seen);
 }
 
+/* Sorts along the dim of attr.axes, by the plain definition: element a
+ * comes before b when it is smaller (larger when descending; nan the
+ * largest, -0 == +0), or equal and earlier; the first sort_k are kept. */
+typedef struct { rv v; int64_t at; bool desc; } sort_item;
+
+static int sort_cmp(const void *pa, const void *pb) {
+  const sort_item *a = pa, *b = pb;
+  int c;
+  if (a->v.isf) {
+    double x = a->v.f, y = b->v.f;
+    c = isnan(x) ? (isnan(y) ? 0 : 1) : isnan(y) ? -1 : (x > y) - (x < y);
+  } else {
+    c = (a->v.i > b->v.i) - (a->v.i < b->v.i);
+  }
+  if (a->desc) c = -c;
+  return c ? c : (a->at > b->at) - (a->at < b->at);
+}
+
+static void sort_eval(const ir_node *n, ref_tensor *const *src, ref_tensor *r) {
+  const ref_tensor *s = src[0];
+  int d = 0;
+  while (!(n->attr.axes >> d & 1)) d++;
+  int64_t len = s->shape[d], inner = ir_numel(n->ndim - d - 1, n->shape + d + 1), k = n->attr.sort_k;
+  if (len == 0 || r->numel == 0) return;
+  sort_item *items = malloc(sizeof *items * (size_t)len);
+  IR_ASSERT(items);
+  bool positions = n->op == IR_ARGSORT || n->op == IR_ARGTOPK;
+  for (int64_t o = 0; o < s->numel / (len * inner); o++)
+    for (int64_t t = 0; t < inner; t++) {
+      for (int64_t j = 0; j < len; j++) items[j] = (sort_item){ref_rv(s, (o * len + j) * inner + t), j, n->attr.descending};
+      qsort(items, (size_t)len, sizeof *items, sort_cmp);
+      for (int64_t j = 0; j < k; j++) ref_put(r, (o * k + j) * inner + t, positions ? rv_i(items[j].at) : items[j].v);
+    }
+  free(items);
+}
+
 static bool op_supported(const ir_node *n) {
   if (n->status != KILN_OK) return false;
   if (n->op == IR_BUFFER)  /* an empty buffer may have no storage */
     return (n->buf || ir_numel(n->ndim, n->shape) == 0) && n->device.type == KILN_CPU;
-  return ir_op_has(n->op, IR_SRC | IR_EW | IR_MOVE | IR_CONTRACT | IR_REDUCE | IR_SCAN);
+  return ir_op_has(n->op, IR_SRC | IR_EW | IR_MOVE | IR_CONTRACT | IR_REDUCE | IR_SCAN | IR_SORTING);
 }
 
 /* The value of n given the values of its sources. */
 static ref_tensor *eval_node(const ir_node *n, ref_tensor *const *src) {
   ref_tensor *r = ref_new(n);
-  if (ir_op_has(n->op, IR_SCAN)) {
-    scan_eval(n, src, r);
+  if (ir_op_has(n->op, IR_SCAN | IR_SORTING)) {
+    (ir_op_has(n->op, IR_SCAN) ? scan_eval : sort_eval)(n, src, r);
     return r;
   }
   for (int64_t k = 0; k < r->numel; k++) {
