@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""compare.py: times the workloads W1-W7 and W10 of bench/README.md in NumPy and PyTorch
+"""compare.py: times the workloads W1-W7, W10 and W11 of bench/README.md in NumPy and PyTorch
 (CPU), whichever are installed, so kiln's numbers can be placed next to
 theirs. With kiln_bench's JSON (default build/bench.json, from `make bench`)
 it adds kiln-fused's median for the same workload and the ratio.
@@ -93,6 +93,12 @@ WORKLOADS = [
     ("W10", "cumsum along rows of 4096x4096", {"x": (4096, 4096)},
      {"numpy": lambda t: lambda: np.cumsum(t["x"], axis=1),
       "torch": lambda t: lambda: torch.cumsum(t["x"], dim=1)}),
+    ("W11-topk", "topk(k=8) along rows of 4096x4096", {"x": (4096, 4096)},
+     {"numpy": lambda t: lambda: -np.sort(np.partition(-t["x"], 8, axis=1)[:, :8], axis=1),
+      "torch": lambda t: lambda: torch.topk(t["x"], 8, dim=1).values}),
+    ("W11-sort", "sort of 16M", {"x": (16 << 20,)},
+     {"numpy": lambda t: lambda: np.sort(t["x"]),
+      "torch": lambda t: lambda: torch.sort(t["x"]).values}),
 ]
 
 

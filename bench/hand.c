@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
   void (*body)(void *ctx, int64_t lo, int64_t hi);
@@ -277,4 +278,42 @@ static void triad_body(void *ctx, int64_t lo, int64_t hi) {
 void hand_stream_triad(float *a, const float *b, const float *c, float s, int64_t n, int threads) {
   triad_args w = {a, b, c, s};
   hand_parallel_for(threads, n, triad_body, &w);
+}
+
+/* W11: the 8 largest of each row, largest first: a sorted window of k
+ * that a row element enters only when it beats the smallest kept. */
+typedef struct {
+  float *out;
+  const float *x;
+  int64_t cols, k;
+} topk_args;
+
+static void topk_body(void *ctx, int64_t lo, int64_t hi) {
+  const topk_args *w = ctx;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *x = w->x + r * w->cols;
+    float *y = w->out + r * w->k;
+    int64_t m = 0;
+    for (int64_t j = 0; j < w->cols; j++) {
+      if (m == w->k && x[j] <= y[m - 1]) continue;
+      int64_t i = m < w->k ? m++ : m - 1;
+      for (; i > 0 && y[i - 1] < x[j]; i--) y[i] = y[i - 1];
+      y[i] = x[j];
+    }
+  }
+}
+
+void hand_topk_rows(float *out, const float *x, int64_t rows, int64_t cols, int64_t k, int threads) {
+  topk_args w = {out, x, cols, k};
+  hand_parallel_for(threads, rows, topk_body, &w);
+}
+
+static int float_order(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+void hand_sort(float *out, const float *x, int64_t n) {
+  memcpy(out, x, sizeof *out * (size_t)n);
+  qsort(out, (size_t)n, sizeof *out, float_order);
 }

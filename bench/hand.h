@@ -39,6 +39,11 @@ hand_matrix_fn hand_cumsum_rows;
 float hand_sum(const float *x, int64_t n, int threads);
 float hand_stream_sum(const float *x, int64_t n, int threads);
 
+/* W11: the k largest of each row of x (rows x cols), largest first, into
+ * out (rows x k); and x[0, n) sorted into out by the C library's qsort. */
+void hand_topk_rows(float *out, const float *x, int64_t rows, int64_t cols, int64_t k, int threads);
+void hand_sort(float *out, const float *x, int64_t n);
+
 /* STREAM's triad: a[i] = b[i] + s * c[i]. */
 void hand_stream_triad(float *a, const float *b, const float *c, float s, int64_t n, int threads);
 

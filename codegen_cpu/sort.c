@@ -16,18 +16,69 @@ typedef struct {
 
 enum { INSERTION_MAX = 32, HEAP_K_MAX = 1024, RADIX_BITS = 8 };
 
-static uint64_t key_of(const char *p, kiln_dtype dt, bool descending) {
+/* The key of one stored element; ascending keys are the order. */
+typedef uint64_t (*key_fn)(const char *p);
+
+static uint64_t float_key(double x) {
   uint64_t k;
-  if (ir_is_float(dt)) {
-    double x = ir_load_f64(p, dt);
-    if (x == 0) x = 0;   /* -0 sorts as +0 */
-    memcpy(&k, &x, sizeof k);
-    k = isnan(x) ? UINT64_MAX : k >> 63 ? ~k : k | 1ull << 63;
-  } else {
-    k = (uint64_t)ir_load_i64(p, dt) ^ 1ull << 63;
-  }
-  return descending ? ~k : k;
+  if (x == 0) x = 0;   /* -0 sorts as +0 */
+  memcpy(&k, &x, sizeof k);
+  return isnan(x) ? UINT64_MAX : k >> 63 ? ~k : k | 1ull << 63;
 }
+
+/* f32, the common case, without a detour through double: the same order. */
+static uint64_t key_f32(const char *p) {
+  float f;
+  uint32_t b;
+  memcpy(&f, p, sizeof f);
+  if (f == 0) f = 0;
+  memcpy(&b, &f, sizeof b);
+  uint32_t k = isnan(f) ? UINT32_MAX : b >> 31 ? ~b : b | 1u << 31;
+  return (uint64_t)k << 32;
+}
+static uint64_t key_f64(const char *p) { return float_key(ir_load_f64(p, KILN_F64)); }
+static uint64_t key_f16(const char *p) { return float_key(ir_load_f64(p, KILN_F16)); }
+static uint64_t key_bf16(const char *p) { return float_key(ir_load_f64(p, KILN_BF16)); }
+static uint64_t key_i64(const char *p) {
+  int64_t v;
+  memcpy(&v, p, sizeof v);
+  return (uint64_t)v ^ 1ull << 63;
+}
+static uint64_t key_i32(const char *p) {
+  int32_t v;
+  memcpy(&v, p, sizeof v);
+  return (uint64_t)(int64_t)v ^ 1ull << 63;
+}
+static uint64_t key_i16(const char *p) {
+  int16_t v;
+  memcpy(&v, p, sizeof v);
+  return (uint64_t)(int64_t)v ^ 1ull << 63;
+}
+static uint64_t key_i8(const char *p) { return (uint64_t)(int64_t)(int8_t)*p ^ 1ull << 63; }
+static uint64_t key_u8(const char *p) { return (unsigned char)*p; }   /* bool too */
+
+static key_fn key_for(kiln_dtype dt) {
+  switch (dt) {
+  case KILN_F32: return key_f32;
+  case KILN_F64: return key_f64;
+  case KILN_F16: return key_f16;
+  case KILN_BF16: return key_bf16;
+  case KILN_I64: return key_i64;
+  case KILN_I32: return key_i32;
+  case KILN_I16: return key_i16;
+  case KILN_I8: return key_i8;
+  default: return key_u8;
+  }
+}
+
+/* A line: its elements, their size and stride, its key and direction. */
+typedef struct {
+  const char *in;
+  int64_t stride;
+  size_t es;
+  key_fn key;
+  bool desc;
+} line;
 
 static bool before(item a, item b) { return a.key < b.key || (a.key == b.key && a.at < b.at); }
 
@@ -64,8 +115,9 @@ static void radix(item *v, item *tmp, int64_t n) {
   if (from != v) memcpy(v, from, sizeof *v * (size_t)n);
 }
 
-static item item_at(const char *in, int64_t stride, kiln_dtype dt, bool desc, int64_t j) {
-  return (item){key_of(in + (size_t)(j * stride) * ir_dtypes[dt].size, dt, desc), j};
+static item item_at(const line *l, int64_t j) {
+  uint64_t k = l->key(l->in + (size_t)(j * l->stride) * l->es);
+  return (item){l->desc ? ~k : k, j};
 }
 
 /* Max-heap (by `before`) of the k first items seen: the root is the one to drop. */
@@ -92,36 +144,44 @@ static void heap_sort(item *h, int64_t n) {
   }
 }
 
-/* The k first items of the row into h (k entries), in order. */
-static void top_k(const char *in, int64_t stride, int64_t n, kiln_dtype dt, bool desc, item *h, int64_t k) {
-  for (int64_t j = 0; j < k; j++) h[j] = item_at(in, stride, dt, desc, j);
+/* The k first items of the line into h (k entries), in order. Inlined per
+ * key function (top_k's switch), so the scan of the line, which rejects
+ * almost every element by its key alone, makes no call. */
+static inline void top_k_with(key_fn key, const line *l, int64_t n, item *h, int64_t k) {
+  uint64_t flip = l->desc ? UINT64_MAX : 0;
+  for (int64_t j = 0; j < k; j++) h[j] = (item){key(l->in + (size_t)(j * l->stride) * l->es) ^ flip, j};
   for (int64_t i = k / 2; i-- > 0;) sift_down(h, k, i);
   for (int64_t j = k; j < n; j++) {
-    item x = item_at(in, stride, dt, desc, j);
-    if (!before(x, h[0])) continue;
-    h[0] = x;
+    uint64_t x = key(l->in + (size_t)(j * l->stride) * l->es) ^ flip;
+    if (x >= h[0].key) continue;   /* equal keys: the earlier position stays */
+    h[0] = (item){x, j};
     sift_down(h, k, 0);
   }
   heap_sort(h, k);
 }
 
-static void put(const char *in, int64_t in_stride, size_t es, item x, void *vals, int64_t *idx, int64_t at) {
-  if (vals) memcpy((char *)vals + (size_t)at * es, in + (size_t)(x.at * in_stride) * es, es);
+static void top_k(const line *l, int64_t n, item *h, int64_t k) {
+  if (l->key == key_f32) top_k_with(key_f32, l, n, h, k);
+  else if (l->key == key_i64) top_k_with(key_i64, l, n, h, k);
+  else top_k_with(l->key, l, n, h, k);
+}
+
+static void put(const line *l, item x, void *vals, int64_t *idx, int64_t at) {
+  if (vals) memcpy((char *)vals + (size_t)at * l->es, l->in + (size_t)(x.at * l->stride) * l->es, l->es);
   if (idx) idx[at] = x.at;
 }
 
 /* Without memory for the row: each of the k results is the first item after
  * the one before it, by a scan of the row (slow, but exact and stable). */
-static void select_scan(const char *in, int64_t in_stride, int64_t n, kiln_dtype dt, bool desc, int64_t k,
-                        void *vals, int64_t *idx, int64_t out_stride) {
+static void select_scan(const line *l, int64_t n, int64_t k, void *vals, int64_t *idx, int64_t out_stride) {
   item prev = {0, -1};
   for (int64_t j = 0; j < k; j++) {
     item best = {0, -1};
     for (int64_t i = 0; i < n; i++) {
-      item x = item_at(in, in_stride, dt, desc, i);
+      item x = item_at(l, i);
       if ((prev.at < 0 || before(prev, x)) && (best.at < 0 || before(x, best))) best = x;
     }
-    put(in, in_stride, ir_dtypes[dt].size, best, vals, idx, j * out_stride);
+    put(l, best, vals, idx, j * out_stride);
     prev = best;
   }
 }
@@ -129,22 +189,22 @@ static void select_scan(const char *in, int64_t in_stride, int64_t n, kiln_dtype
 void cpu_sort_row(const void *in, int64_t in_stride, int64_t n, int32_t dtype, int32_t descending, int64_t k,
                   void *vals, int64_t *idx, int64_t out_stride) {
   kiln_dtype dt = (kiln_dtype)dtype;
-  const char *src = in;
+  line l = {in, in_stride, ir_dtypes[dt].size, key_for(dt), descending != 0};
   bool heap = k <= HEAP_K_MAX && k * 8 <= n;
   int64_t m = heap ? k : n;
   if (k <= 0) return;
   item small[INSERTION_MAX], *v = m <= INSERTION_MAX ? small : malloc(sizeof *v * (size_t)m * (heap ? 1 : 2));
   if (!v) {
-    select_scan(src, in_stride, n, dt, descending, k, vals, idx, out_stride);
+    select_scan(&l, n, k, vals, idx, out_stride);
     return;
   }
   if (heap) {
-    top_k(src, in_stride, n, dt, descending, v, m);
+    top_k(&l, n, v, m);
   } else {
-    for (int64_t j = 0; j < n; j++) v[j] = item_at(src, in_stride, dt, descending, j);
+    for (int64_t j = 0; j < n; j++) v[j] = item_at(&l, j);
     if (n <= INSERTION_MAX) insertion(v, n);
     else radix(v, v + n, n);
   }
-  for (int64_t j = 0; j < k; j++) put(src, in_stride, ir_dtypes[dt].size, v[j], vals, idx, j * out_stride);
+  for (int64_t j = 0; j < k; j++) put(&l, v[j], vals, idx, j * out_stride);
   if (v != small) free(v);
 }
