@@ -71,14 +71,17 @@ static key_fn key_for(kiln_dtype dt) {
   }
 }
 
-/* A line: its elements, their size and stride, its key and direction. */
+/* A line: its elements, their size and stride (negative for a flipped
+ * view), its key and direction. */
 typedef struct {
   const char *in;
   int64_t stride;
-  size_t es;
+  int64_t es;
   key_fn key;
   bool desc;
 } line;
+
+static const char *elem(const line *l, int64_t j) { return l->in + j * l->stride * l->es; }
 
 static bool before(item a, item b) { return a.key < b.key || (a.key == b.key && a.at < b.at); }
 
@@ -116,7 +119,7 @@ static void radix(item *v, item *tmp, int64_t n) {
 }
 
 static item item_at(const line *l, int64_t j) {
-  uint64_t k = l->key(l->in + (size_t)(j * l->stride) * l->es);
+  uint64_t k = l->key(elem(l, j));
   return (item){l->desc ? ~k : k, j};
 }
 
@@ -149,10 +152,10 @@ static void heap_sort(item *h, int64_t n) {
  * almost every element by its key alone, makes no call. */
 static inline void top_k_with(key_fn key, const line *l, int64_t n, item *h, int64_t k) {
   uint64_t flip = l->desc ? UINT64_MAX : 0;
-  for (int64_t j = 0; j < k; j++) h[j] = (item){key(l->in + (size_t)(j * l->stride) * l->es) ^ flip, j};
+  for (int64_t j = 0; j < k; j++) h[j] = (item){key(elem(l, j)) ^ flip, j};
   for (int64_t i = k / 2; i-- > 0;) sift_down(h, k, i);
   for (int64_t j = k; j < n; j++) {
-    uint64_t x = key(l->in + (size_t)(j * l->stride) * l->es) ^ flip;
+    uint64_t x = key(elem(l, j)) ^ flip;
     if (x >= h[0].key) continue;   /* equal keys: the earlier position stays */
     h[0] = (item){x, j};
     sift_down(h, k, 0);
@@ -167,7 +170,7 @@ static void top_k(const line *l, int64_t n, item *h, int64_t k) {
 }
 
 static void put(const line *l, item x, void *vals, int64_t *idx, int64_t at) {
-  if (vals) memcpy((char *)vals + (size_t)at * l->es, l->in + (size_t)(x.at * l->stride) * l->es, l->es);
+  if (vals) memcpy((char *)vals + at * l->es, elem(l, x.at), (size_t)l->es);
   if (idx) idx[at] = x.at;
 }
 
@@ -189,7 +192,7 @@ static void select_scan(const line *l, int64_t n, int64_t k, void *vals, int64_t
 void cpu_sort_row(const void *in, int64_t in_stride, int64_t n, int32_t dtype, int32_t descending, int64_t k,
                   void *vals, int64_t *idx, int64_t out_stride) {
   kiln_dtype dt = (kiln_dtype)dtype;
-  line l = {in, in_stride, ir_dtypes[dt].size, key_for(dt), descending != 0};
+  line l = {in, in_stride, (int64_t)ir_dtypes[dt].size, key_for(dt), descending != 0};
   bool heap = k <= HEAP_K_MAX && k * 8 <= n;
   int64_t m = heap ? k : n;
   if (k <= 0) return;

@@ -848,7 +848,8 @@ KILN_API kiln_tensor *kiln_logcumsumexp_at(const char *f, int l, kiln_tensor *t,
  * @param dim the dim scanned
  * @param values where the maxima go (t's dtype), or NULL to skip them
  * @param indices where the positions go (int64), or NULL to skip them
- * @handle errors as kiln_cumsum_at: both results are then error handles. */
+ * Each result is a new handle (see @ref handles); bad arguments (as for
+ * kiln_cumsum_at) make both error nodes (see @ref errors). */
 KILN_API void kiln_cummax_at(const char *f, int l, kiln_tensor *t, int64_t dim, kiln_tensor **values,
                              kiln_tensor **indices);
 /** torch.cummin: the running minimum along dim and its int64 position, with
@@ -858,9 +859,14 @@ KILN_API void kiln_cummax_at(const char *f, int l, kiln_tensor *t, int64_t dim, 
  * @param dim the dim scanned
  * @param values where the minima go (t's dtype), or NULL to skip them
  * @param indices where the positions go (int64), or NULL to skip them
- * @handle errors as kiln_cummax_at. */
+ * Results and errors as kiln_cummax_at. */
 KILN_API void kiln_cummin_at(const char *f, int l, kiln_tensor *t, int64_t dim, kiln_tensor **values,
                              kiln_tensor **indices);
+/** @} */
+
+/** @name Scan macros
+ * @{ */
+/** @macros */
 #define kiln_cumsum(t, dim) kiln_cumsum_at(__FILE__, __LINE__, t, dim)
 #define kiln_cumprod(t, dim) kiln_cumprod_at(__FILE__, __LINE__, t, dim)
 #define kiln_logcumsumexp(t, dim) kiln_logcumsumexp_at(__FILE__, __LINE__, t, dim)
@@ -883,7 +889,9 @@ KILN_API void kiln_cummin_at(const char *f, int l, kiln_tensor *t, int64_t dim, 
  * @param stable accepted for PyTorch's signature: every sort is stable
  * @param values where the sorted values go (t's dtype), or NULL to skip them
  * @param indices where their positions go (int64), or NULL to skip them
- * @handle t's error, KILN_ERR_ARG for NULL or a dim out of range: both results are then error handles. */
+ * Each result is a new handle (see @ref handles); t's error, or
+ * KILN_ERR_ARG for NULL or a dim out of range, makes both error nodes (see
+ * @ref errors). */
 KILN_API void kiln_sort_at(const char *f, int l, kiln_tensor *t, int64_t dim, int descending, int stable,
                            kiln_tensor **values, kiln_tensor **indices);
 /** torch.argsort: the positions of kiln_sort_at's values.
@@ -892,7 +900,7 @@ KILN_API void kiln_sort_at(const char *f, int l, kiln_tensor *t, int64_t dim, in
  * @param dim the dim sorted
  * @param descending nonzero sorts the largest first
  * @param stable accepted for PyTorch's signature: every sort is stable
- * @handle errors as kiln_sort_at. */
+ * @handle t's error, KILN_ERR_ARG for NULL or a dim out of range. */
 KILN_API kiln_tensor *kiln_argsort_at(const char *f, int l, kiln_tensor *t, int64_t dim, int descending, int stable);
 /** torch.topk: the k largest (or smallest) elements along dim and their
  * positions, in order (largest first for largest), without sorting the
@@ -905,10 +913,15 @@ KILN_API kiln_tensor *kiln_argsort_at(const char *f, int l, kiln_tensor *t, int6
  * @param sorted accepted for PyTorch's signature: the k are always in order
  * @param values where the values go (t's dtype), or NULL to skip them
  * @param indices where their positions go (int64), or NULL to skip them
- * @handle errors as kiln_sort_at; KILN_ERR_ARG for k out of range,
+ * Results and errors as kiln_sort_at, and KILN_ERR_ARG for k out of range,
  * KILN_ERR_DTYPE for bool. */
 KILN_API void kiln_topk_at(const char *f, int l, kiln_tensor *t, int64_t k, int64_t dim, int largest, int sorted,
                            kiln_tensor **values, kiln_tensor **indices);
+/** @} */
+
+/** @name Sorting macros
+ * @{ */
+/** @macros */
 #define kiln_sort(t, dim, descending, stable, values, indices) \
   kiln_sort_at(__FILE__, __LINE__, t, dim, descending, stable, values, indices)
 #define kiln_argsort(t, dim, descending, stable) kiln_argsort_at(__FILE__, __LINE__, t, dim, descending, stable)

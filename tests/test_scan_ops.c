@@ -29,7 +29,7 @@ static kiln_tensor *apply(scan_op op, kiln_tensor *x, int64_t dim) {
   }
 }
 
-typedef enum { IN_PLAIN, IN_TRANSPOSED, IN_SLICED, IN_COMPUTED } input_kind;
+typedef enum { IN_PLAIN, IN_TRANSPOSED, IN_SLICED, IN_COMPUTED, IN_FLIPPED } input_kind;
 
 typedef struct {
   scan_op op;
@@ -48,6 +48,7 @@ static kiln_tensor *input(const ctx_t *c) {
   case IN_TRANSPOSED: return kiln_transpose(tu_data(c->dt, c->ndim, c->shape, 5, c->range), 0, c->ndim - 1);
   case IN_SLICED: return kiln_slice(x, 0, 0, c->shape[0], 2);   /* every other row */
   case IN_COMPUTED: return kiln_abs(x);
+  case IN_FLIPPED: return kiln_flip(x, KILN_DIMS(-1));   /* a negative stride */
   default: return x;
   }
 }
@@ -93,8 +94,8 @@ END_TEST
 
 /* strided and computed inputs, and a consumer fused on top */
 START_TEST(views_and_fusion) {
-  const input_kind ins[] = {IN_TRANSPOSED, IN_SLICED, IN_COMPUTED};
-  for (int i = 0; i < 3; i++)
+  const input_kind ins[] = {IN_TRANSPOSED, IN_SLICED, IN_COMPUTED, IN_FLIPPED};
+  for (int i = 0; i < 4; i++)
     for (int64_t dim = 0; dim < 2; dim++)
       for (int cons = 0; cons < 2; cons++) {
         ctx_t c = {(scan_op)_i, KILN_F32, 2, {6, 9}, dim, ins[i], TU_SMALL, cons};
@@ -313,6 +314,7 @@ START_TEST(sort_shapes_and_specials) {
   const struct { int ndim; int64_t s[3]; int64_t dim, k; input_kind in; tu_range r; } cases[] = {
     {2, {6, 9}, 1, 4, IN_TRANSPOSED, TU_SMALL}, {2, {6, 9}, 0, 2, IN_SLICED, TU_SMALL},
     {2, {6, 9}, -1, 9, IN_COMPUTED, TU_SMALL},  {2, {4, 40}, -1, 5, IN_PLAIN, TU_FULL},
+    {2, {5, 40}, 1, 40, IN_FLIPPED, TU_SMALL},  {2, {5, 300}, -1, 6, IN_FLIPPED, TU_SMALL},
     {2, {40, 3}, 0, 40, IN_PLAIN, TU_FULL},     {2, {0, 5}, 1, 2, IN_PLAIN, TU_SMALL},
     {2, {3, 0}, 1, 0, IN_PLAIN, TU_SMALL},      {3, {3, 1, 4}, 1, 1, IN_PLAIN, TU_SMALL},
     {0, {0}, 0, 1, IN_PLAIN, TU_SMALL},         {0, {0}, -1, 0, IN_PLAIN, TU_SMALL},
@@ -376,6 +378,39 @@ START_TEST(sort_errors) {
 }
 END_TEST
 
+/* A compiled function with a dynamic batch: scans and a top-k along the
+ * static dim follow each size; sorting along the dynamic dim is refused. */
+START_TEST(compiled_dynamic) {
+  kiln_scope_begin();
+  kiln_tensor *x = kiln_placeholder(KILN_F32, KILN_SHAPE(-1, 6)), *v = NULL;
+  kiln_topk(x, 2, 1, 1, 1, &v, NULL);
+  kiln_tensor *outs[2] = {kiln_adds(kiln_cumsum(x, 1), 1), v};
+  kiln_fn *f = kiln_compile(1, &x, 2, outs);
+  ck_assert_msg(f != NULL, "%s", kiln_last_error());
+  for (int64_t rows = 2; rows <= 5; rows += 3) {
+    kiln_tensor *in = tu_data(KILN_F32, KILN_SHAPE(rows, 6), (uint64_t)rows, TU_SMALL), *got[2] = {NULL, NULL}, *tv;
+    ck_assert_int_eq(kiln_fn_run(f, &in, got), KILN_OK);
+    kiln_topk(in, 2, 1, 1, 1, &tv, NULL);
+    kiln_tensor *want[2] = {kiln_adds(kiln_cumsum(in, 1), 1), tv};
+    for (int o = 0; o < 2; o++) {
+      ck_assert_int_eq(kiln_realize(want[o]), KILN_OK);
+      ck_assert_int_eq(kiln_shape(got[o])[0], rows);
+      const float *a = kiln_data(got[o]), *b = kiln_data(want[o]);
+      for (int64_t i = 0; i < kiln_numel(want[o]); i++) ck_assert_msg(a[i] == b[i], "output %d element %lld", o, (long long)i);
+    }
+  }
+  kiln_fn_free(f);
+  kiln_tensor *s = NULL;
+  int line = __LINE__ + 1;
+  kiln_sort(x, 0, 0, 1, &s, NULL);
+  ck_assert_ptr_null(kiln_compile(1, &x, 1, &s));
+  char want[160];
+  snprintf(want, sizeof want, "%s:%d: compile: sort: sorting along a dynamic dim is not supported", __FILE__, line);
+  ck_assert_str_eq(kiln_last_error(), want);
+  kiln_scope_end();
+}
+END_TEST
+
 static Suite *scan_suite(void) {
   Suite *s = suite_create("scan_ops");
   tcase_add_loop_test(tu_tcase(s, "dtypes"), every_dtype_every_dim, 0, S_NOPS);
@@ -392,6 +427,7 @@ static Suite *scan_suite(void) {
   TCase *st = tu_tcase(s, "sort_values");
   tcase_add_test(st, sort_hand_worked);
   tcase_add_test(st, sort_errors);
+  tcase_add_test(tu_tcase(s, "compiled"), compiled_dynamic);
   return s;
 }
 
