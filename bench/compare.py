@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""compare.py: times the workloads W1-W7 and W13 of bench/README.md in kiln, NumPy and
+"""compare.py: times the workloads W1-W7, W10, W11 and W13 of bench/README.md in kiln, NumPy and
 PyTorch (CPU) in one invocation, so the ratios compare numbers taken on the
 same machine at the same time: it runs kiln_bench (default
 build/bench/kiln_bench) on the selected workloads first, with the same runs
@@ -123,6 +123,15 @@ WORKLOADS = [
       "torch": lambda t: lambda: t["a"] @ t["b"]}),
     ("W13", "f32((a // b + a % b) & c), a b c i32[16M]", {"a": (1 << 24,), "b": (1 << 24,), "c": (1 << 24,)},
      {"numpy": w13_numpy, "torch": w13_torch}),
+    ("W10", "cumsum along rows of 4096x4096", {"x": (4096, 4096)},
+     {"numpy": lambda t: lambda: np.cumsum(t["x"], axis=1),
+      "torch": lambda t: lambda: torch.cumsum(t["x"], dim=1)}),
+    ("W11-topk", "topk(k=8) along rows of 4096x4096", {"x": (4096, 4096)},
+     {"numpy": lambda t: lambda: -np.sort(np.partition(-t["x"], 8, axis=1)[:, :8], axis=1),
+      "torch": lambda t: lambda: torch.topk(t["x"], 8, dim=1).values}),
+    ("W11-sort", "sort of 16M", {"x": (16 << 20,)},
+     {"numpy": lambda t: lambda: np.sort(t["x"]),
+      "torch": lambda t: lambda: torch.sort(t["x"]).values}),
 ]
 
 

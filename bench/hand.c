@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
   void (*body)(void *ctx, int64_t lo, int64_t hi);
@@ -161,6 +162,27 @@ static void layer_norm_body(void *ctx, int64_t lo, int64_t hi) {
 void hand_layer_norm_rows(float *out, const float *x, int64_t rows, int64_t cols, int threads) {
   rows_args w = {out, x, cols};
   hand_parallel_for(threads, rows, layer_norm_body, &w);
+}
+
+/* W10: the running sum of each row, accumulated in double as PyTorch's CPU
+ * cumsum does (and kiln): one dependent add per element. */
+static void cumsum_body(void *ctx, int64_t lo, int64_t hi) {
+  const rows_args *w = ctx;
+  int64_t n = w->cols;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *restrict x = w->x + r * n;
+    float *restrict y = w->out + r * n;
+    double acc = 0;
+    for (int64_t j = 0; j < n; j++) {
+      acc += x[j];
+      y[j] = (float)acc;
+    }
+  }
+}
+
+void hand_cumsum_rows(float *out, const float *x, int64_t rows, int64_t cols, int threads) {
+  rows_args w = {out, x, cols};
+  hand_parallel_for(threads, rows, cumsum_body, &w);
 }
 
 /* ---- W6: column standardization ------------------------------------------
@@ -324,4 +346,42 @@ static void math_body(void *ctx, int64_t lo, int64_t hi) {
 void hand_math_map(float *out, const float *x, int64_t n, hand_math fn, int threads) {
   math_args w = {out, x, fn};
   hand_parallel_for(threads, n, math_body, &w);
+}
+
+/* W11: the 8 largest of each row, largest first: a sorted window of k
+ * that a row element enters only when it beats the smallest kept. */
+typedef struct {
+  float *out;
+  const float *x;
+  int64_t cols, k;
+} topk_args;
+
+static void topk_body(void *ctx, int64_t lo, int64_t hi) {
+  const topk_args *w = ctx;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *x = w->x + r * w->cols;
+    float *y = w->out + r * w->k;
+    int64_t m = 0;
+    for (int64_t j = 0; j < w->cols; j++) {
+      if (m == w->k && x[j] <= y[m - 1]) continue;
+      int64_t i = m < w->k ? m++ : m - 1;
+      for (; i > 0 && y[i - 1] < x[j]; i--) y[i] = y[i - 1];
+      y[i] = x[j];
+    }
+  }
+}
+
+void hand_topk_rows(float *out, const float *x, int64_t rows, int64_t cols, int64_t k, int threads) {
+  topk_args w = {out, x, cols, k};
+  hand_parallel_for(threads, rows, topk_body, &w);
+}
+
+static int float_order(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+void hand_sort(float *out, const float *x, int64_t n) {
+  memcpy(out, x, sizeof *out * (size_t)n);
+  qsort(out, (size_t)n, sizeof *out, float_order);
 }

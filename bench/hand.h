@@ -31,6 +31,8 @@ hand_matrix_fn hand_softmax_rows;
 hand_matrix_fn hand_layer_norm_rows;
 /* W6: (x - mean over rows) / unbiased std over rows, per column. */
 hand_matrix_fn hand_standardize_cols;
+/* W10: the running sum along each row (cumsum(x, -1)), in double. */
+hand_matrix_fn hand_cumsum_rows;
 
 /* W5: the sum of x[0, n): float blocks added in double (the reference), and
  * the STREAM-like read loop (float lanes only, the bandwidth yardstick). */
@@ -44,6 +46,10 @@ void hand_gather_bias(float *out, const float *table, const int64_t *idx, const 
 /* W10: out[i] = erff(x[i]) or log1pf(x[i]), glibc's libm one element at a time. */
 typedef enum { HAND_ERF, HAND_LOG1P } hand_math;
 void hand_math_map(float *out, const float *x, int64_t n, hand_math fn, int threads);
+/* W11: the k largest of each row of x (rows x cols), largest first, into
+ * out (rows x k); and x[0, n) sorted into out by the C library's qsort. */
+void hand_topk_rows(float *out, const float *x, int64_t rows, int64_t cols, int64_t k, int threads);
+void hand_sort(float *out, const float *x, int64_t n);
 
 /* STREAM's triad: a[i] = b[i] + s * c[i]. */
 void hand_stream_triad(float *a, const float *b, const float *c, float s, int64_t n, int threads);

@@ -331,6 +331,81 @@ static kiln_tensor *w6_build(void *p) {
   return kiln_div(kiln_sub(x, kiln_mean_dims(x, KILN_DIMS(0), 1)), kiln_std_dims(x, KILN_DIMS(0), 1, 1));
 }
 
+static void *w10_setup(void) { return mat_setup(4096, 4096, hand_cumsum_rows); }
+static kiln_tensor *w10_build(void *p) { return kiln_cumsum(mat_x(p), -1); }
+
+/* ---- W11: top-k along rows, and one long sort ------------------------------ *
+ * W11-topk: topk(x, 8, -1) of f32[4096,4096]; W11-sort: sort of f32[16M].
+ * The C rows: a sorted window of 8 per row; qsort of a copy. */
+
+#define W11_ROWS 4096
+#define W11_COLS 4096
+#define W11_K 8
+#define W11_N ((int64_t)16 << 20)
+
+typedef struct {
+  int64_t n, nout;
+  float *x, *out;                /* out: the C result, the reference */
+  kiln_tensor *tx;
+} w11_state;
+
+static void w11_teardown(void *p) {
+  w11_state *s = p;
+  kiln_release(s->tx);
+  free(s->x);
+  free(s->out);
+  free(s);
+}
+
+static void w11_topk_hand(void *p, int threads) {
+  w11_state *s = p;
+  hand_topk_rows(s->out, s->x, W11_ROWS, W11_COLS, W11_K, threads);
+}
+
+static void w11_sort_hand(void *p, int threads) {
+  w11_state *s = p;
+  (void)threads;   /* qsort is one thread; so is kiln's sort of one line */
+  hand_sort(s->out, s->x, s->n);
+}
+
+static void *w11_setup(int64_t n, int64_t nout, int ndim, const int64_t *shape, void (*hand)(void *, int)) {
+  w11_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  *s = (w11_state){.n = n, .nout = nout};
+  s->x = random_floats(n, 12);
+  s->out = random_floats(nout, 13);
+  if (!s->x || !s->out) {
+    w11_teardown(s);
+    return NULL;
+  }
+  s->tx = placed(kiln_from_buffer(s->x, KILN_F32, ndim, shape));
+  hand(s, bench_threads);
+  return s;
+}
+
+static void *w11_topk_setup(void) {
+  return w11_setup(W11_ROWS * W11_COLS, W11_ROWS * W11_K, KILN_SHAPE(W11_ROWS, W11_COLS), w11_topk_hand);
+}
+static void *w11_sort_setup(void) { return w11_setup(W11_N, W11_N, KILN_SHAPE(W11_N), w11_sort_hand); }
+
+static kiln_tensor *w11_topk_build(void *p) {
+  kiln_tensor *v = NULL;
+  kiln_topk(((w11_state *)p)->tx, W11_K, -1, 1, 1, &v, NULL);
+  return v;
+}
+
+static kiln_tensor *w11_sort_build(void *p) {
+  kiln_tensor *v = NULL;
+  kiln_sort(((w11_state *)p)->tx, 0, 0, 0, &v, NULL);
+  return v;
+}
+
+static const float *w11_expected(void *p, int64_t *n) {
+  w11_state *s = p;
+  *n = s->nout;
+  return s->out;
+}
+
 #define MAT_BYTES(rows, cols, passes) (passes) * 4.0 * (rows) * (cols)
 #define MAT_IMPLS {KILN_FUSED, KILN_EAGER, {"c-hand", 0, mat_hand, 0}}
 #define MAT_IMPLS_GENERIC {KILN_FUSED, KILN_GENERIC, KILN_EAGER, {"c-hand", 0, mat_hand, 0}}
@@ -1095,6 +1170,14 @@ static const workload workloads[] = {
   {"W8-process", "a 2-layer MLP forward in a new process: its disk cache empty, then filled by the last run", 0, 0,
    w8p_setup, NULL, NULL, w8p_teardown,
    {{"first-process", 0, w8p_first, 0}, {"second-process", 0, w8p_second, 0}}, 0, 0, NULL},
+  {"W10", "cumsum(x, -1), x f32[4096,4096]", MAT_BYTES(4096, 4096, 2), 0,
+   w10_setup, w10_build, mat_expected, mat_teardown, MAT_IMPLS_GENERIC, 0, 0, NULL},
+  {"W11-topk", "topk(x, 8, -1) values, x f32[4096,4096]", 4.0 * W11_ROWS * W11_COLS, 0,
+   w11_topk_setup, w11_topk_build, w11_expected, w11_teardown,
+   {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w11_topk_hand, 0}}, 0, 0, NULL},
+  {"W11-sort", "sort(x, 0) values, x f32[16M]", 8.0 * (double)W11_N, 0,
+   w11_sort_setup, w11_sort_build, w11_expected, w11_teardown,
+   {KILN_FUSED, {"c-qsort", 0, w11_sort_hand, 0}}, 0, 0, NULL},
 };
 #define NUM_WORKLOADS ((int)(sizeof workloads / sizeof workloads[0]))
 
@@ -1592,7 +1675,7 @@ static void openblas_coretype(char **argv) {
 
 #define NO_GPU_EXIT 3   /* --device cuda:0 and it cannot be used: nothing was timed */
 
-/* --device cuda:0: keeps the workloads that have GPU rows (W1-W7: W8 and W9
+/* --device cuda:0: keeps the workloads that have GPU rows (W1-W7, W10, W11: W8 and W9
  * time the host's dispatch) and runs gpu.c's prologue (with --info, only
  * its first part); false, having said why, when cuda:0 cannot be used. */
 static bool gpu_start(options *o) {

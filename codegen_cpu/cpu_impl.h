@@ -133,4 +133,12 @@ bool cpu_math_in_f64(ir_op op, kiln_dtype t);
 typedef struct { const char *name; void *addr; } cpu_libm_sym;
 extern const cpu_libm_sym cpu_libm_syms[];
 
+/* sort.c: sorts one line for KS_SORT (kernel.h): n elements of dtype from
+ * in, in_stride apart; the first k in order to vals and their positions to
+ * idx (either may be NULL), out_stride apart. Kernels call it by the name
+ * CPU_SORT_SYMBOL, which the JIT defines with the other symbols above. */
+#define CPU_SORT_SYMBOL "kiln.sort_row"
+void cpu_sort_row(const void *in, int64_t in_stride, int64_t n, int32_t dtype, int32_t descending, int64_t k,
+                  void *vals, int64_t *idx, int64_t out_stride);
+
 #endif

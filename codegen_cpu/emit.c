@@ -476,6 +476,8 @@ LLVMValueRef cpu_acc_slot(emitter *em, int acc, kiln_dtype t) {
   return em->accs[acc];
 }
 
+/* KS_ACC and KS_CARRY: acc = value. A carry's value reads the slot before
+ * the store, and every read after it loads again (KX_ACC is not memoised). */
 static void emit_acc(emitter *em, const kstmt *s) {
   LLVMValueRef v = emit_expr(em, s->value);
   LLVMBuildStore(em->g.b, v, cpu_acc_slot(em, s->acc, s->type));
@@ -514,6 +516,29 @@ static void emit_argfold(emitter *em, const kstmt *s) {
   }
   LLVMBuildStore(g->b, LLVMBuildSelect(g->b, better, v, cur, ""), slot);
   LLVMBuildStore(g->b, LLVMBuildSelect(g->b, better, emit_expr(em, s->index), idx, ""), islot);
+}
+
+/* A line sorted by cpu_sort_row (sort.c), which the JIT resolves as
+ * "kiln.sort_row": element pointers for the line and its outputs, NULL for
+ * an output the kernel does not have. */
+static void emit_sort(emitter *em, const kstmt *s) {
+  cpu_cg *g = &em->g;
+  LLVMTypeRef params[9] = {g->ptr, g->i64, g->i64, g->i32, g->i32, g->i64, g->ptr, g->ptr, g->i64};
+  LLVMTypeRef ft = LLVMFunctionType(g->vd, params, 9, 0);
+  LLVMValueRef fn = LLVMGetNamedFunction(g->mod, CPU_SORT_SYMBOL);
+  if (!fn) fn = LLVMAddFunction(g->mod, CPU_SORT_SYMBOL, ft);
+  LLVMValueRef out = emit_expr(em, s->sort.out_off), null = LLVMConstNull(g->ptr);
+  LLVMValueRef args[9] = {
+      cpu_elem_ptr(em, s->sort.in, emit_expr(em, s->sort.in_off)),
+      LLVMConstInt(g->i64, (unsigned long long)s->sort.in_stride, 1),
+      LLVMConstInt(g->i64, (unsigned long long)s->sort.n, 1),
+      LLVMConstInt(g->i32, (unsigned long long)em->k->params[s->sort.in].dtype, 0),
+      LLVMConstInt(g->i32, s->sort.descending, 0),
+      LLVMConstInt(g->i64, (unsigned long long)s->sort.k, 1),
+      s->sort.vals >= 0 ? cpu_elem_ptr(em, s->sort.vals, out) : null,
+      s->sort.idx >= 0 ? cpu_elem_ptr(em, s->sort.idx, out) : null,
+      LLVMConstInt(g->i64, (unsigned long long)s->sort.out_stride, 1)};
+  LLVMBuildCall2(g->b, ft, fn, args, 9, "");
 }
 
 static void emit_store(emitter *em, const kstmt *s) {
@@ -673,13 +698,15 @@ static void emit_block(emitter *em, const kstmt *s) {
     switch (s->kind) {
     case KS_LOOP: emit_loop(em, s); break;
     case KS_STORE: emit_store(em, s); break;
-    case KS_ACC: emit_acc(em, s); break;
+    case KS_ACC:
+    case KS_CARRY: emit_acc(em, s); break;
     case KS_UPDATE:
       (s->acc2 < 0 ? emit_fold : emit_argfold)(em, s);
       em->folds++;
       break;
     case KS_GEMM: cpu_emit_gemm(em, s); break;
     case KS_CHECK: emit_check(em, s); break;
+    case KS_SORT: emit_sort(em, s); break;
     }
   }
 }

@@ -19,6 +19,7 @@ const cpu_libm_sym cpu_libm_syms[] = {
   {"log10", (void *)log10}, {"exp2", (void *)exp2}, {"tan", (void *)tan}, {"asin", (void *)asin},
   {"acos", (void *)acos}, {"atan", (void *)atan}, {"sinh", (void *)sinh}, {"cosh", (void *)cosh},
   {"asinh", (void *)asinh}, {"acosh", (void *)acosh}, {"atanh", (void *)atanh}, {"atan2", (void *)atan2},
+  {CPU_SORT_SYMBOL, (void *)cpu_sort_row},   /* not libm: kiln's row sort (sort.c) */
   {NULL, NULL},
 };
 

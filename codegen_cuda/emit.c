@@ -369,6 +369,35 @@ static void emit_check(cuda_em *em, const kstmt *s) {
                 s->check.code, s->check.site, pos.s, what.s);
 }
 
+/* A carried accumulator (a scan): acc = value, in loop order. Expressions
+ * reading it are recomputed at each use, so reads after it see the new value. */
+static void emit_carry(cuda_em *em, const kstmt *s) {
+  operand v = use(em, s->value);
+  indent(em);
+  ir_str_printf(em->out, "a%d = %s;\n", s->acc, v.s);
+}
+
+/* A line sorted by the prelude's kiln_sort_row (one thread per line), with
+ * the key of a stored element as a lambda. */
+static void emit_sort(cuda_em *em, const kstmt *s) {
+  kiln_dtype dt = em->k->params[s->sort.in].dtype;
+  operand in = use(em, s->sort.in_off), out = use(em, s->sort.out_off);
+  char vals[96], idx[96];
+  snprintf(vals, sizeof vals, "(%s *)0", stype(dt));
+  snprintf(idx, sizeof idx, "(long long *)0");
+  if (s->sort.vals >= 0) snprintf(vals, sizeof vals, "p%d + %s", s->sort.vals, out.s);
+  if (s->sort.idx >= 0) snprintf(idx, sizeof idx, "p%d + %s", s->sort.idx, out.s);
+  ir_str w = {0};
+  emit_widen(&w, "v", dt);
+  indent(em);
+  ir_str_printf(em->out, "kiln_sort_row(p%d + %s, %" PRId64 "LL, %" PRId64 "LL, %s, %" PRId64 "LL, %s, %s, %" PRId64
+                "LL, [](%s v) { return kiln_%ckey((%s)(%s)); });\n",
+                s->sort.in, in.s, s->sort.in_stride, s->sort.n, s->sort.descending ? "true" : "false", s->sort.k,
+                vals, idx, s->sort.out_stride, stype(dt), ir_is_float(dt) ? 'f' : 'i',
+                ir_is_float(dt) ? "double" : "long long", w.s);
+  ir_str_free(&w);
+}
+
 /* acc = op(acc, value), through the op table. */
 static void emit_fold(cuda_em *em, const kstmt *s) {
   char acc[16];
@@ -742,8 +771,10 @@ static void emit_block(cuda_em *em, const kstmt *s) {
     case KS_STORE: emit_store(em, s); break;
     case KS_ACC: emit_acc(em, s); break;
     case KS_UPDATE: (s->acc2 < 0 ? emit_fold : emit_argfold)(em, s); break;
+    case KS_CARRY: emit_carry(em, s); break;
     case KS_GEMM: IR_ASSERT(!"KS_GEMM reaches the CUDA emitter"); break;
     case KS_CHECK: emit_check(em, s); break;
+    case KS_SORT: emit_sort(em, s); break;
     }
   }
 }
@@ -993,9 +1024,10 @@ static void emit_kernel(cuda_em *em, cuda_launch *launch) {
   const kstmt *b = em->k->body, *chain[MAX_CHAIN];
   int n = b && !b->next && b->kind == KS_LOOP && b->loop == KL_PARALLEL ? loop_chain(b, chain) : 0;
   const kstmt *iter = n ? chain[n - 1]->body : b;
-  /* a row stores from one thread, so no thread may read back the output */
-  bool rows = contains(iter, KS_ACC) && !(n && has_load(em, iter, chain[n - 1]->var)) &&
-              !has_load(em, b, -1);
+  /* a row stores from one thread, so no thread may read back the output;
+   * a scan (a carried accumulator) runs in order on one thread per row */
+  bool rows = contains(iter, KS_ACC) && !contains(iter, KS_CARRY) &&
+              !(n && has_load(em, iter, chain[n - 1]->var)) && !has_load(em, b, -1);
   launch->range = chain_extent(chain, n);
   (rows ? emit_rows : emit_threads)(em, chain, n, iter, launch);
   ir_str_printf(em->out, "}\n\n");

@@ -554,3 +554,35 @@ template <class V, class B> KD void kiln_argmerge(V &v, long long &i, V bv, long
  * takes this path only where kiln_aligned16 says every address is. */
 template <class T, int L> struct alignas(16) kiln_vec { T v[L]; };
 KD bool kiln_aligned16(const void *p) { return ((unsigned long long)p & 15) == 0; }
+
+/* ---- sorting (KS_SORT) ---------------------------------------------------
+ * Order-preserving keys: nan the largest, -0 equal to +0 (PyTorch's order). */
+KD unsigned long long kiln_fkey(double x) {
+  if (x != x) return ~0ull;
+  if (x == 0) x = 0;
+  unsigned long long k = (unsigned long long)__double_as_longlong(x);
+  return k >> 63 ? ~k : k | 1ull << 63;
+}
+KD unsigned long long kiln_ikey(long long x) { return (unsigned long long)x ^ 1ull << 63; }
+/* One line on one thread, in no memory of its own: result j is the first
+ * (key, position) after result j-1, found by a scan of the line. Exact and
+ * stable; O(n k), so long lines are slow (the CPU sorts by radix). */
+template <class T, class K>
+KD void kiln_sort_row(const T *in, long long is, long long n, bool desc, long long k, T *vals, long long *idx,
+                      long long os, K key) {
+  unsigned long long pk = 0;
+  long long pa = -1;
+  for (long long j = 0; j < k; j++) {
+    unsigned long long bk = 0;
+    long long ba = -1;
+    for (long long i = 0; i < n; i++) {
+      unsigned long long x = key(in[i * is]);
+      if (desc) x = ~x;
+      bool after = pa < 0 || x > pk || (x == pk && i > pa);
+      if (after && (ba < 0 || x < bk)) bk = x, ba = i;
+    }
+    if (vals) vals[j * os] = in[ba * is];
+    if (idx) idx[j * os] = ba;
+    pk = bk, pa = ba;
+  }
+}

@@ -1254,6 +1254,122 @@ KILN_API kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, i
 #define kiln_layer_norm(x, nlast, w, b, eps) kiln_layer_norm_at(__FILE__, __LINE__, x, nlast, w, b, eps)
 /** @} */
 
+/* ---- scans (PyTorch's cumulative ops) ------------------------------------ */
+/** @name Scans
+ * Inclusive scans along one dim (negative counts from the end; a 0-dim
+ * tensor takes 0 or -1 and scans its one element). The result has the
+ * input's shape. Integer and bool cumsum/cumprod give int64, as PyTorch.
+ * A scan fuses with the elementwise ops that feed it and that read it:
+ * cumsum(x * 2) + 1 is one kernel.
+ * @{ */
+/** torch.cumsum: element i along dim is the sum of elements 0..i.
+ * @at
+ * @param t the tensor (any dtype; bool and integers sum to int64)
+ * @param dim the dim scanned
+ * @handle t's error, KILN_ERR_ARG for NULL or a dim out of range. */
+KILN_API kiln_tensor *kiln_cumsum_at(const char *f, int l, kiln_tensor *t, int64_t dim);
+/** torch.cumprod: element i along dim is the product of elements 0..i.
+ * @at
+ * @param t the tensor (any dtype; bool and integers multiply to int64)
+ * @param dim the dim scanned
+ * @handle errors as kiln_cumsum_at. */
+KILN_API kiln_tensor *kiln_cumprod_at(const char *f, int l, kiln_tensor *t, int64_t dim);
+/** torch.logcumsumexp: log of the running sum of exp along dim, computed
+ * stably (max + log(1 + exp(min - max)) at each step); nan propagates.
+ * @at
+ * @param t a floating tensor
+ * @param dim the dim scanned
+ * @handle errors as kiln_cumsum_at; KILN_ERR_DTYPE for integer or bool input. */
+KILN_API kiln_tensor *kiln_logcumsumexp_at(const char *f, int l, kiln_tensor *t, int64_t dim);
+/** torch.cummax: the running maximum along dim and the int64 position it
+ * was found at. On ties the position is the latest; a nan, once met, is the
+ * value from there on, at the latest nan's position.
+ * @at
+ * @param t the tensor (any dtype)
+ * @param dim the dim scanned
+ * @param values where the maxima go (t's dtype), or NULL to skip them
+ * @param indices where the positions go (int64), or NULL to skip them
+ * Each result is a new handle (see @ref handles); bad arguments (as for
+ * kiln_cumsum_at) make both error nodes (see @ref errors). */
+KILN_API void kiln_cummax_at(const char *f, int l, kiln_tensor *t, int64_t dim, kiln_tensor **values,
+                             kiln_tensor **indices);
+/** torch.cummin: the running minimum along dim and its int64 position, with
+ * kiln_cummax_at's rules for ties and nan.
+ * @at
+ * @param t the tensor (any dtype)
+ * @param dim the dim scanned
+ * @param values where the minima go (t's dtype), or NULL to skip them
+ * @param indices where the positions go (int64), or NULL to skip them
+ * Results and errors as kiln_cummax_at. */
+KILN_API void kiln_cummin_at(const char *f, int l, kiln_tensor *t, int64_t dim, kiln_tensor **values,
+                             kiln_tensor **indices);
+/** @} */
+
+/** @name Scan macros
+ * @{ */
+/** @macros */
+#define kiln_cumsum(t, dim) kiln_cumsum_at(__FILE__, __LINE__, t, dim)
+#define kiln_cumprod(t, dim) kiln_cumprod_at(__FILE__, __LINE__, t, dim)
+#define kiln_logcumsumexp(t, dim) kiln_logcumsumexp_at(__FILE__, __LINE__, t, dim)
+#define kiln_cummax(t, dim, values, indices) kiln_cummax_at(__FILE__, __LINE__, t, dim, values, indices)
+#define kiln_cummin(t, dim, values, indices) kiln_cummin_at(__FILE__, __LINE__, t, dim, values, indices)
+/** @} */
+
+/* ---- sorting ------------------------------------------------------------- */
+/** @name Sorting
+ * Along one dim (negative counts from the end; a 0-dim tensor takes 0 or -1).
+ * nan sorts as the largest value, -0 equals +0, and equal elements keep
+ * their input order (every sort is stable). Positions are int64. Each call
+ * is one row kernel; a call's values and positions share it.
+ * @{ */
+/** torch.sort: the sorted values and the positions they came from.
+ * @at
+ * @param t the tensor (any dtype)
+ * @param dim the dim sorted
+ * @param descending nonzero sorts the largest first (equal elements still in input order)
+ * @param stable accepted for PyTorch's signature: every sort is stable
+ * @param values where the sorted values go (t's dtype), or NULL to skip them
+ * @param indices where their positions go (int64), or NULL to skip them
+ * Each result is a new handle (see @ref handles); t's error, or
+ * KILN_ERR_ARG for NULL or a dim out of range, makes both error nodes (see
+ * @ref errors). */
+KILN_API void kiln_sort_at(const char *f, int l, kiln_tensor *t, int64_t dim, int descending, int stable,
+                           kiln_tensor **values, kiln_tensor **indices);
+/** torch.argsort: the positions of kiln_sort_at's values.
+ * @at
+ * @param t the tensor (any dtype)
+ * @param dim the dim sorted
+ * @param descending nonzero sorts the largest first
+ * @param stable accepted for PyTorch's signature: every sort is stable
+ * @handle t's error, KILN_ERR_ARG for NULL or a dim out of range. */
+KILN_API kiln_tensor *kiln_argsort_at(const char *f, int l, kiln_tensor *t, int64_t dim, int descending, int stable);
+/** torch.topk: the k largest (or smallest) elements along dim and their
+ * positions, in order (largest first for largest), without sorting the
+ * whole line: a bounded heap of k.
+ * @at
+ * @param t the tensor (not bool)
+ * @param k how many, 0 to the dim's size
+ * @param dim the dim searched
+ * @param largest nonzero: the largest, else the smallest
+ * @param sorted accepted for PyTorch's signature: the k are always in order
+ * @param values where the values go (t's dtype), or NULL to skip them
+ * @param indices where their positions go (int64), or NULL to skip them
+ * Results and errors as kiln_sort_at, and KILN_ERR_ARG for k out of range,
+ * KILN_ERR_DTYPE for bool. */
+KILN_API void kiln_topk_at(const char *f, int l, kiln_tensor *t, int64_t k, int64_t dim, int largest, int sorted,
+                           kiln_tensor **values, kiln_tensor **indices);
+/** @} */
+
+/** @name Sorting macros
+ * @{ */
+/** @macros */
+#define kiln_sort(t, dim, descending, stable, values, indices) \
+  kiln_sort_at(__FILE__, __LINE__, t, dim, descending, stable, values, indices)
+#define kiln_argsort(t, dim, descending, stable) kiln_argsort_at(__FILE__, __LINE__, t, dim, descending, stable)
+#define kiln_topk(t, k, dim, largest, sorted, values, indices) \
+  kiln_topk_at(__FILE__, __LINE__, t, k, dim, largest, sorted, values, indices)
+/** @} */
+
 /* ---- matrix products (PyTorch's matmul rules) ---------------------------- */
 /** @name Matrix products
  * matmul: 1-D x 1-D is a dot product, a 1-D operand is promoted to a matrix

@@ -27,7 +27,9 @@ typedef struct {
   int64_t stride;                     /* SLICE: source step per output step (> 0) */
   int64_t pad[KILN_MAX_DIMS][2];      /* PAD: elements before and after, per dim; PAD's fill is value */
   unsigned flip_mask;                 /* FLIP: bit d set reverses dim d */
-  unsigned axes;                      /* reductions: bit d set = dim d is reduced */
+  unsigned axes;                      /* reductions: bit d set = dim d is reduced; scans, sorts: the one dim */
+  int64_t sort_k;                     /* IR_SORTING ops: elements kept per line */
+  bool descending;                    /* IR_SORTING ops: largest first */
 } ir_attr;
 
 struct kiln_tensor {

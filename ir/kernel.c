@@ -356,6 +356,26 @@ kstmt *ks_argupdate(kernel *k, int acc, int acc_index, ir_op better, kexpr *valu
   return s;
 }
 
+kstmt *ks_carry(kernel *k, int acc, ir_op scan, kiln_dtype t, kexpr *value) {
+  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
+  *s = (kstmt){.kind = KS_CARRY, .acc = acc, .acc2 = -1, .op = scan, .type = t, .value = value, .var = ++k->ncarries};
+  return s;
+}
+
+kexpr *kx_acc_after(kernel *k, const kstmt *carry) {
+  return kx_intern(k, &(kexpr){.kind = KX_ACC, .type = carry->type, .var = carry->acc, .i = carry->var});
+}
+
+kstmt *ks_sort(kernel *k, int64_t n, int64_t keep, bool descending) {
+  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
+  *s = (kstmt){.kind = KS_SORT, .acc = -1, .acc2 = -1};
+  s->sort.n = n;
+  s->sort.k = keep;
+  s->sort.descending = descending;
+  s->sort.vals = s->sort.idx = s->sort.in = -1;
+  return s;
+}
+
 kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t kdim) {
   kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
   *s = (kstmt){.kind = KS_GEMM, .acc = acc, .acc2 = -1, .type = t, .var = k_var(k), .extent = m};
@@ -383,6 +403,7 @@ static int64_t block_cost(const kstmt *s) {
   for (; s; s = s->next) {
     if (s->kind == KS_LOOP) c += s->extent * block_cost(s->body);
     else if (s->kind == KS_GEMM) c += s->extent * s->gemm.n * (s->gemm.kdim + 1);
+    else if (s->kind == KS_SORT) c += 16 * s->sort.n;   /* a few passes over the line */
     else c += 1;
   }
   return c;
@@ -465,6 +486,12 @@ static void walk_block(kwalk *w, const kstmt *s, int depth) {
       walk_expr(w, s->gemm.b_off, depth);
     }
     if (s->kind == KS_LOOP && s->bound) walk_expr(w, s->bound, depth);
+    if (s->kind == KS_SORT) {
+      walk_expr(w, s->sort.in_off, depth);
+      walk_expr(w, s->sort.out_off, depth);
+      w->on_stmt(w->ctx, s, depth, false);
+      continue;
+    }
     if (s->kind == KS_LOOP || s->kind == KS_GEMM) {
       w->on_stmt(w->ctx, s, depth, true);
       walk_block(w, s->body, depth + 1);
@@ -516,6 +543,13 @@ static void key_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
     f[13] = s->check.site;
     f[14] = s->check.what->id;
   }
+  if (s->kind == KS_SORT) {
+    int64_t g[8] = {s->sort.in, s->sort.vals, s->sort.idx, s->sort.in_off->id, s->sort.out_off->id, s->sort.n,
+                    s->sort.k, s->sort.in_stride};
+    int64_t h[2] = {s->sort.out_stride, s->sort.descending};
+    memcpy(f + 12, g, sizeof g);
+    ir_str_append(ctx, h, sizeof h);
+  }
   ir_str_append(ctx, f, sizeof f);
 }
 
@@ -559,6 +593,8 @@ static void desc_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
   (void)depth;
   (void)enter;
   if (s->kind == KS_UPDATE) desc_add(ctx, reduction_of(s));
+  if (s->kind == KS_CARRY) desc_add(ctx, s->op);
+  if (s->kind == KS_SORT) desc_add(ctx, s->sort.k < s->sort.n ? IR_TOPK : IR_SORT);
   if (s->kind == KS_GEMM) desc_add(ctx, IR_MATMUL);
 }
 
@@ -585,9 +621,9 @@ static void describe(kernel *k, char *out, size_t room) {
   }
   ir_op sorted[2 * IR_NUM_OPS];
   int m = 0;
-  for (int pass = 0; pass < 2; pass++)  /* matmul and reductions lead */
+  for (int pass = 0; pass < 2; pass++)  /* matmul, reductions and scans lead */
     for (int i = 0; i < d.n; i++)
-      if ((ir_op_has(d.order[i], IR_REDUCE | IR_CONTRACT) != 0) == (pass == 0)) sorted[m++] = d.order[i];
+      if ((ir_op_has(d.order[i], IR_REDUCE | IR_CONTRACT | IR_SCAN | IR_SORTING) != 0) == (pass == 0)) sorted[m++] = d.order[i];
   size_t len = 0;
   out[0] = 0;
   for (int i = 0; i < m; i++) {
@@ -653,7 +689,10 @@ static void kp_expr(void *ctx, const kexpr *e, int depth) {
   case KX_PHILOX:
     ir_str_printf(b, "philox.w%lld key %%%d, ctr %%%d", (long long)e->i, e->b->id, e->a->id);
     break;
-  case KX_ACC: ir_str_printf(b, "acc.%s a%d", t, e->var); break;
+  case KX_ACC:
+    ir_str_printf(b, "acc.%s a%d", t, e->var);
+    if (e->i) ir_str_printf(b, " after carry %lld", (long long)e->i);
+    break;
   case KX_ARG: ir_str_printf(b, "arg.%s %lld", t, (long long)e->i); break;
   }
   ir_str_printf(b, "\n");
@@ -678,6 +717,15 @@ static void kp_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
     else
       ir_str_printf(b, "a%d, a%d = arg%s(a%d, %%%d at %%%d)\n", s->acc, s->acc2, ir_ops[s->op].name, s->acc,
                     s->value->id, s->index->id);
+    break;
+  case KS_SORT:
+    ir_str_printf(b, "sort%s p%d[%%%d + j*%lld] j in 0..%lld -> first %lld: values p%d, positions p%d [%%%d + j*%lld]\n",
+                  s->sort.descending ? " descending" : "", s->sort.in, s->sort.in_off->id, (long long)s->sort.in_stride,
+                  (long long)s->sort.n, (long long)s->sort.k, s->sort.vals, s->sort.idx, s->sort.out_off->id,
+                  (long long)s->sort.out_stride);
+    break;
+  case KS_CARRY:
+    ir_str_printf(b, "carry %lld (%s): a%d = %%%d\n", (long long)s->var, ir_ops[s->op].name, s->acc, s->value->id);
     break;
   case KS_GEMM:
     ir_str_printf(b, "gemm a%d.%s v%d in 0..%lld, v%d in 0..%lld, k in 0..%lld: p%d[%%%d + v%d*%lld + k*%lld] * "

@@ -43,7 +43,10 @@ typedef enum {
   KX_IMOD,    /* a % b on i64, both >= 0 (index arithmetic) */
   KX_PHILOX,  /* 32-bit word .i (0..3) of Philox4x32-10 with 64-bit key b and
                  64-bit counter a (both i64), zero-extended to i64 (ir/philox.h) */
-  KX_ACC,     /* current value of accumulator number .var (of `type`) */
+  KX_ACC,     /* current value of accumulator number .var (of `type`); .i
+                 is 0, or after the KS_CARRY number .i of that accumulator
+                 (kx_acc_after): its value after that carry, a distinct
+                 expression so hash-consing never takes one for the other */
   KX_ARG,     /* launch argument .i as a value of `type`: k->args[.i] holds
                  its bits (bool and integers sign-extended to 64 bits, f32 its
                  IEEE bits in the low 32, f64 its 64); read through the one
@@ -66,7 +69,7 @@ struct kexpr {
   int id;               /* dense number within the kernel, for printers and memo tables */
 };
 
-typedef enum { KS_LOOP, KS_STORE, KS_ACC, KS_UPDATE, KS_GEMM, KS_CHECK } ks_kind;
+typedef enum { KS_LOOP, KS_STORE, KS_ACC, KS_UPDATE, KS_GEMM, KS_CHECK, KS_CARRY, KS_SORT } ks_kind;
 
 /* What a failed check means: X(code, message, name of the reported value
  * or NULL when the value says nothing). Codes start at 1 (0: no failure). */
@@ -124,7 +127,13 @@ struct kstmt {
    *   IR_MINIMUM (a reduction: the back end may reassociate it to vectorize).
    *   With acc2 >= 0 it is an arg-reduction: op IR_GT (argmax) or IR_LT
    *   (argmin) says when value beats acc (a NaN value beats a non-NaN acc;
-   *   ties keep the first); then acc = value and acc2 (i64) = index. */
+   *   ties keep the first); then acc = value and acc2 (i64) = index.
+   * KS_CARRY: acc = value, a carried accumulator (a scan): value may read
+   *   acc (KX_ACC, its value before this statement), the statements run in
+   *   loop order and are never reassociated, and the reads after it in the
+   *   same block (kx_acc_after) see the new value; var is the carry's
+   *   number (1, 2, ... in the kernel), op the scan it computes (IR_CUMSUM,
+   *   ...: for the kernel's name). */
   int acc, acc2;
   ir_op op;
   kiln_dtype type;
@@ -146,6 +155,18 @@ struct kstmt {
     int code, site;
     kexpr *what;
   } check;
+  /* KS_SORT: one line of n elements of param in, element j at in_off +
+   * j*in_stride, ordered (ascending, or descending; nan the largest; ties
+   * by position: stable); its first k go to param vals (the values, -1:
+   * none) and param idx (their i64 positions, -1: none), element j at
+   * out_off + j*out_stride. in_off and out_off are i64 expressions of the
+   * enclosing loop vars. */
+  struct {
+    int in, vals, idx;
+    kexpr *in_off, *out_off;
+    int64_t n, k, in_stride, out_stride;
+    bool descending;
+  } sort;
 };
 
 typedef struct {
@@ -179,6 +200,7 @@ typedef struct {
   karg_src *arg_src;    /* per argument: its source (k_arg_from), while the kernel lives */
   int nvars;
   int naccs;
+  int ncarries;         /* KS_CARRY statements so far (each has its number in var) */
   int nexprs;
   kstmt *body;
   int64_t work;         /* elements the kernel produces (for KILN_DEBUG lines) */
@@ -249,12 +271,19 @@ kexpr *kx_acc(kernel *k, int acc, kiln_dtype t);
 kstmt *ks_acc(kernel *k, int acc, kiln_dtype t, kexpr *init);
 kstmt *ks_update(kernel *k, int acc, ir_op op, kexpr *value);
 kstmt *ks_argupdate(kernel *k, int acc, int acc_index, ir_op better, kexpr *value, kexpr *index);
+/* A KS_CARRY acc = value of accumulator acc (type t) for scan op, and the
+ * read of acc after it (KX_ACC numbered by that carry). */
+kstmt *ks_carry(kernel *k, int acc, ir_op scan, kiln_dtype t, kexpr *value);
+kexpr *kx_acc_after(kernel *k, const kstmt *carry);
 /* A KS_GEMM with loop vars i (returned in s->var) and j (s->gemm.var_j);
  * the caller fills the A/B fields and the epilogue body. */
 kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t kdim);
 /* if (fail) record code at site, flat position pos, value what (i64; NULL:
  * 0); adds the status param on first use. */
 kstmt *ks_check(kernel *k, kc_code code, int site, kexpr *fail, kexpr *pos, kexpr *what);
+
+/* A KS_SORT; the caller fills the params and offsets. */
+kstmt *ks_sort(kernel *k, int64_t n, int64_t keep, bool descending);
 
 /* The kernel's identity: a compact binary serialization of its normalized
  * IR (params, loops, every expression once in post-order by id) appended to

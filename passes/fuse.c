@@ -21,6 +21,13 @@
  *   (transposes, slices, broadcasts fold into the GEMM's strides); any other
  *   operand is materialized. A kernel holds at most one matmul, whose shape is
  *   the kernel's, plus an elementwise epilogue, and no reduction.
+ * - A scan (cumsum, cummax, ...) is inlined into the kernel of its
+ *   elementwise consumers with its elementwise producers (cumsum(x*2)+1 is
+ *   one kernel); it is materialized when any other op reads it (a view, a
+ *   reduction, another scan). A kernel holds at most one scan and no
+ *   reduction or matmul: its loop nest runs the scanned dim innermost.
+ * - A sort or top-k is a kernel of its own (a row kernel) reading a buffer
+ *   or a stored node; the values and positions of one sort share it.
  * - A transfer (TO, kiln_to) is a group of its own and its source is stored:
  *   realize runs it as a copy between devices.
  * - A gather is inlined like an elementwise node (its index is read at the
@@ -53,7 +60,9 @@ enum {
   HAS_CONTRACT = 2,
   HAS_GRID = 4,    /* a stored grid reduction (below) */
   HAS_VIEW = 8,    /* a view of a computed node: it reads its source at other indices */
-  HAS_SCATTER = 16, /* a scatter: its kernel writes through an index (lower.c's scatter_nest) */
+  HAS_SCATTER = 64, /* a scatter: its kernel writes through an index (lower.c's scatter_nest) */
+  HAS_SCAN = 16,   /* a scan: its kernel's loop nest runs the scanned dim innermost, in order */
+  HAS_SORT = 32,   /* a sort or top-k: a row kernel of its own */
 };
 
 typedef struct {
@@ -105,8 +114,14 @@ static bool same_shape(const ir_node *a, const ir_node *b) {
 }
 
 static unsigned node_kind(const ir_node *n) {
+  if (ir_op_has(n->op, IR_SORTING)) return HAS_SORT;
+  if (ir_op_has(n->op, IR_SCAN)) return HAS_SCAN;
   return ir_op_has(n->op, IR_REDUCE) ? HAS_REDUCE : ir_op_has(n->op, IR_CONTRACT) ? HAS_CONTRACT : 0;
 }
+
+/* Kinds that never share a kernel with a scan: the scan's carried
+ * accumulator needs the nest lower.c builds for it (one scan per kernel). */
+enum { NOT_WITH_SCAN = HAS_SCAN | HAS_REDUCE | HAS_CONTRACT | HAS_GRID };
 
 /* An EXPAND whose broadcast dims (added or size 1 -> n) all come after the
  * dims it keeps: its source's value depends on outer loop indices only. */
@@ -220,6 +235,10 @@ static bool mark_forced(pass_graph *g, bool merge, bool *mat) {
       if (!free_node(s) && !trailing_broadcast(n)) mat[s->scratch] = true;
     }
     mark_indexed(n, merge, mat);
+    if (ir_op_has(n->op, IR_SORTING)) {   /* a row kernel of its own, reading a buffer */
+      mat[i] = true;
+      if (n->src[0]->op != IR_BUFFER) mat[n->src[0]->scratch] = true;
+    }
     if (ir_op_has(n->op, IR_XFER)) {   /* a copy of a stored value, never a kernel */
       mat[i] = true;
       if (n->src[0]->op != IR_BUFFER) mat[n->src[0]->scratch] = true;
@@ -270,6 +289,9 @@ static void mark_deep(const pass_graph *g, bool *mat) {
 static bool fits(pass_graph *g, fuse_ctx *c, int r, unsigned kind, const ir_node *n) {
   unsigned k = c->kinds[r];
   if (k & HAS_SCATTER) return (kind & HAS_VIEW) != 0;  /* its operands' views only */
+  if ((k | kind) & HAS_SORT) return false;
+  if (kind & HAS_SCAN) return !(k & NOT_WITH_SCAN) && same_shape(g->groups[r].outs[0], n);
+  if ((k & HAS_SCAN) && (kind & NOT_WITH_SCAN)) return false;
   if (kind & HAS_CONTRACT) return !k && same_shape(g->groups[r].outs[0], n);
   if (kind & HAS_REDUCE) return !(k & (HAS_CONTRACT | HAS_GRID));
   if (kind & HAS_VIEW) return !(k & HAS_CONTRACT);
@@ -278,9 +300,10 @@ static bool fits(pass_graph *g, fuse_ctx *c, int r, unsigned kind, const ir_node
 
 static bool mergeable(pass_graph *g, fuse_ctx *c, int r, int s) {
   unsigned a = c->kinds[r], b = c->kinds[s];
-  bool kinds_ok = !((a & HAS_CONTRACT) && b) && !((b & HAS_CONTRACT) && a);
+  bool kinds_ok = !((a & HAS_CONTRACT) && b) && !((b & HAS_CONTRACT) && a) && !((a | b) & HAS_SORT);
   kinds_ok = kinds_ok && !((a & HAS_GRID) && (b & HAS_REDUCE)) && !((b & HAS_GRID) && (a & HAS_REDUCE));
   kinds_ok = kinds_ok && !((a | b) & HAS_SCATTER);
+  kinds_ok = kinds_ok && !((a & HAS_SCAN) && (b & NOT_WITH_SCAN)) && !((b & HAS_SCAN) && (a & NOT_WITH_SCAN));
   return kinds_ok && same_shape(g->groups[r].outs[0], g->groups[s].outs[0]);
 }
 
@@ -317,9 +340,10 @@ static int place(pass_graph *g, fuse_ctx *c, int i, int *group, int *ngroups, bo
     }
   }
   unsigned kind = group_kind(g, g->topo[i]);
-  /* a GEMM's epilogue reads its value at the GEMM's own (i, j): only
-   * elementwise users keep that index */
-  for (int u = c->first_user[i]; (kind & HAS_CONTRACT) && u >= 0; u = c->next_user[u])
+  /* a GEMM's epilogue reads its value at the GEMM's own (i, j), and a
+   * scan's consumers read it where its loop is: only elementwise users keep
+   * that index */
+  for (int u = c->first_user[i]; (kind & (HAS_CONTRACT | HAS_SCAN)) && u >= 0; u = c->next_user[u])
     if (!ir_op_has(g->topo[u / 3]->op, IR_EW)) conflict = true;
   /* a column reduction is its own kernel, lowered with its loop outside */
   if ((kind & HAS_REDUCE) && !pass_reduce_trailing(g->topo[i])) conflict = true;
@@ -403,6 +427,22 @@ static bool merge_columns(pass_graph *g, fuse_ctx *c, const int *group) {
   return true;
 }
 
+/* A sort's values and its positions (sort and argsort, topk's two results)
+ * of the same line share one kernel, which sorts once. */
+static bool sort_siblings(const ir_node *a, const ir_node *b) {
+  return ir_op_has(a->op, IR_SORTING) && ir_op_has(b->op, IR_SORTING) && a->op != b->op && a->src[0] == b->src[0] &&
+         a->attr.axes == b->attr.axes && a->attr.sort_k == b->attr.sort_k && a->attr.descending == b->attr.descending;
+}
+
+static void merge_sorts(pass_graph *g, fuse_ctx *c, const int *group) {
+  for (int j = 0; j < g->n; j++)
+    for (int i = 0; i < j && group[j] >= 0 && ir_op_has(g->topo[j]->op, IR_SORTING); i++) {
+      if (group[i] < 0 || !sort_siblings(g->topo[i], g->topo[j])) continue;
+      int ri = uf_find(c->parent, group[i]), rj = uf_find(c->parent, group[j]);
+      if (ri != rj) c->parent[rj] = ri;
+    }
+}
+
 /* Collects each root group's materialized nodes (topo order) as its outputs. */
 static void regroup(pass_graph *g, fuse_ctx *c, int *group, int ngroups, bool *mat) {
   int *dense = ir_arena_alloc(g->arena, sizeof(int) * (size_t)(ngroups + 1));
@@ -458,6 +498,7 @@ void pass_fuse(pass_graph *g, bool merge) {
     }
   }
   g->oom = g->oom || (merge && !merge_columns(g, &c, group));
+  if (merge && !g->oom) merge_sorts(g, &c, group);
   if (!g->oom) regroup(g, &c, group, ngroups, mat);
   free(recompute);
   free(mat);

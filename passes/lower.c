@@ -658,6 +658,101 @@ static kexpr *reduce_close(lower_ctx *c, task *t) {
   return kx_cast(k, res, ct(n->dtype));
 }
 
+/* ---- scans ---------------------------------------------------------------
+ * A group holding a scan along dim d runs the other dims outside (the first
+ * parallel) and d innermost, in order (scan_nest). The scan's value at the
+ * group's index is a carried accumulator: declared before the loop over d,
+ * updated by a KS_CARRY in its body before the stores that read it. */
+static int scan_dim(const ir_node *n) {
+  int d = 0;
+  while (!(n->attr.axes >> d & 1)) d++;
+  return d;
+}
+
+static const ir_node *group_scan(const pass_graph *g, int gi) {
+  for (int i = 0; i < g->n; i++)
+    if (ir_op_has(g->topo[i]->op, IR_SCAN) && g->group_of[i] == gi) return g->topo[i];
+  return NULL;
+}
+
+/* The loops over the group's dims, scan dim d last; idx[e] is dim e's var. */
+static void scan_nest(lower_ctx *c, const pass_group *pg, int d, kexpr **idx) {
+  kernel *k = c->k;
+  push_frame(c, -1, &k->body);
+  for (int j = 0; j < pg->ndim; j++) {
+    int e = j < pg->ndim - 1 ? j + (j >= d) : d, v = k_var(k);
+    kstmt *loop = ks_loop(k, v, pg->shape[e], j == 0 && e != d ? KL_PARALLEL : KL_SERIAL);
+    frame_set_inner(&c->frames[c->nframes - 1], loop);
+    push_frame(c, v, &loop->body);
+    idx[e] = kx_var(k, v);
+  }
+}
+
+static kexpr *scan_init(kernel *k, ir_op op, kiln_dtype t) {
+  switch (op) {
+  case IR_CUMSUM: return reduce_init(k, IR_SUM, t);
+  case IR_CUMPROD: return reduce_init(k, IR_PROD, t);
+  case IR_CUMMIN: case IR_CUMARGMIN: return extreme(k, t, false);
+  default: return extreme(k, t, true);   /* max-like, and logcumsumexp's -inf */
+  }
+}
+
+/* PyTorch's log-add-exp: max + log(1 + exp(min - max)); nan propagates
+ * (maximum and minimum do), two equal infinities give acc. */
+static kexpr *log_add_exp(kernel *k, kiln_dtype t, kexpr *acc, kexpr *x) {
+  kexpr *mx = fop(k, IR_MAXIMUM, t, acc, x), *mn = fop(k, IR_MINIMUM, t, acc, x);
+  kexpr *finite = kx_op(k, IR_LT, KILN_BOOL, kx_op(k, IR_ABS, t, mn, NULL, NULL), kx_float(k, t, INFINITY), NULL);
+  kexpr *use = kx_op(k, IR_LOGICAL_OR, KILN_BOOL, kx_op(k, IR_NE, KILN_BOOL, mn, mx, NULL), finite, NULL);
+  kexpr *e = kx_op(k, IR_EXP, t, fop(k, IR_SUB, t, mn, mx), NULL, NULL);
+  kexpr *sum = fop(k, IR_ADD, t, mx, kx_op(k, IR_LOG, t, fop(k, IR_ADD, t, kx_float(k, t, 1), e), NULL, NULL));
+  return kx_op(k, IR_WHERE, t, use, sum, acc);
+}
+
+/* cummax/cummin's position: x takes over when it is nan, or when acc is
+ * not and x >= acc (<= for min): ties and nans move to the latest. */
+static kexpr *scan_wins(kernel *k, ir_op op, kiln_dtype t, kexpr *acc, kexpr *x) {
+  kexpr *cmp = kx_op(k, op == IR_CUMARGMAX ? IR_GE : IR_LE, KILN_BOOL, x, acc, NULL);
+  if (!ir_is_float(t)) return cmp;
+  kexpr *acc_ok = kx_op(k, IR_EQ, KILN_BOOL, acc, acc, NULL);
+  return kx_op(k, IR_LOGICAL_OR, KILN_BOOL, kx_op(k, IR_NE, KILN_BOOL, x, x, NULL),
+               kx_op(k, IR_LOGICAL_AND, KILN_BOOL, acc_ok, cmp, NULL), NULL);
+}
+
+static kexpr *scan_step(lower_ctx *c, task *t) {
+  kernel *k = c->k;
+  const ir_node *n = t->n;
+  if (!t->step) {
+    copy_index(t->need_idx, t->idx, n->ndim);
+    return ask(t, 0);
+  }
+  int d = scan_dim(n), home = c->nframes - 2;
+  IR_ASSERT(home >= 0 && t->idx[d]->kind == KX_VAR && t->idx[d]->var == c->frames[c->nframes - 1].var);
+  kiln_dtype at = ct(n->attr.compute);
+  kexpr *x = kx_cast(k, t->got, at);
+  int acc = k_acc(k);
+  kexpr *cur = kx_acc(k, acc, at), *next;
+  frame_insert(&c->frames[home], ks_acc(k, acc, at, scan_init(k, n->op, at)));
+  kstmt *pos = NULL;
+  switch (n->op) {
+  case IR_CUMSUM: next = fop(k, IR_ADD, at, cur, x); break;
+  case IR_CUMPROD: next = fop(k, IR_MUL, at, cur, x); break;
+  case IR_CUMMAX: next = fop(k, IR_MAXIMUM, at, cur, x); break;
+  case IR_CUMMIN: next = fop(k, IR_MINIMUM, at, cur, x); break;
+  case IR_LOGCUMSUMEXP: next = log_add_exp(k, at, cur, x); break;
+  default: {  /* CUMARGMAX, CUMARGMIN: the position first, from the old acc */
+    kexpr *wins = scan_wins(k, n->op, at, cur, x);
+    int ia = k_acc(k);
+    frame_insert(&c->frames[home], ks_acc(k, ia, KILN_I64, i64(k, 0)));
+    pos = ks_carry(k, ia, n->op, KILN_I64, kx_op(k, IR_WHERE, KILN_I64, wins, t->idx[d], kx_acc(k, ia, KILN_I64)));
+    frame_insert(&c->frames[c->nframes - 1], pos);
+    next = kx_op(k, IR_WHERE, at, wins, x, cur);
+  }
+  }
+  kstmt *carry = ks_carry(k, acc, n->op, at, next);
+  frame_insert(&c->frames[c->nframes - 1], carry);
+  return kx_cast(k, kx_acc_after(k, pos ? pos : carry), ct(n->dtype));
+}
+
 /* One step of t: a node stored elsewhere is loaded, a source computed;
  * the other ops ask for their sources first. */
 static kexpr *step(lower_ctx *c, task *t) {
@@ -672,6 +767,7 @@ static kexpr *step(lower_ctx *c, task *t) {
   if (ir_op_has(n->op, IR_MOVE)) return step_view(c, t);
   if (n->op == IR_CAST) return step_cast(c, t);
   if (ir_op_has(n->op, IR_REDUCE)) return t->step ? reduce_close(c, t) : reduce_open(c, t);
+  if (ir_op_has(n->op, IR_SCAN)) return scan_step(c, t);
   IR_ASSERT(ir_op_has(n->op, IR_EW));
   return step_elementwise(c, t);
 }
@@ -925,6 +1021,49 @@ static void scatter_nest(lower_ctx *c, const ir_node *n) {
   frame_insert(&c->frames[c->nframes - 1], ks_store(k, 0, at, v));
 }
 
+/* ---- sorts ----------------------------------------------------------------
+ * A sort group (fuse.c: a sort or top-k, with its positions' sibling) is a
+ * loop over its lines (every dim but the sorted one, the first parallel)
+ * around one KS_SORT reading its source in place through its strides. */
+static const ir_node *group_sort(const pass_graph *g, int gi) {
+  for (int i = 0; i < g->n; i++)
+    if (ir_op_has(g->topo[i]->op, IR_SORTING) && g->group_of[i] == gi) return g->topo[i];
+  return NULL;
+}
+
+static void sort_nest(lower_ctx *c, const pass_group *pg, const ir_node *n) {
+  kernel *k = c->k;
+  int d = scan_dim(n);
+  kexpr *idx[KILN_MAX_DIMS];
+  push_frame(c, -1, &k->body);
+  for (int e = 0; e < pg->ndim; e++) {
+    idx[e] = i64(k, 0);
+    if (e == d) continue;
+    int v = k_var(k);
+    kstmt *loop = ks_loop(k, v, pg->shape[e], c->nframes == 1 ? KL_PARALLEL : KL_SERIAL);
+    frame_set_inner(&c->frames[c->nframes - 1], loop);
+    push_frame(c, v, &loop->body);
+    idx[e] = kx_var(k, v);
+  }
+  ir_node *s = n->src[0];
+  int64_t sst[KILN_MAX_DIMS], ost[KILN_MAX_DIMS], off = s->op == IR_BUFFER ? s->offset : 0;
+  if (s->op == IR_BUFFER) memcpy(sst, s->strides, sizeof sst);
+  else ir_contiguous_strides(s->ndim, s->shape, sst);
+  ir_contiguous_strides(pg->ndim, pg->shape, ost);
+  kstmt *st = ks_sort(k, s->shape[d], n->attr.sort_k, n->attr.descending);
+  st->sort.in = input_param(c, s);
+  st->sort.in_off = linear(k, s->ndim, sst, off, idx);
+  st->sort.in_stride = sst[d];
+  st->sort.out_off = linear(k, pg->ndim, ost, 0, idx);
+  st->sort.out_stride = ost[d];
+  for (int o = 0; o < pg->nout; o++) {
+    ir_op op = pg->outs[o]->op;
+    if (op == IR_SORT || op == IR_TOPK) st->sort.vals = o;
+    else st->sort.idx = o;
+  }
+  frame_insert(&c->frames[c->nframes - 1], st);
+}
+
 static ir_node *group_matmul(const pass_graph *g, int gi) {
   for (int i = 0; i < g->n; i++)
     if (g->topo[i]->op == IR_MATMUL && g->group_of[i] == gi) return g->topo[i];
@@ -936,7 +1075,9 @@ static void store_outputs(lower_ctx *c, const pass_group *pg) {
   kernel *k = c->k;
   kexpr *idx[KILN_MAX_DIMS];
   ir_node *mm = group_matmul(c->g, c->gi);
+  const ir_node *scan = group_scan(c->g, c->gi);
   if (mm) gemm_nest(c, pg, mm, idx);
+  else if (scan) scan_nest(c, pg, scan_dim(scan), idx);
   else loop_nest(c, pg, pg->ndim, idx);
   int64_t st[KILN_MAX_DIMS];
   ir_contiguous_strides(pg->ndim, pg->shape, st);
@@ -957,9 +1098,12 @@ kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool g
   for (int o = 0; o < pg->nout; o++) k_param(k, pg->outs[o]->dtype, true, numel);
   int p = -1, q = -1;
   bool column = column_reduction(&c, pg, &p, &q);
-  /* a GEMM's and a column reduction's blocking follow their shape: specialised */
-  k->generic = generic && !group_matmul(g, gi) && !column;
+  const ir_node *sort = group_sort(g, gi);
+  /* a GEMM's and a column reduction's blocking follow their shape, a sort's
+   * line sizes are its statement's: specialised */
+  k->generic = generic && !group_matmul(g, gi) && !column && !sort;
   if (ir_op_is_scatter(pg->outs[0]->op)) scatter_nest(&c, pg->outs[0]);
+  else if (sort) sort_nest(&c, pg, sort);
   else if (column) column_nest(&c, pg, p, q);
   else store_outputs(&c, pg);
   k->work = numel;

@@ -58,7 +58,7 @@ static int writes(const kstmt *s, const kstmt *stop, int buf, int acc) {
   int n = 0;
   for (; s != stop; s = s->next) {
     n += s->kind == KS_STORE && s->buf == buf;
-    n += (s->kind == KS_ACC || s->kind == KS_UPDATE || s->kind == KS_GEMM) && s->acc == acc;
+    n += (s->kind == KS_ACC || s->kind == KS_UPDATE || s->kind == KS_CARRY || s->kind == KS_GEMM) && s->acc == acc;
     n += s->kind == KS_UPDATE && s->acc2 >= 0 && s->acc2 == acc;
     if (s->kind == KS_LOOP || s->kind == KS_GEMM) n += writes(s->body, NULL, buf, acc);
   }

@@ -227,7 +227,13 @@ static const char *variant_shape(const ir_node *o, ir_node *const *src, int64_t 
       if (is_dynamic(o->shape[d])) return "a range of a dynamic length";
     return NULL;
   default:
-    if (ir_op_has(o->op, IR_REDUCE))
+    if (ir_op_has(o->op, IR_SORTING)) {   /* keeps sort_k along its dim, which must be static */
+      int d = 0;
+      while (!(o->attr.axes >> d & 1)) d++;
+      if (is_dynamic(o->src[0]->shape[d])) return "sorting along a dynamic dim";
+      memcpy(shape, s0->shape, sizeof(int64_t) * (size_t)o->ndim);
+      shape[d] = o->attr.sort_k;
+    } else if (ir_op_has(o->op, IR_REDUCE))
       for (int d = 0; d < o->ndim; d++) shape[d] = o->attr.axes & (1u << d) ? 1 : s0->shape[d];
     else if (s0 && !ir_op_has(o->op, IR_SRC))
       memcpy(shape, s0->shape, sizeof(int64_t) * (size_t)o->ndim);   /* elementwise and transfers */

@@ -197,6 +197,8 @@ static void attr_words(node_words *k, const ir_node *n) {
     for (int d = 0; d < n->ndim; d++) word(k, a->perm[d]), word(k, a->pad[d][0]), word(k, a->pad[d][1]);
   } else if (ir_op_is_indexed(n->op)) {
     word(k, a->dim);
+  } else if (ir_op_has(n->op, IR_SORTING)) {
+    word(k, a->sort_k), word(k, a->descending);
   }
   double code;
   if (n->op == IR_POW && pass_value_is_code(n, 1, &code)) word_f(k, code);

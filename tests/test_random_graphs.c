@@ -62,6 +62,7 @@ typedef enum {
   P_RESHAPE, P_PERMUTE, P_TRANSPOSE, P_SLICE, P_SELECT, P_FLIP, P_EXPAND,      /* movement */
   P_SQUEEZE, P_UNSQUEEZE, P_PAD, P_CAT, P_INDEX, P_GATHER, P_SHAPE_OP,
   P_REDUCE, P_ARGREDUCE, P_SOFTMAX, P_LOG_SOFTMAX, P_LAYER_NORM,               /* reductions */
+  P_SCAN,                                                                      /* scans */
   P_MATMUL, P_LINEAR,                                                          /* products */
   P_NUM_KINDS
 } pkind;
@@ -72,13 +73,16 @@ typedef kiln_tensor *(*reduce_fn)(const char *, int, kiln_tensor *, int, const i
 static const reduce_fn reducers[R_NUM] = {kiln_sum_dims_at, kiln_mean_dims_at, kiln_prod_dims_at, kiln_max_dims_at,
                                           kiln_min_dims_at, kiln_any_dims_at, kiln_all_dims_at};
 
+/* The scans P_SCAN draws from (cummax and cummin: values or positions). */
+typedef enum { S_CUMSUM, S_CUMPROD, S_LOGCUMSUMEXP, S_CUMMAX, S_CUMMAX_AT, S_CUMMIN, S_CUMMIN_AT, S_NUM_SCANS } skind;
+
 typedef struct {
   pkind kind;
   ir_op op;             /* P_UNARY, P_BINARY, P_SCALAR */
   int a, b, c;          /* operands: earlier instructions (optional ones -1) */
   kiln_dtype dt;        /* leaves: dtype; P_CAST: target */
   shape_t shape;        /* leaves; P_RESHAPE, P_EXPAND: the new shape; P_GATHER: the index's */
-  int fn;               /* P_REDUCE: rkind; P_ARGREDUCE: 1 for argmin; P_SQUEEZE: 1 for one dim */
+  int fn;               /* P_REDUCE: rkind; P_ARGREDUCE: 1 for argmin; P_SQUEEZE: 1 for one dim; P_SCAN: skind */
   int dim, keep;        /* dim argument (layer_norm: dims normalized); keepdim */
   int nv;               /* entries of v */
   int64_t v[2 * KILN_MAX_DIMS];  /* dims, permutation, pads, slice start/stop/step, index, 2nd dim */
@@ -133,6 +137,21 @@ static kiln_tensor *gather_index(const instr *in) {
   return kiln_from_data(v, KILN_I64, in->shape.ndim, in->shape.d);
 }
 
+static kiln_tensor *scan_of(const instr *in, kiln_tensor *a) {
+  kiln_tensor *r = NULL;
+  switch ((skind)in->fn) {
+  case S_CUMSUM: return kiln_cumsum(a, in->dim);
+  case S_CUMPROD: return kiln_cumprod(a, in->dim);
+  case S_LOGCUMSUMEXP: return kiln_logcumsumexp(a, in->dim);
+  case S_CUMMAX: case S_CUMMAX_AT:
+    kiln_cummax(a, in->dim, in->fn == S_CUMMAX ? &r : NULL, in->fn == S_CUMMAX ? NULL : &r);
+    return r;
+  default:
+    kiln_cummin(a, in->dim, in->fn == S_CUMMIN ? &r : NULL, in->fn == S_CUMMIN ? NULL : &r);
+    return r;
+  }
+}
+
 static kiln_tensor *instantiate(const instr *in, kiln_tensor *const *t) {
   kiln_tensor *a = in->kind >= P_UNARY ? t[in->a] : NULL;
   switch (in->kind) {
@@ -165,6 +184,7 @@ static kiln_tensor *instantiate(const instr *in, kiln_tensor *const *t) {
   case P_ARGREDUCE:
     if (in->nv == 0) return in->fn ? kiln_argmin(a) : kiln_argmax(a);
     return in->fn ? kiln_argmin_dim(a, in->v[0], in->keep) : kiln_argmax_dim(a, in->v[0], in->keep);
+  case P_SCAN: return scan_of(in, a);
   case P_SOFTMAX: return kiln_softmax(a, in->dim);
   case P_LOG_SOFTMAX: return kiln_log_softmax(a, in->dim);
   case P_LAYER_NORM: return kiln_layer_norm(a, in->dim, optional(t, in->b), optional(t, in->c), in->s);
@@ -769,6 +789,28 @@ static int gen_argreduce(program *p, int a) {
   return emit(p, in, n, 0, 0, true, true);
 }
 
+/* A scan along a random dim of n elements: a running sum drifts as a sum
+ * of n values, a product is drawn only where it stays small, logcumsumexp
+ * moves by its input's drift plus n roundings; running extremes are exact
+ * when their input is, their positions (ties!) only then. */
+static int gen_scan(program *p, int a) {
+  const info *x = &p->inf[a];
+  int nd = x->shape.ndim;
+  instr in = {.kind = P_SCAN, .a = a, .fn = tu_below(&p->rng, S_NUM_SCANS), .dim = rand_dim(p, nd > 0 ? nd : 1)};
+  double n = nd == 0 ? 1 : (double)x->shape.d[in.dim < 0 ? in.dim + nd : in.dim], m = fmax(x->mag, 1);
+  switch ((skind)in.fn) {
+  case S_CUMSUM: return n * x->mag > MAG_LIMIT ? -1 : emit(p, in, n * x->mag, n * x->err, n, false, true);
+  case S_CUMPROD:
+    if (pow(m, n) > MAG_LIMIT) return -1;
+    return emit(p, in, pow(m, n), n * x->err * pow(m, n - 1), n, false, true);
+  case S_LOGCUMSUMEXP:
+    if (!ir_is_float(x->dt)) return -1;
+    return emit(p, in, x->mag + log(n > 1 ? n : 1), x->err, n + 24, false, false);
+  case S_CUMMAX: case S_CUMMIN: return emit(p, in, x->mag, x->err, 0, x->exact, false);
+  default: return x->exact ? emit(p, in, n, 0, 0, true, true) : -1;
+  }
+}
+
 /* softmax or log_softmax of a float value along a dim. Each
  * output moves by at most twice the input's drift (softmax by a factor
  * e^(2 err)); roundings: exp, the row sum (n), the division or log. */
@@ -887,7 +929,7 @@ static int gen_step(program *p) {
   case 8: return gen_cast(p, pick(p));
   case 9: case 10: case 11: case 12: return POOL(movement_gens)(p, pick(p));
   case 13: case 14: case 15: return gen_reduce(p, pick(p));
-  case 16: return gen_argreduce(p, pick(p));
+  case 16: return tu_below(&p->rng, 2) ? gen_argreduce(p, pick(p)) : gen_scan(p, pick(p));
   case 17: return tu_below(&p->rng, 2) ? gen_softmax(p, pick(p)) : gen_layer_norm(p, pick(p));
   default: return gen_matmul(p, pick(p));
   }

@@ -523,8 +523,56 @@ static bool fam_shape_ops(int j, cuda_case *c) {
   return finish(c, y, (ref_tol){1e-4, 1e-4});
 }
 
+/* Scans: one thread per line, the carried accumulator in order, along the
+ * last dim and along the first (threads then read consecutive columns),
+ * fused with producers and consumers; ties and nans for cummax/cummin.
+ * Then sorts and top-k, one thread per line. */
+static const char *const scan_names[] = {"cumsum_f32_last", "cumsum_f32_first", "cumsum_fused", "cumprod_f64",
+                                         "cumsum_i32", "cumsum_bool", "logcumsumexp_f32", "cummax_f32",
+                                         "cummax_idx_f32", "cummin_idx_i16", "cummin_f16", "cumsum_bf16_mid",
+                                         "sort_f32", "argsort_f32_desc", "sort_i16_first", "topk_f32",
+                                         "topk_idx_u8", "sort_f16_T", "argsort_bool", "topk_small_bf16"};
+#define NSCANS ((int)(sizeof scan_names / sizeof *scan_names))
+
+static bool fam_scan(int j, cuda_case *c) {
+  snprintf(c->name, sizeof c->name, "scan_%s", scan_names[j]);
+  ref_tol tol = {1e-5, 1e-5}, exact = {0, 0};
+  kiln_tensor *y = NULL;
+  kiln_scope_begin();
+  switch (j) {
+  case 0: y = kiln_cumsum(data(KILN_F32, KILN_SHAPE(9, 300), 1, TU_SMALL), -1); break;
+  case 1: y = kiln_cumsum(data(KILN_F32, KILN_SHAPE(300, N1), 2, TU_SMALL), 0); break;
+  case 2: y = kiln_adds(kiln_cumsum(kiln_muls(data(KILN_F32, KILN_SHAPE(7, N1), 3, TU_SMALL), 2), 1), 1); break;
+  case 3: y = kiln_cumprod(data(KILN_F64, KILN_SHAPE(5, 11), 4, TU_SMALL), 1); break;
+  case 4: y = kiln_cumsum(data(KILN_I32, KILN_SHAPE(6, N1), 5, TU_FULL), 1); tol = exact; break;
+  case 5: y = kiln_cumsum(bool_rows(6, N1), 1); tol = exact; break;
+  case 6: y = kiln_logcumsumexp(data(KILN_F32, KILN_SHAPE(6, N1), 6, TU_SMALL), -1); break;
+  case 7: kiln_cummax(tie_data(6, N1), 1, &y, NULL); tol = exact; break;
+  case 8: kiln_cummax(data(KILN_F32, KILN_SHAPE(6, N1), 7, TU_FULL), 1, NULL, &y); tol = exact; break;
+  case 9: kiln_cummin(data(KILN_I16, KILN_SHAPE(N1, 6), 8, TU_FULL), 0, NULL, &y); tol = exact; break;
+  case 10: kiln_cummin(data(KILN_F16, KILN_SHAPE(6, N1), 9, TU_MODERATE), 1, &y, NULL); tol = exact; break;
+  case 11: y = kiln_cumsum(data(KILN_BF16, KILN_SHAPE(3, 17, 5), 10, TU_SMALL), 1); tol = (ref_tol){1e-2, 1e-2}; break;
+  /* sorts: one thread per line; TU_FULL brings nan, inf and -0, TU_SMALL ties */
+  case 12: kiln_sort(data(KILN_F32, KILN_SHAPE(6, N1), 11, TU_FULL), 1, 0, 1, &y, NULL); tol = exact; break;
+  case 13: y = kiln_argsort(data(KILN_F32, KILN_SHAPE(6, N1), 12, TU_SMALL), -1, 1, 1); tol = exact; break;
+  case 14: kiln_sort(data(KILN_I16, KILN_SHAPE(N1, 5), 13, TU_FULL), 0, 0, 1, &y, NULL); tol = exact; break;
+  case 15: kiln_topk(data(KILN_F32, KILN_SHAPE(5, 300), 14, TU_FULL), 8, 1, 1, 1, &y, NULL); tol = exact; break;
+  case 16: kiln_topk(data(KILN_U8, KILN_SHAPE(5, N1), 15, TU_SMALL), 4, 1, 1, 1, NULL, &y); tol = exact; break;
+  case 17:
+    kiln_sort(kiln_transpose(data(KILN_F16, KILN_SHAPE(N1, 4), 16, TU_MODERATE), 0, 1), 1, 0, 1, &y, NULL);
+    tol = exact;
+    break;
+  case 18: y = kiln_argsort(bool_rows(6, N1), 1, 0, 1); tol = exact; break;
+  default: kiln_topk(data(KILN_BF16, KILN_SHAPE(4, N1), 17, TU_SMALL), 3, -1, 0, 1, &y, NULL); tol = exact; break;
+  }
+  kiln_keep(y);
+  kiln_scope_end();
+  c->reduces = j == 6;   /* exp and log differ between the back ends by an ulp */
+  return finish(c, y, tol);
+}
+
 static const family *families(int *n) {
-  static family f[14];
+  static family f[15];
   if (!f[0].build) {
     f[0] = (family){count_ops(1) * NDT, fam_unary};
     f[1] = (family){count_ops(2) * NDT, fam_binary};
@@ -540,8 +588,9 @@ static const family *families(int *n) {
     f[11] = (family){4, fam_zero_division};
     f[12] = (family){8, fam_index};
     f[13] = (family){8, fam_shape_ops};
+    f[14] = (family){NSCANS, fam_scan};
   }
-  *n = 14;
+  *n = 15;
   return f;
 }
 

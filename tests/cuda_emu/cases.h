@@ -1,6 +1,6 @@
 /* cases.h: the graphs the CUDA tests compile: every elementwise op on every
  * dtype it accepts, casts between all dtypes, broadcasting, movement views,
- * random and other sources, reductions (by rows, and whole tensors on one
+ * random and other sources, scans, reductions (by rows, and whole tensors on one
  * block or the whole grid), elementwise kernels on the vector path, integer
  * divisions by zero whose kernel check must fail, gathers (loads through an
  * index tensor) and scatters.

@@ -468,11 +468,108 @@ static void scatter_values(const ir_node *n, ref_tensor *const *src, ref_tensor 
   }
 }
 
+/* A scan along the dim of attr.axes, one line at a time in order: sums and
+ * products in f64 (floats) or wrapping int64, logcumsumexp as the log of
+ * the sum of exp(x - running max), cummax/cummin as PyTorch's loop (x takes
+ * over when it is nan, or when the best is not and x >= best: ties and nans
+ * move to the latest position). */
+static double log_sum_exp(const double *x, int64_t n) {
+  double m = -INFINITY, s = 0;
+  for (int64_t j = 0; j < n; j++) {
+    if (isnan(x[j])) return NAN;
+    if (x[j] > m) m = x[j];
+  }
+  if (isinf(m)) return m;
+  for (int64_t j = 0; j < n; j++) s += exp(x[j] - m);
+  return m + log(s);
+}
+
+static void scan_line(const ir_node *n, const ref_tensor *s, ref_tensor *r, int64_t first, int64_t len, int64_t step,
+                      double *seen) {
+  bool fl = s->f != NULL, mx = n->op == IR_CUMMAX || n->op == IR_CUMARGMAX;
+  double acc = n->op == IR_CUMPROD ? 1 : 0, best = 0;
+  rv bestv = rv_i(0);
+  int64_t iacc = n->op == IR_CUMPROD ? 1 : 0, at = 0;
+  for (int64_t j = 0; j < len; j++) {
+    int64_t k = first + j * step;
+    rv v = ref_rv(s, k);
+    double x = rv_as_double(v);
+    seen[j] = x;
+    bool ge = fl ? x >= best : v.i >= bestv.i, le = fl ? x <= best : v.i <= bestv.i;
+    bool wins = j == 0 || isnan(x) || (!isnan(best) && (mx ? ge : le));
+    if (wins) best = x, bestv = v, at = j;
+    switch (n->op) {
+    case IR_CUMSUM:
+      if (fl) acc += x;
+      else iacc = (int64_t)((uint64_t)iacc + (uint64_t)v.i);
+      ref_put(r, k, fl ? rv_f(acc) : rv_i(iacc));
+      break;
+    case IR_CUMPROD:
+      if (fl) acc *= x;
+      else iacc = (int64_t)((uint64_t)iacc * (uint64_t)v.i);
+      ref_put(r, k, fl ? rv_f(acc) : rv_i(iacc));
+      break;
+    case IR_LOGCUMSUMEXP: ref_put(r, k, rv_f(log_sum_exp(seen, j + 1))); break;
+    case IR_CUMARGMAX: case IR_CUMARGMIN: ref_put(r, k, rv_i(at)); break;
+    default: ref_put(r, k, bestv); break;
+    }
+  }
+}
+
+static void scan_eval(const ir_node *n, ref_tensor *const *src, ref_tensor *r) {
+  int d = 0;
+  while (!(n->attr.axes >> d & 1)) d++;
+  int64_t len = n->shape[d], inner = ir_numel(n->ndim - d - 1, n->shape + d + 1);
+  if (len == 0 || r->numel == 0) return;
+  double *seen = malloc(sizeof(double) * (size_t)len);
+  IR_ASSERT(seen);
+  for (int64_t o = 0; o < r->numel / (len * inner); o++)
+    for (int64_t t = 0; t < inner; t++) scan_line(n, src[0], r, o * len * inner + t, len, inner, seen);
+  free(seen);
+}
+
+/* Sorts along the dim of attr.axes, by the plain definition: element a
+ * comes before b when it is smaller (larger when descending; nan the
+ * largest, -0 == +0), or equal and earlier; the first sort_k are kept. */
+typedef struct { rv v; int64_t at; bool desc; } sort_item;
+
+static int sort_cmp(const void *pa, const void *pb) {
+  const sort_item *a = pa, *b = pb;
+  int c;
+  if (a->v.isf) {
+    double x = a->v.f, y = b->v.f;
+    c = isnan(x) ? (isnan(y) ? 0 : 1) : isnan(y) ? -1 : (x > y) - (x < y);
+  } else {
+    c = (a->v.i > b->v.i) - (a->v.i < b->v.i);
+  }
+  if (a->desc) c = -c;
+  return c ? c : (a->at > b->at) - (a->at < b->at);
+}
+
+static void sort_eval(const ir_node *n, ref_tensor *const *src, ref_tensor *r) {
+  const ref_tensor *s = src[0];
+  int d = 0;
+  while (!(n->attr.axes >> d & 1)) d++;
+  int64_t len = s->shape[d], inner = ir_numel(n->ndim - d - 1, n->shape + d + 1), k = n->attr.sort_k;
+  if (len == 0 || r->numel == 0) return;
+  sort_item *items = malloc(sizeof *items * (size_t)len);
+  IR_ASSERT(items);
+  bool positions = n->op == IR_ARGSORT || n->op == IR_ARGTOPK;
+  for (int64_t o = 0; o < s->numel / (len * inner); o++)
+    for (int64_t t = 0; t < inner; t++) {
+      for (int64_t j = 0; j < len; j++) items[j] = (sort_item){ref_rv(s, (o * len + j) * inner + t), j, n->attr.descending};
+      qsort(items, (size_t)len, sizeof *items, sort_cmp);
+      for (int64_t j = 0; j < k; j++) ref_put(r, (o * k + j) * inner + t, positions ? rv_i(items[j].at) : items[j].v);
+    }
+  free(items);
+}
+
 static bool op_supported(const ir_node *n) {
   if (n->status != KILN_OK) return false;
   if (n->op == IR_BUFFER)  /* an empty buffer may have no storage */
     return (n->buf || ir_numel(n->ndim, n->shape) == 0) && n->device.type == KILN_CPU;
-  return ir_op_has(n->op, IR_SRC | IR_EW | IR_MOVE | IR_CONTRACT | IR_REDUCE) || ir_op_is_indexed(n->op);
+  return ir_op_has(n->op, IR_SRC | IR_EW | IR_MOVE | IR_CONTRACT | IR_REDUCE | IR_SCAN | IR_SORTING) ||
+         ir_op_is_indexed(n->op);
 }
 
 /* The value of n given the values of its sources. */
@@ -480,6 +577,10 @@ static ref_tensor *eval_node(const ir_node *n, ref_tensor *const *src) {
   ref_tensor *r = ref_new(n);
   if (ir_op_is_scatter(n->op)) {
     scatter_values(n, src, r);
+    return r;
+  }
+  if (ir_op_has(n->op, IR_SCAN | IR_SORTING)) {
+    (ir_op_has(n->op, IR_SCAN) ? scan_eval : sort_eval)(n, src, r);
     return r;
   }
   for (int64_t k = 0; k < r->numel; k++) {
