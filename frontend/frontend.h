@@ -109,8 +109,6 @@ ir_node *fe_check_numel(const char *f, int l, const char *op, int ndim, const in
 bool fe_int_fits(double v, kiln_dtype dt);
 /* "float32 (2,3)": how messages name an operand. */
 void fe_describe(ir_str *b, const ir_node *n);
-/* Releases the intermediates a composition built and returns its result. */
-ir_node *fe_done(ir_node *result, int n, ir_node **tmp);
 /* "cpu", "cuda:0" (PyTorch's spelling); buf needs 24 bytes. */
 const char *fe_device_name(kiln_device d, char *buf);
 

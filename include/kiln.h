@@ -1647,6 +1647,8 @@ KILN_API kiln_tensor *kiln_binary_cross_entropy_with_logits_at(const char *f, in
   kiln_binary_cross_entropy_at(__FILE__, __LINE__, input, target, w, reduction)
 #define kiln_binary_cross_entropy_with_logits(input, target, w, pos_weight, reduction) \
   kiln_binary_cross_entropy_with_logits_at(__FILE__, __LINE__, input, target, w, pos_weight, reduction)
+/** @} */
+
 /* ---- more reductions, shape ops and products (PyTorch semantics) -------- */
 /** @name Statistics and norms
  * Compositions of the reductions that the fuser runs in the kernels reading
