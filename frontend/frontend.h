@@ -80,7 +80,7 @@ ir_node *fe_done(ir_node *result, int n, ir_node **tmp);
  * fe_keep(&s, t) records t and returns it; fe_temps_done(&s, r) releases
  * them all and returns r. Sized for the longest composition (NN losses). */
 typedef struct {
-  ir_node *t[32];
+  ir_node *t[64];
   int n;
 } fe_temps;
 ir_node *fe_keep(fe_temps *s, ir_node *t);

@@ -217,6 +217,133 @@ static ir_node *bce_with_logits(const char *f, int l, ir_node *x, ir_node *y, ir
   return fe_temps_done(&s, reduce_loss(f, l, &s, loss, reduction));
 }
 
+/* ---- class losses ------------------------------------------------------------ */
+/* The checks of nll_loss and cross_entropy with class indices: input (N, C,
+ * d1, ...) or (C,), target int64 of input's shape without dim 1 (or 0-dim),
+ * weight (C,) or NULL. NULL when they fit, else the error to return. */
+static ir_node *check_classes(const char *f, int l, const char *op, ir_node *input, ir_node *target, ir_node *weight) {
+  ir_node *e = check_floats(f, l, op, 3, (ir_node *[]){input, NULL, weight}, 1);
+  if (e || (e = fe_check_arg(f, l, op, target, 2))) return e;
+  int cd = input->ndim > 1, nd = input->ndim;
+  bool fits = nd >= 1 && target->ndim == nd - 1 && (target->dtype == KILN_I64 || target->dtype == KILN_I32);
+  for (int d = 0, t = 0; fits && d < nd; d++)
+    if (d != cd) fits = target->shape[t++] == input->shape[d];
+  if (fits && weight) fits = weight->ndim == 1 && weight->shape[0] == input->shape[cd];
+  if (fits) return NULL;
+  ir_str s = {0};
+  ir_str_shape(&s, input->ndim, input->shape);
+  ir_str_printf(&s, " and target ");
+  fe_describe(&s, target);
+  e = fe_error(KILN_ERR_SHAPE, f, l, "%s: input %s do not fit: the target holds an int64 class index per input row "
+               "(the input without its class dim %d)%s", op, s.s, cd, weight ? ", the weight one value per class" : "");
+  ir_str_free(&s);
+  return e;
+}
+
+/* -w[t] logp[t] per row (0 where t is ignore_index), reduced; mean divides
+ * by the weights of the rows counted, as torch. logp's class dim is cd. */
+static ir_node *nll(const char *f, int l, fe_temps *s, ir_node *logp, ir_node *target, ir_node *weight,
+                    const char *reduction, int64_t ignore_index, int cd, ir_node **wsum) {
+  ir_node *keep_row = fe_keep(s, kiln_nes_at(f, l, target, (double)ignore_index));
+  ir_node *zero = fe_keep(s, kiln_zeros_like_at(f, l, target));
+  ir_node *t = fe_keep(s, kiln_where_at(f, l, keep_row, target, zero));
+  ir_node *picked = fe_keep(s, kiln_gather_at(f, l, logp, cd, fe_keep(s, kiln_unsqueeze_at(f, l, t, cd))));
+  picked = fe_keep(s, kiln_squeeze_dim_at(f, l, picked, cd));
+  ir_node *w = weight ? fe_keep(s, kiln_take_at(f, l, weight, t)) : fe_keep(s, kiln_ones_like_at(f, l, picked));
+  w = fe_keep(s, kiln_where_at(f, l, keep_row, w, fe_keep(s, kiln_zeros_like_at(f, l, w))));
+  ir_node *loss = fe_keep(s, kiln_neg_at(f, l, fe_keep(s, kiln_mul_at(f, l, picked, w))));
+  *wsum = fe_keep(s, kiln_sum_at(f, l, w));
+  if (reduction && !strcmp(reduction, "none")) return fe_same(loss);
+  ir_node *sum = fe_keep(s, kiln_sum_at(f, l, loss));
+  if (reduction && !strcmp(reduction, "sum")) return fe_same(sum);
+  return kiln_div_at(f, l, sum, *wsum);
+}
+
+/* input and target as (N, C) and (N,) when input is one row (C,). */
+static void as_batch(const char *f, int l, fe_temps *s, ir_node **input, ir_node **target) {
+  if ((*input)->ndim != 1) return;
+  *input = fe_keep(s, kiln_unsqueeze_at(f, l, *input, 0));
+  *target = fe_keep(s, kiln_unsqueeze_at(f, l, *target, 0));
+}
+
+/* A loss over a row as torch returns it: a 1-D input's "none" loss is 0-dim. */
+static ir_node *unbatched(const char *f, int l, fe_temps *s, ir_node *loss, bool one_row) {
+  return one_row && loss->ndim == 1 ? kiln_squeeze_dim_at(f, l, fe_keep(s, loss), 0) : loss;
+}
+
+static ir_node *nll_loss(const char *f, int l, ir_node *input, ir_node *target, ir_node *weight, const char *reduction,
+                         int64_t ignore_index) {
+  ir_node *e = check_classes(f, l, "nll_loss", input, target, weight);
+  if (e || (e = check_reduction(f, l, "nll_loss", reduction))) return e;
+  fe_temps s = {0};
+  bool one_row = input->ndim == 1;
+  as_batch(f, l, &s, &input, &target);
+  ir_node *wsum;
+  return fe_temps_done(&s, unbatched(f, l, &s, nll(f, l, &s, input, target, weight, reduction, ignore_index, 1, &wsum),
+                                     one_row));
+}
+
+/* Class probabilities (target of input's shape): -sum_c w_c y_c logp_c per
+ * row, mean over the rows. */
+static ir_node *soft_targets(const char *f, int l, fe_temps *s, ir_node *logp, ir_node *target, ir_node *weight,
+                             const char *reduction, double smoothing) {
+  int64_t classes = logp->shape[1];
+  if (smoothing > 0)
+    target = fe_keep(s, kiln_adds_at(f, l, fe_keep(s, kiln_muls_at(f, l, target, 1 - smoothing)), smoothing / (double)classes));
+  ir_node *p = fe_keep(s, kiln_mul_at(f, l, logp, target));
+  if (weight) {
+    int64_t shape[KILN_MAX_DIMS] = {classes};
+    for (int d = 1; d < logp->ndim - 1; d++) shape[d] = 1;
+    p = fe_keep(s, kiln_mul_at(f, l, p, fe_keep(s, kiln_reshape_at(f, l, weight, logp->ndim - 1, shape))));
+  }
+  ir_node *loss = fe_keep(s, kiln_neg_at(f, l, fe_keep(s, kiln_sum_dims_at(f, l, p, 1, (int64_t[]){1}, 0))));
+  return reduce_loss(f, l, s, fe_same(loss), reduction);
+}
+
+/* torch's cross_entropy: log_softmax over the classes (dim 1, or 0 for one
+ * row), then nll_loss of class indices (label smoothing as torch: (1 - e)
+ * nll + e/C * the mean over classes of -w logp) or the soft-target loss. */
+static ir_node *cross_entropy(const char *f, int l, ir_node *input, ir_node *target, ir_node *weight,
+                              const char *reduction, int64_t ignore_index, double smoothing) {
+  const char *op = "cross_entropy";
+  ir_node *e = fe_check_arg(f, l, op, target, 2);
+  bool soft = !e && ir_is_float(target->dtype);
+  if (!e && soft) e = check_loss(f, l, op, 3, (ir_node *[]){input, target, weight}, reduction, true);
+  else if (!e) e = check_classes(f, l, op, input, target, weight);
+  if (!e) e = check_reduction(f, l, op, reduction);
+  if (!e && (smoothing < 0 || smoothing > 1))
+    e = fe_error(KILN_ERR_ARG, f, l, "%s: label_smoothing must be between 0.0 and 1.0, got %g", op, smoothing);
+  if (e) return e;
+  fe_temps s = {0};
+  bool one_row = input->ndim == 1;
+  if (one_row && soft) {
+    input = fe_keep(&s, kiln_unsqueeze_at(f, l, input, 0));
+    target = fe_keep(&s, kiln_unsqueeze_at(f, l, target, 0));
+  } else {
+    as_batch(f, l, &s, &input, &target);
+  }
+  ir_node *logp = fe_keep(&s, kiln_log_softmax_at(f, l, input, 1));
+  if (soft) return fe_temps_done(&s, unbatched(f, l, &s, soft_targets(f, l, &s, logp, target, weight, reduction, smoothing), one_row));
+  ir_node *wsum, *loss = fe_keep(&s, nll(f, l, &s, logp, target, weight, reduction, ignore_index, 1, &wsum));
+  if (smoothing > 0) {
+    int64_t classes = logp->shape[1], shape[KILN_MAX_DIMS] = {classes};
+    for (int d = 1; d < logp->ndim - 1; d++) shape[d] = 1;
+    ir_node *wl = weight ? fe_keep(&s, kiln_mul_at(f, l, logp, fe_keep(&s, kiln_reshape_at(f, l, weight, logp->ndim - 1, shape))))
+                         : logp;
+    ir_node *smooth = fe_keep(&s, kiln_neg_at(f, l, fe_keep(&s, kiln_sum_dims_at(f, l, wl, 1, (int64_t[]){1}, 0))));
+    ir_node *counted = fe_keep(&s, kiln_nes_at(f, l, target, (double)ignore_index));
+    smooth = fe_keep(&s, kiln_where_at(f, l, counted, smooth, fe_keep(&s, kiln_zeros_like_at(f, l, smooth))));
+    if (!reduction || !strcmp(reduction, "mean"))
+      smooth = fe_keep(&s, kiln_div_at(f, l, fe_keep(&s, kiln_sum_at(f, l, smooth)),
+                                        weight ? wsum : fe_keep(&s, kiln_sum_at(f, l, counted))));
+    else if (!strcmp(reduction, "sum"))
+      smooth = fe_keep(&s, kiln_sum_at(f, l, smooth));
+    ir_node *a = fe_keep(&s, kiln_muls_at(f, l, loss, 1 - smoothing));
+    loss = fe_keep(&s, kiln_add_at(f, l, a, fe_keep(&s, kiln_muls_at(f, l, smooth, smoothing / (double)classes))));
+  }
+  return fe_temps_done(&s, unbatched(f, l, &s, fe_same(loss), one_row));
+}
+
 /* ---- attention --------------------------------------------------------------- */
 /* NULL when q [..., L, E], k [..., S, E], v [..., S, Ev] and the mask fit
  * together, else the error to return. */
@@ -316,6 +443,14 @@ kiln_tensor *kiln_scaled_dot_product_attention_at(const char *f, int l, kiln_ten
                                                   kiln_tensor *v, kiln_tensor *attn_mask, int is_causal, double scale,
                                                   int enable_gqa) {
   FE_AS("scaled_dot_product_attention", attention(f, l, q, k, v, attn_mask, is_causal, scale, enable_gqa));
+}
+kiln_tensor *kiln_nll_loss_at(const char *f, int l, kiln_tensor *input, kiln_tensor *target, kiln_tensor *weight,
+                              const char *reduction, int64_t ignore_index) {
+  FE_AS("nll_loss", nll_loss(f, l, input, target, weight, reduction, ignore_index));
+}
+kiln_tensor *kiln_cross_entropy_at(const char *f, int l, kiln_tensor *input, kiln_tensor *target, kiln_tensor *weight,
+                                   const char *reduction, int64_t ignore_index, double label_smoothing) {
+  FE_AS("cross_entropy", cross_entropy(f, l, input, target, weight, reduction, ignore_index, label_smoothing));
 }
 kiln_tensor *kiln_mse_loss_at(const char *f, int l, kiln_tensor *input, kiln_tensor *target, const char *reduction) {
   FE_AS("mse_loss", mse_loss(f, l, input, target, reduction));

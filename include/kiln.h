@@ -1595,6 +1595,34 @@ KILN_API kiln_tensor *kiln_group_norm_at(const char *f, int l, kiln_tensor *x, i
 KILN_API kiln_tensor *kiln_scaled_dot_product_attention_at(const char *f, int l, kiln_tensor *q, kiln_tensor *k,
                                                            kiln_tensor *v, kiln_tensor *attn_mask, int is_causal,
                                                            double scale, int enable_gqa);
+/** F.nll_loss: -weight[t] * input[row, t] for each row's class t (input
+ * holds log-probabilities), 0 where t is ignore_index; "mean" divides by
+ * the weights of the rows counted, as torch. A class out of range is
+ * KILN_ERR_VALUE at realize, naming the row.
+ * @at
+ * @param input (N, C, d1, ...) or (C,) log-probabilities
+ * @param target int64 classes, input's shape without dim 1 (0-dim for a (C,) input)
+ * @param weight (C,) class weights, or NULL
+ * @param reduction "mean", "sum" or "none"
+ * @param ignore_index the class that counts for nothing (torch's default: -100)
+ * @handle KILN_ERR_SHAPE for a target or weight that does not fit; errors as kiln_mse_loss_at. */
+KILN_API kiln_tensor *kiln_nll_loss_at(const char *f, int l, kiln_tensor *input, kiln_tensor *target,
+                                       kiln_tensor *weight, const char *reduction, int64_t ignore_index);
+/** F.cross_entropy: log_softmax over the classes (dim 1, or dim 0 of a (C,)
+ * input), then kiln_nll_loss_at for int64 class targets, or -sum_c weight_c
+ * target_c logp_c per row for floating targets of input's shape (class
+ * probabilities); label smoothing as torch.
+ * @at
+ * @param input (N, C, d1, ...) or (C,) logits
+ * @param target int64 classes or floating probabilities
+ * @param weight (C,) class weights, or NULL
+ * @param reduction "mean", "sum" or "none"
+ * @param ignore_index as kiln_nll_loss_at (class targets only)
+ * @param label_smoothing in [0, 1]
+ * @handle errors as kiln_nll_loss_at; KILN_ERR_ARG for a label_smoothing outside [0, 1]. */
+KILN_API kiln_tensor *kiln_cross_entropy_at(const char *f, int l, kiln_tensor *input, kiln_tensor *target,
+                                            kiln_tensor *weight, const char *reduction, int64_t ignore_index,
+                                            double label_smoothing);
 /** F.mse_loss: (input - target)^2, reduced.
  * @at
  * @param input,target floating tensors that broadcast together
@@ -1641,6 +1669,10 @@ KILN_API kiln_tensor *kiln_binary_cross_entropy_with_logits_at(const char *f, in
 #define kiln_group_norm(x, groups, w, b, eps) kiln_group_norm_at(__FILE__, __LINE__, x, groups, w, b, eps)
 #define kiln_scaled_dot_product_attention(q, k, v, mask, causal, scale, gqa) \
   kiln_scaled_dot_product_attention_at(__FILE__, __LINE__, q, k, v, mask, causal, scale, gqa)
+#define kiln_nll_loss(input, target, w, reduction, ignore_index) \
+  kiln_nll_loss_at(__FILE__, __LINE__, input, target, w, reduction, ignore_index)
+#define kiln_cross_entropy(input, target, w, reduction, ignore_index, smoothing) \
+  kiln_cross_entropy_at(__FILE__, __LINE__, input, target, w, reduction, ignore_index, smoothing)
 #define kiln_mse_loss(input, target, reduction) kiln_mse_loss_at(__FILE__, __LINE__, input, target, reduction)
 #define kiln_l1_loss(input, target, reduction) kiln_l1_loss_at(__FILE__, __LINE__, input, target, reduction)
 #define kiln_binary_cross_entropy(input, target, w, reduction) \

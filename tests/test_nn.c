@@ -258,6 +258,89 @@ START_TEST(bce_with_logits_values) {
 }
 END_TEST
 
+/* torch's cross_entropy on class indices, written out: logp by rows, the
+ * weighted nll over the rows not ignored, label smoothing's (1 - e) nll +
+ * e/C * (the weighted -sum of logp), each reduced as asked. */
+static double ce_by_hand(const double *x, const int64_t *t, const double *w, int n, int c, const char *red, double eps,
+                         double *none) {
+  double nll = 0, smooth = 0, wsum = 0, counted = 0;
+  for (int i = 0; i < n; i++) {
+    double mx = -INFINITY, se = 0, sm = 0;
+    for (int j = 0; j < c; j++) mx = fmax(mx, x[i * c + j]);
+    for (int j = 0; j < c; j++) se += exp(x[i * c + j] - mx);
+    bool ok = t[i] != -100;
+    double wi = ok ? (w ? w[t[i]] : 1) : 0, li = ok ? -wi * (x[i * c + t[i]] - mx - log(se)) : 0;
+    for (int j = 0; j < c; j++) sm -= ok ? (w ? w[j] : 1) * (x[i * c + j] - mx - log(se)) : 0;
+    none[i] = (1 - eps) * li + eps / c * sm;
+    nll += li, smooth += sm, wsum += wi, counted += ok;
+  }
+  if (!strcmp(red, "sum")) return (1 - eps) * nll + eps / c * smooth;
+  return (1 - eps) * nll / wsum + eps / c * smooth / (w ? wsum : counted);
+}
+
+START_TEST(cross_entropy_classes) {
+  static const struct { bool weighted; double eps; } rows[] = {{false, 0}, {true, 0}, {false, 0.1}, {true, 0.25}};
+  double xv[20], wv[5] = {1, 0.5, 2, 1.5, 0.25}, none[4];
+  int64_t tv[4] = {0, 4, -100, 1};
+  for (int i = 0; i < 20; i++) xv[i] = sin(i * 1.7) * 3;
+  for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+    kiln_scope_begin();
+    kiln_tensor *x = kiln_from_data(xv, KILN_F64, KILN_SHAPE(4, 5)), *t = kiln_from_data(tv, KILN_I64, KILN_SHAPE(4));
+    kiln_tensor *w = rows[r].weighted ? kiln_from_data(wv, KILN_F64, KILN_SHAPE(5)) : NULL;
+    const double *wp = rows[r].weighted ? wv : NULL;
+    double sum = ce_by_hand(xv, tv, wp, 4, 5, "sum", rows[r].eps, none), mean = ce_by_hand(xv, tv, wp, 4, 5, "mean", rows[r].eps, none);
+    assert_close("cross_entropy none", kiln_cross_entropy(x, t, w, "none", -100, rows[r].eps), none, 4, 1e-12);
+    assert_close("cross_entropy sum", kiln_cross_entropy(x, t, w, "sum", -100, rows[r].eps), &sum, 1, 1e-12);
+    assert_close("cross_entropy mean", kiln_cross_entropy(x, t, w, "mean", -100, rows[r].eps), &mean, 1, 1e-12);
+    if (rows[r].eps == 0)   /* nll_loss of log_softmax is the same */
+      assert_close("nll_loss", kiln_nll_loss(kiln_log_softmax(x, 1), t, w, NULL, -100), &mean, 1, 1e-12);
+    kiln_scope_end();
+  }
+}
+END_TEST
+
+/* Probabilities as targets, spatial nll_loss, a (C,) input, a class out of range. */
+START_TEST(cross_entropy_other_forms) {
+  kiln_scope_begin();
+  double xv[6] = {0.5, -1, 2, 0, 1, -0.5}, yv[6] = {0.2, 0.3, 0.5, 1, 0, 0}, want = 0;
+  for (int i = 0; i < 2; i++) {
+    double mx = fmax(fmax(xv[3 * i], xv[3 * i + 1]), xv[3 * i + 2]), se = 0;
+    for (int j = 0; j < 3; j++) se += exp(xv[3 * i + j] - mx);
+    for (int j = 0; j < 3; j++) want -= (yv[3 * i + j] * 0.9 + 0.1 / 3) * (xv[3 * i + j] - mx - log(se)) / 2;
+  }
+  kiln_tensor *x = kiln_from_data(xv, KILN_F64, KILN_SHAPE(2, 3));
+  assert_close("soft targets", kiln_cross_entropy(x, kiln_from_data(yv, KILN_F64, KILN_SHAPE(2, 3)), NULL, "mean", -100, 0.1),
+               &want, 1, 1e-12);
+  /* (N, C, d): input[n, t[n, d], d], negated, weighted mean */
+  double lv[12], got_want = 0, wsum = 0, cw[3] = {1, 2, 3};
+  int64_t tv[4] = {2, 0, 1, 2};
+  for (int i = 0; i < 12; i++) lv[i] = -0.1 * i;
+  for (int n = 0; n < 2; n++)
+    for (int d = 0; d < 2; d++) {
+      int64_t c = tv[n * 2 + d];
+      got_want -= cw[c] * lv[(n * 3 + c) * 2 + d], wsum += cw[c];
+    }
+  got_want /= wsum;
+  assert_close("spatial nll_loss", kiln_nll_loss(kiln_from_data(lv, KILN_F64, KILN_SHAPE(2, 3, 2)),
+                                                 kiln_from_data(tv, KILN_I64, KILN_SHAPE(2, 2)),
+                                                 kiln_from_data(cw, KILN_F64, KILN_SHAPE(3)), "mean", -100),
+               &got_want, 1, 1e-12);
+  /* one row of logits and a 0-dim class */
+  int64_t one = 2;
+  kiln_tensor *row = kiln_cross_entropy(kiln_from_data(xv, KILN_F64, KILN_SHAPE(3)), kiln_from_data(&one, KILN_I64, 0, NULL),
+                                        NULL, "none", -100, 0);
+  double lse = log(exp(0.5) + exp(-1) + exp(2)), want_row = lse - 2;
+  ck_assert_int_eq(kiln_ndim(row), 0);
+  assert_close("one row", row, &want_row, 1, 1e-12);
+  /* a class out of range: an error at realize, never a read outside */
+  int64_t bad[2] = {1, 3};
+  kiln_tensor *oob = kiln_cross_entropy(x, kiln_from_data(bad, KILN_I64, KILN_SHAPE(2)), NULL, "mean", -100, 0);
+  ck_assert_int_eq(kiln_realize(oob), KILN_ERR_VALUE);
+  ck_assert_msg(strstr(kiln_last_error(), "index out of range"), "%s", kiln_last_error());
+  kiln_scope_end();
+}
+END_TEST
+
 /* ---- fused and eager against the reference evaluator ----------------------- */
 static kiln_tensor *build_nn(const void *ctx) {
   int which = *(const int *)ctx;
@@ -305,6 +388,9 @@ static kiln_tensor *build_error(int i, int *line) {
   case 9: return kiln_scaled_dot_product_attention(x, kiln_zeros(KILN_SHAPE(2, 4, 4), KILN_F32), x, NULL, 0, 0, 0);
   case 10: return kiln_scaled_dot_product_attention(x, x, x, kiln_zeros(KILN_SHAPE(6, 6), KILN_BOOL), 1, 0, 0);
   case 11: return kiln_scaled_dot_product_attention(x, kiln_zeros(KILN_SHAPE(2, 4, 5), KILN_F32), x, NULL, 0, 0, 1);
+  case 12: return kiln_cross_entropy(x, kiln_zeros(KILN_SHAPE(2, 6), KILN_I64), NULL, "mean", -100, 0);
+  case 13: return kiln_nll_loss(x, kiln_zeros(KILN_SHAPE(2, 5), KILN_I64), c5, "mean", -100);
+  case 14: return kiln_cross_entropy(x, kiln_zeros(KILN_SHAPE(2, 5), KILN_I64), NULL, "mean", -100, 1.5);
   }
   return NULL;
 }
@@ -326,6 +412,11 @@ static const err_row err_rows[] = {
                    "should not be set when is_causal is true"},
   {KILN_ERR_SHAPE, "scaled_dot_product_attention: q, k, v of shapes (2,6,5), (2,4,5), (2,6,5): k and v must have the "
                    "same sequence length (S)"},
+  {KILN_ERR_SHAPE, "cross_entropy: input (2,6,5) and target int64 (2,6) do not fit: the target holds an int64 class "
+                   "index per input row (the input without its class dim 1)"},
+  {KILN_ERR_SHAPE, "nll_loss: input (2,6,5) and target int64 (2,5) do not fit: the target holds an int64 class index "
+                   "per input row (the input without its class dim 1), the weight one value per class"},
+  {KILN_ERR_ARG, "cross_entropy: label_smoothing must be between 0.0 and 1.0, got 1.5"},
 };
 #define NERR ((int)(sizeof err_rows / sizeof *err_rows))
 
@@ -352,6 +443,8 @@ static Suite *nn_suite(void) {
   tcase_add_test(losses, mse_l1_values);
   tcase_add_test(losses, bce_values);
   tcase_add_test(losses, bce_with_logits_values);
+  tcase_add_test(losses, cross_entropy_classes);
+  tcase_add_test(losses, cross_entropy_other_forms);
   tcase_add_loop_test(tu_tcase(s, "attention"), attention_values, 0, (int)(sizeof attn_cases / sizeof *attn_cases));
   tcase_add_loop_test(tu_tcase(s, "fused_eager"), fused_eager, 0, 8);
   tcase_add_loop_test(tu_tcase(s, "errors"), error_paths, 0, NERR);
