@@ -68,7 +68,7 @@ enum {
 typedef struct {
   int *parent;          /* union-find over group ids */
   unsigned char *kinds; /* per group root: HAS_REDUCE | HAS_CONTRACT */
-  bool merge;           /* groups may merge (off: KILN_PASSES=-fuse) */
+  bool merge;           /* sibling groups may merge (FUSE_ALL) */
   int *first_user;      /* consumer lists: topo index of the first user */
   int *next_user;       /* per (node, source slot) link: index 3*i + slot */
 } fuse_ctx;
@@ -472,12 +472,13 @@ static void regroup(pass_graph *g, fuse_ctx *c, int *group, int ngroups, bool *m
   g->ngroups = nout;
 }
 
-void pass_fuse(pass_graph *g, bool merge) {
+void pass_fuse(pass_graph *g, pass_fuse_mode mode) {
   int n = g->n;
+  bool merge = mode != FUSE_OFF, siblings = mode == FUSE_ALL;
   for (int i = 0; i < n; i++) g->topo[i]->scratch = i;
   bool *mat = ir_calloc((size_t)n + 1, sizeof *mat);
   int *group = ir_calloc((size_t)n + 1, sizeof *group);
-  fuse_ctx c = {ir_calloc((size_t)n + 1, sizeof(int)), ir_calloc((size_t)n + 1, 1), merge,
+  fuse_ctx c = {ir_calloc((size_t)n + 1, sizeof(int)), ir_calloc((size_t)n + 1, 1), siblings,
                 ir_calloc((size_t)n + 1, sizeof(int)), ir_calloc(3 * (size_t)n + 3, sizeof(int))};
   bool *recompute = ir_calloc((size_t)n + 1, sizeof *recompute);
   g->groups = ir_arena_alloc(g->arena, sizeof(pass_group) * (size_t)(n + 1));
@@ -497,8 +498,8 @@ void pass_fuse(pass_graph *g, bool merge) {
       group[i] = place(g, &c, i, group, &ngroups, mat, recompute);
     }
   }
-  g->oom = g->oom || (merge && !merge_columns(g, &c, group));
-  if (merge && !g->oom) merge_sorts(g, &c, group);
+  g->oom = g->oom || (siblings && !merge_columns(g, &c, group));
+  if (siblings && !g->oom) merge_sorts(g, &c, group);
   if (!g->oom) regroup(g, &c, group, ngroups, mat);
   free(recompute);
   free(mat);

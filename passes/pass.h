@@ -96,8 +96,13 @@ int64_t pass_arg_raw(const ir_node *n, int f);
  * identity, merged equal ones) pins them: a plan made from this graph is
  * for those values only (runtime/exec.c). Looks through broadcasts. */
 void pass_pin_value(pass_graph *g, const ir_node *n);
-/* merge=false (KILN_PASSES=-fuse) gives one kernel per computing node. */
-void pass_fuse(pass_graph *g, bool merge);
+/* How far fusion goes: FUSE_OFF (KILN_PASSES=-fuse) is one kernel per
+ * computing node; FUSE_INLINE puts producers in their consumers' kernel but
+ * merges no kernels side by side (acyclic by construction: what schedule
+ * falls back to); FUSE_ALL also merges sibling kernels, column reductions
+ * and sorts that read the same data. */
+typedef enum { FUSE_OFF, FUSE_INLINE, FUSE_ALL } pass_fuse_mode;
+void pass_fuse(pass_graph *g, pass_fuse_mode mode);
 bool pass_schedule(pass_graph *g);
 /* Lowers group gi to a fresh kernel; *inputs receives the nodes bound to the
  * kernel's input parameters in param order (outputs come first: params
