@@ -137,6 +137,10 @@ bool fe_einsum_parse(const char *equation, int nops, const int *ndim, fe_einsum 
 /* A registered error "op: <why> (input: float32 (2,3))" naming input t. */
 ir_node *fe_fail(const char *f, int l, kiln_status st, const ir_node *t, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* The same from a va_list, also naming an index tensor ix when not NULL:
+ * "op: <why> (input: float32 (2,3), index: int64 (4,))". */
+ir_node *fe_vfail(const char *f, int l, kiln_status st, const ir_node *t, const ir_node *ix, const char *fmt,
+                  va_list ap) __attribute__((format(printf, 6, 0)));
 /* PyTorch's maybe_wrap_dim of dim for a tensor of ndim dims (a 0-dim tensor
  * takes -1 and 0) into *out. NULL, or the error node (naming op and t). */
 ir_node *fe_wrap_dim(const char *f, int l, const char *op, const ir_node *t, int ndim, int64_t dim, int *out);

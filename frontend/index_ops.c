@@ -13,19 +13,10 @@
 static ir_node *fail(const char *f, int l, kiln_status st, const ir_node *t, const ir_node *ix, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 static ir_node *fail(const char *f, int l, kiln_status st, const ir_node *t, const ir_node *ix, const char *fmt, ...) {
-  ir_str b = {0};
   va_list ap;
   va_start(ap, fmt);
-  ir_str_vprintf(&b, fmt, ap);
+  ir_node *e = fe_vfail(f, l, st, t, ix, fmt, ap);
   va_end(ap);
-  ir_str_printf(&b, " (input: ");
-  fe_describe(&b, t);
-  if (ix) {
-    ir_str_printf(&b, ", index: ");
-    fe_describe(&b, ix);
-  }
-  ir_node *e = fe_error(st, f, l, "%s)", b.s);
-  ir_str_free(&b);
   return e;
 }
 

@@ -10,16 +10,26 @@
 #include <string.h>
 
 /* ---- errors and dims ---------------------------------------------------- */
-ir_node *fe_fail(const char *f, int l, kiln_status st, const ir_node *t, const char *fmt, ...) {
+ir_node *fe_vfail(const char *f, int l, kiln_status st, const ir_node *t, const ir_node *ix, const char *fmt,
+                  va_list ap) {
   ir_str b = {0};
-  va_list ap;
-  va_start(ap, fmt);
   ir_str_vprintf(&b, fmt, ap);
-  va_end(ap);
   ir_str_printf(&b, " (input: ");
   fe_describe(&b, t);
+  if (ix) {
+    ir_str_printf(&b, ", index: ");
+    fe_describe(&b, ix);
+  }
   ir_node *e = fe_error(st, f, l, "%s)", b.s);
   ir_str_free(&b);
+  return e;
+}
+
+ir_node *fe_fail(const char *f, int l, kiln_status st, const ir_node *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  ir_node *e = fe_vfail(f, l, st, t, NULL, fmt, ap);
+  va_end(ap);
   return e;
 }
 
