@@ -59,4 +59,15 @@ void hand_stream_triad(float *a, const float *b, const float *c, float s, int64_
  * division would trap on them, which kiln's kernels check for). */
 void hand_w13(float *out, const int32_t *a, const int32_t *b, const int32_t *c, int64_t n, int threads);
 
+/* W16: a transformer block's weights (torch's layout: a linear's weight is
+ * (out, in)) and sizes. */
+typedef struct {
+  int64_t batch, seq, dim, heads, mlp;
+  const float *g1, *wq, *wk, *wv, *wo, *g2, *w1, *b1, *w2, *b2;
+} hand_block;
+/* out (batch*seq, dim) = the block of x: x1 = x + wo(causal attention of
+ * rms_norm(x) * g1), out = x1 + w2(gelu(w1(rms_norm(x1) * g2) + b1)) + b2;
+ * RMS norms with eps 1e-5, heads of dim / heads, scale 1/sqrt(head dim). */
+void hand_transformer_block(float *out, const float *x, const hand_block *b, int threads);
+
 #endif

@@ -13,6 +13,9 @@
 #ifdef KILN_BENCH_OPENBLAS
 #include <cblas.h>
 #endif
+#ifdef KILN_BENCH_MODELS
+#include "models.h"
+#endif
 
 #include <math.h>
 #include <pthread.h>
@@ -1102,6 +1105,79 @@ static const float *w12_expected(void *p, int64_t *n) {
   return ((w12_state *)p)->out;
 }
 
+#ifdef KILN_BENCH_MODELS
+/* ---- W16: the examples' transformer block forward ------------------------ *
+ * examples/models.c's block (RMS norm, causal attention, GELU MLP, two
+ * residuals) on activations f32[4, 512, 512], 8 heads, MLP 2048; c-hand is
+ * the same block as plain C loops (hand_block.c), which also gives the
+ * expected result. */
+
+#define W16_B 4
+#define W16_T 512
+#define W16_D 512
+#define W16_H 8
+#define W16_F 2048
+#define W16_N ((int64_t)W16_B * W16_T * W16_D)
+/* Multiply-adds: the four projections, the two MLP products and the causal
+ * half of the scores and of their product with v. */
+#define W16_FLOPS (2.0 * W16_B * W16_T * W16_D * (4.0 * W16_D + 2.0 * W16_F) + 2.0 * W16_B * W16_T * W16_T * W16_D)
+
+typedef struct {
+  transformer m;
+  hand_block hb;
+  kiln_tensor *host[11];        /* the weights on the host, for c-hand under --device */
+  float *x, *out;               /* out: c-hand's result, the reference */
+  kiln_tensor *tx;
+} w16_state;
+
+static void w16_teardown(void *p) {
+  w16_state *s = p;
+  transformer_free(&s->m);
+  for (int i = 0; i < 11; i++) kiln_release(s->host[i]);
+  kiln_release(s->tx);
+  free(s->x), free(s->out);
+  free(s);
+}
+
+static void w16_hand(void *p, int threads) {
+  w16_state *s = p;
+  hand_transformer_block(s->out, s->x, &s->hb, threads);
+}
+
+static void *w16_setup(void) {
+  w16_state *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->m = (transformer){.vocab = 1, .dim = W16_D, .heads = W16_H, .mlp = W16_F, .batch = W16_B, .seq = W16_T};
+  transformer_init(&s->m, 160);
+  kiln_tensor **w[11] = {&s->m.wte, &s->m.g1, &s->m.wq, &s->m.wk, &s->m.wv, &s->m.wo,
+                         &s->m.g2, &s->m.w1, &s->m.b1, &s->m.w2, &s->m.b2};
+  for (int i = 0; i < 11; i++) *w[i] = kiln_retain(s->host[i] = *w[i]);   /* each freed twice */
+  s->hb = (hand_block){W16_B, W16_T, W16_D, W16_H, W16_F, kiln_data(s->m.g1), kiln_data(s->m.wq),
+                       kiln_data(s->m.wk), kiln_data(s->m.wv), kiln_data(s->m.wo), kiln_data(s->m.g2),
+                       kiln_data(s->m.w1), kiln_data(s->m.b1), kiln_data(s->m.w2), kiln_data(s->m.b2)};
+  s->x = random_floats(W16_N, 161);
+  s->out = random_floats(W16_N, 162);
+  if (!s->x || !s->out || !s->hb.w2) {
+    w16_teardown(s);
+    return NULL;
+  }
+  for (int i = 0; on_gpu && i < 11; i++) *w[i] = placed(*w[i]);
+  s->tx = placed(kiln_from_buffer(s->x, KILN_F32, KILN_SHAPE(W16_B, W16_T, W16_D)));
+  w16_hand(s, bench_threads);
+  return s;
+}
+
+static kiln_tensor *w16_build(void *p) {
+  w16_state *s = p;
+  return transformer_block(&s->m, s->tx);
+}
+
+static const float *w16_expected(void *p, int64_t *n) {
+  *n = W16_N;
+  return ((w16_state *)p)->out;
+}
+#endif
+
 /* The first workload's first kiln row is the first compile of the process:
  * keep W1 first so its kiln-compile row is a cold compile. */
 static const workload workloads[] = {
@@ -1178,6 +1254,11 @@ static const workload workloads[] = {
   {"W11-sort", "sort(x, 0) values, x f32[16M]", 8.0 * (double)W11_N, 0,
    w11_sort_setup, w11_sort_build, w11_expected, w11_teardown,
    {KILN_FUSED, {"c-qsort", 0, w11_sort_hand, 0}}, 0, 0, NULL},
+#ifdef KILN_BENCH_MODELS
+  {"W16", "transformer block forward (examples/models.c): x f32[4,512,512], 8 heads, MLP 2048, causal", 0, 0,
+   w16_setup, w16_build, w16_expected, w16_teardown,
+   {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w16_hand, 0}}, W16_FLOPS, 1e-3, NULL},
+#endif
 };
 #define NUM_WORKLOADS ((int)(sizeof workloads / sizeof workloads[0]))
 

@@ -45,15 +45,18 @@ static kiln_tensor *heads(const transformer *m, kiln_tensor *x, kiln_tensor *w) 
   return kiln_transpose(kiln_reshape(p, KILN_SHAPE(m->batch, m->seq, m->heads, m->dim / m->heads)), 1, 2);
 }
 
-kiln_tensor *transformer_logits(const transformer *m, kiln_tensor *tokens) {
-  kiln_tensor *x = kiln_embedding(tokens, m->wte);
+kiln_tensor *transformer_block(const transformer *m, kiln_tensor *x) {
   kiln_tensor *h = kiln_rms_norm(x, 1, m->g1, 1e-5);
   kiln_tensor *a = kiln_scaled_dot_product_attention(heads(m, h, m->wq), heads(m, h, m->wk), heads(m, h, m->wv), NULL,
                                                      1, 0, 0);
   a = kiln_reshape(kiln_transpose(a, 1, 2), KILN_SHAPE(m->batch, m->seq, m->dim));
   x = kiln_add(x, kiln_linear(a, m->wo, NULL));
   h = kiln_rms_norm(x, 1, m->g2, 1e-5);
-  x = kiln_add(x, kiln_linear(kiln_gelu(kiln_linear(h, m->w1, m->b1)), m->w2, m->b2));
+  return kiln_add(x, kiln_linear(kiln_gelu(kiln_linear(h, m->w1, m->b1)), m->w2, m->b2));
+}
+
+kiln_tensor *transformer_logits(const transformer *m, kiln_tensor *tokens) {
+  kiln_tensor *x = transformer_block(m, kiln_embedding(tokens, m->wte));
   return kiln_linear(kiln_rms_norm(x, 1, NULL, 1e-5), m->wte, NULL);   /* tied to the embedding */
 }
 

@@ -17,7 +17,11 @@ typedef struct {
 /* Seeded random weights (normal * 0.02, norms' gains 1) for the sizes set in m. */
 void transformer_init(transformer *m, uint64_t seed);
 void transformer_free(transformer *m);
-/* Logits (batch, seq, vocab) of tokens (batch, seq) int64. */
+/* The block alone on activations x (batch, seq, dim): RMS norm, causal
+ * attention and residual, RMS norm, MLP and residual. */
+kiln_tensor *transformer_block(const transformer *m, kiln_tensor *x);
+/* Logits (batch, seq, vocab) of tokens (batch, seq) int64: the embedding,
+ * the block, a last RMS norm and the tied projection. */
 kiln_tensor *transformer_logits(const transformer *m, kiln_tensor *tokens);
 /* The mean cross entropy of each position's logits against the next token
  * (the last position predicts nothing); *logits receives the logits when
