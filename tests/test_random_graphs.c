@@ -4,7 +4,10 @@
  * flip, expand, squeeze, unsqueeze, pad, cat, index strings, gather), reductions
  * (sum mean prod max min any all argmax argmin over random dims, with and
  * without keepdim; softmax, log_softmax, layer_norm) and matrix products
- * (matmul, linear, transposed operands) over f32/f64/i32/i64/f16/bool, odd
+ * (matmul, linear, transposed operands), convolutions, pooling and attention
+ * (conv1d/conv2d with stride, padding, dilation and groups; max and average
+ * pooling; causal or masked scaled_dot_product_attention) over
+ * f32/f64/i32/i64/f16/bool, odd
  * shapes (0, 1, primes) and non-contiguous views: every graph is run fused
  * and eager and both are compared with the reference evaluator.
  *
@@ -64,6 +67,7 @@ typedef enum {
   P_REDUCE, P_ARGREDUCE, P_SOFTMAX, P_LOG_SOFTMAX, P_LAYER_NORM,               /* reductions */
   P_SCAN,                                                                      /* scans */
   P_MATMUL, P_LINEAR,                                                          /* products */
+  P_CONV, P_POOL, P_ATTENTION,                                                 /* networks */
   P_NUM_KINDS
 } pkind;
 
@@ -82,8 +86,11 @@ typedef struct {
   int a, b, c;          /* operands: earlier instructions (optional ones -1) */
   kiln_dtype dt;        /* leaves: dtype; P_CAST: target */
   shape_t shape;        /* leaves; P_RESHAPE, P_EXPAND: the new shape; P_GATHER: the index's */
-  int fn;               /* P_REDUCE: rkind; P_ARGREDUCE: 1 for argmin; P_SQUEEZE: 1 for one dim; P_SCAN: skind */
-  int dim, keep;        /* dim argument (layer_norm: dims normalized); keepdim */
+  int fn;               /* P_REDUCE: rkind; P_ARGREDUCE: 1 for argmin; P_SQUEEZE: 1 for one dim; P_SCAN: skind;
+                           P_CONV: 1 for conv2d; P_POOL: 1 for average */
+  int dim, keep;        /* dim argument (layer_norm: dims normalized; P_POOL: count_include_pad); keepdim
+                           (P_POOL: ceil_mode; P_ATTENTION: is_causal) */
+  int mask;             /* P_ATTENTION: the additive mask, or -1 */
   int nv;               /* entries of v */
   int64_t v[2 * KILN_MAX_DIMS];  /* dims, permutation, pads, slice start/stop/step, index, 2nd dim */
   double s, s2;         /* P_SCALAR number, P_FULL and P_PAD value, P_CLAMP bounds, layer_norm eps */
@@ -189,6 +196,15 @@ static kiln_tensor *instantiate(const instr *in, kiln_tensor *const *t) {
   case P_LOG_SOFTMAX: return kiln_log_softmax(a, in->dim);
   case P_LAYER_NORM: return kiln_layer_norm(a, in->dim, optional(t, in->b), optional(t, in->c), in->s);
   case P_MATMUL: return kiln_matmul(a, t[in->b]);
+  case P_CONV: {   /* v: stride, padding, dilation (2 each), groups */
+    int n = in->fn ? 2 : 1;
+    return (in->fn ? kiln_conv2d_at : kiln_conv1d_at)(__FILE__, __LINE__, a, t[in->b], optional(t, in->c), n, in->v,
+                                                      n, in->v + 2, n, in->v + 4, in->v[6]);
+  }
+  case P_POOL:     /* v: kernel, stride, padding, dilation (2 each) */
+    if (in->fn) return kiln_avg_pool2d(a, 2, in->v, 2, in->v + 2, 2, in->v + 4, in->keep, in->dim);
+    return kiln_max_pool2d(a, 2, in->v, 2, in->v + 2, 2, in->v + 4, 2, in->v + 6, in->keep);
+  case P_ATTENTION: return kiln_scaled_dot_product_attention(a, t[in->b], t[in->c], optional(t, in->mask), in->keep, 0, 0);
   default: return kiln_linear(a, t[in->b], optional(t, in->c));
   }
 }
@@ -909,8 +925,106 @@ static int gen_matmul(program *p, int a) {
   return emit_product(p, in, (double)k, in.c >= 0 ? 4 : 0);
 }
 
+/* ---- convolution, pooling, attention -------------------------------------------- */
+/* a with leading dims of 1 until it has rank r (a view). */
+static int at_least_rank(program *p, int a, int r) {
+  while (a >= 0 && p->inf[a].shape.ndim < r) a = emit_view(p, (instr){.kind = P_UNSQUEEZE, .a = a, .dim = 0});
+  return a;
+}
+
+/* A window of kernel k, dilation d, padding pad over n: one of size 1 when
+ * the drawn one does not fit even once. */
+static void fit_window(int64_t n, int64_t *k, int64_t pad, int64_t *d) {
+  if (n + 2 * pad - *d * (*k - 1) - 1 < 0) *k = 1, *d = 1;
+}
+
+/* conv1d of (N, C, L) or conv2d of (N, C, H, W) or (C, H, W): a weight leaf,
+ * sometimes a bias, groups 1 or depthwise; each output is a dot product of
+ * C/groups * kernel taps, drifting like a matrix product of that depth. */
+static int gen_conv(program *p, int a) {
+  if (!ir_is_float(p->inf[a].dt)) return -1;
+  a = at_least_rank(p, a, 3);
+  if (a < 0 || p->inf[a].shape.ndim > 4 || numel(&p->inf[a].shape) == 0) return -1;
+  const shape_t *x = &p->inf[a].shape;
+  int nd = x->ndim, two = nd == 4 || tu_below(&p->rng, 2), sp = two ? 2 : 1;
+  int64_t c = x->d[nd - 1 - sp], groups = c > 1 && tu_below(&p->rng, 3) == 0 ? c : 1;
+  int64_t out = groups > 1 ? c * (1 + tu_below(&p->rng, 2)) : 1 + tu_below(&p->rng, 3), k[2] = {1, 1};
+  instr in = {.kind = P_CONV, .a = a, .c = -1, .fn = two, .v = {[6] = groups}};
+  for (int i = 0; i < sp; i++) {
+    k[i] = 1 + tu_below(&p->rng, 3);
+    in.v[i] = 1 + tu_below(&p->rng, 2), in.v[2 + i] = tu_below(&p->rng, 2), in.v[4 + i] = 1 + tu_below(&p->rng, 2);
+    fit_window(x->d[nd - sp + i], &k[i], in.v[2 + i], &in.v[4 + i]);
+  }
+  shape_t w = {2 + sp, {out, c / groups, k[0], k[1]}};
+  in.b = emit(p, (instr){.kind = P_DATA, .dt = p->inf[a].dt, .shape = w, .seed = tu_next(&p->rng)}, 4, 0, 0, true, true);
+  if (tu_below(&p->rng, 2))
+    in.c = emit(p, (instr){.kind = P_DATA, .dt = p->inf[a].dt, .shape = {1, {out}}, .seed = tu_next(&p->rng)}, 4, 0, 0,
+                true, true);
+  return emit_product(p, in, (double)(c / groups * k[0] * k[1]), in.c >= 0 ? 4 : 0);
+}
+
+/* max_pool2d (dilated) or avg_pool2d (count_include_pad or not) of the last
+ * two dims of a float (C, H, W) or (N, C, H, W) value, ceil_mode or not,
+ * padding at most half the window as torch requires. A maximum keeps its
+ * input's bits; an average drifts by its rounding. */
+static int gen_pool(program *p, int a) {
+  if (!ir_is_float(p->inf[a].dt)) return -1;
+  a = at_least_rank(p, a, 3);
+  if (a < 0 || p->inf[a].shape.ndim > 4 || numel(&p->inf[a].shape) == 0) return -1;
+  const info *x = &p->inf[a];
+  instr in = {.kind = P_POOL, .a = a, .fn = tu_below(&p->rng, 2), .keep = tu_below(&p->rng, 2),
+              .dim = tu_below(&p->rng, 2)};
+  for (int i = 0; i < 2; i++) {
+    int64_t n = x->shape.d[x->shape.ndim - 2 + i], *k = &in.v[i], *d = &in.v[6 + i];
+    *k = 1 + tu_below(&p->rng, 3), *d = in.fn ? 1 : 1 + tu_below(&p->rng, 2);
+    in.v[2 + i] = tu_below(&p->rng, 2) ? *k : 1 + tu_below(&p->rng, 2);   /* stride */
+    in.v[4 + i] = tu_below(&p->rng, (int)(*k / 2 + 1));                   /* padding */
+    fit_window(n, k, in.v[4 + i], d);
+    if (in.v[4 + i] > *k / 2) in.v[4 + i] = 0;
+  }
+  if (in.fn) return emit(p, in, x->mag, x->err, (double)(in.v[0] * in.v[1] + 2), false, false);
+  return emit(p, in, x->mag, x->err, 0, x->exact, false);
+}
+
+/* scaled_dot_product_attention with x as the queries (..., L, E): keys (a
+ * possibly transposed or flipped leaf) and values of S positions with x's
+ * batch dims; causal, an additive (L, S) mask, or neither. The output is a
+ * convex combination of values (|v| <= 4); a drift ds of the scores moves
+ * the weights by about 2 ds. */
+static int gen_attention(program *p, int a) {
+  if (!ir_is_float(p->inf[a].dt)) return -1;
+  a = at_least_rank(p, a, 2);
+  if (a < 0 || numel(&p->inf[a].shape) == 0) return -1;
+  static const int64_t sizes[] = {1, 3, 5};
+  const info *x = &p->inf[a];
+  int nd = x->shape.ndim;
+  int64_t e = x->shape.d[nd - 1], l = x->shape.d[nd - 2], s = POOL(sizes);
+  shape_t ks = x->shape, vs = x->shape;
+  ks.d[nd - 2] = vs.d[nd - 2] = s;
+  vs.d[nd - 1] = POOL(sizes);
+  instr in = {.kind = P_ATTENTION, .a = a, .mask = -1, .keep = tu_below(&p->rng, 3) == 0};
+  in.b = gen_operand(p, x->dt, ks);
+  in.c = emit(p, (instr){.kind = P_DATA, .dt = x->dt, .shape = vs, .seed = tu_next(&p->rng)}, 4, 0, 0, true, true);
+  if (!in.keep && tu_below(&p->rng, 2))
+    in.mask = emit(p, (instr){.kind = P_DATA, .dt = x->dt, .shape = {2, {l, s}}, .seed = tu_next(&p->rng)}, 4, 0, 0,
+                   true, true);
+  if (in.b < 0 || in.c < 0) return -1;
+  double scores = e * x->mag * 4 / sqrt((double)e) + 4;
+  double ds = e * x->err * 4 / sqrt((double)e) + (e + 4) * unit(x->dt) * scores;
+  return emit(p, in, 4, 8 * ds, (double)(s + e + 24), false, false);
+}
+
+static int gen_network(program *p, int a) {
+  switch (tu_below(&p->rng, 3)) {
+  case 0: return gen_conv(p, a);
+  case 1: return gen_pool(p, a);
+  default: return gen_attention(p, a);
+  }
+}
+
 /* One step: an op on earlier values (or -1 when the pick was not valid):
- * about half elementwise, the rest movement, reductions and products. */
+ * about half elementwise, the rest movement, reductions, products and
+ * network layers (convolution, pooling, attention). */
 static int gen_step(program *p) {
   switch (tu_below(&p->rng, 20)) {
   case 0: case 1: return gen_unary(p, POOL(unary_pool), pick(p));
@@ -931,6 +1045,7 @@ static int gen_step(program *p) {
   case 13: case 14: case 15: return gen_reduce(p, pick(p));
   case 16: return tu_below(&p->rng, 2) ? gen_argreduce(p, pick(p)) : gen_scan(p, pick(p));
   case 17: return tu_below(&p->rng, 2) ? gen_softmax(p, pick(p)) : gen_layer_norm(p, pick(p));
+  case 18: return gen_network(p, pick(p));
   default: return gen_matmul(p, pick(p));
   }
 }
