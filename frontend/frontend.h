@@ -76,9 +76,9 @@ ir_node *fe_same(ir_node *t);
   } while (0)
 /* Releases the n intermediates a composition built and returns its result. */
 ir_node *fe_done(ir_node *result, int n, ir_node **tmp);
-/* The intermediates of one composition, released together when it ends:
- * fe_keep(&s, t) records t and returns it; fe_temps_done(&s, r) releases
- * them all and returns r. Sized for the longest composition (NN losses). */
+/* The same for a composition that collects its intermediates as it goes:
+ * fe_keep(&s, t) records t and returns it; fe_temps_done(&s, r) is fe_done
+ * of them all. Sized for the longest composition (NN losses). */
 typedef struct {
   ir_node *t[64];
   int n;

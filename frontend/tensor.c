@@ -131,9 +131,9 @@ ir_node *fe_keep(fe_temps *s, ir_node *t) {
 }
 
 ir_node *fe_temps_done(fe_temps *s, ir_node *result) {
-  for (int i = 0; i < s->n; i++) kiln_release(s->t[i]);
+  int n = s->n;
   s->n = 0;
-  return result;
+  return fe_done(result, n, s->t);
 }
 
 /* The new reference is the caller's own: scopes never release it. */

@@ -171,30 +171,24 @@ START_TEST(hand_worked) {
 END_TEST
 
 /* ---- fusion counts --------------------------------------------------------- */
-static uint64_t kernels_of(kiln_tensor *t) {
-  kiln_reset_stats();
-  ck_assert_int_eq(kiln_realize(t), KILN_OK);
-  return kiln_stats().kernels_launched;
-}
-
 START_TEST(fusion_counts) {
   kiln_scope_begin();
   kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(64, 33), 1, TU_SMALL);
   kiln_tensor *b = tu_data(KILN_F32, KILN_SHAPE(64, 33), 2, TU_SMALL);
-  ck_assert_int_eq(kernels_of(kiln_sum_dims(kiln_relu(kiln_mul(a, b)), KILN_DIMS(1), 0)), 1);
-  ck_assert_int_eq(kernels_of(kiln_softmax(a, -1)), 1);
-  ck_assert_int_eq(kernels_of(kiln_log_softmax(a, -1)), 1);
-  ck_assert_int_eq(kernels_of(kiln_layer_norm(a, 1, NULL, NULL, 1e-5)), 1);
+  ck_assert_int_eq(tu_kernels_of(kiln_sum_dims(kiln_relu(kiln_mul(a, b)), KILN_DIMS(1), 0)), 1);
+  ck_assert_int_eq(tu_kernels_of(kiln_softmax(a, -1)), 1);
+  ck_assert_int_eq(tu_kernels_of(kiln_log_softmax(a, -1)), 1);
+  ck_assert_int_eq(tu_kernels_of(kiln_layer_norm(a, 1, NULL, NULL, 1e-5)), 1);
   kiln_tensor *w = tu_data(KILN_F32, KILN_SHAPE(33), 3, TU_SMALL);
-  ck_assert_int_eq(kernels_of(kiln_layer_norm(a, 1, w, w, 1e-5)), 1);
-  ck_assert_int_eq(kernels_of(kiln_mean(kiln_exp(a))), 1);
+  ck_assert_int_eq(tu_kernels_of(kiln_layer_norm(a, 1, w, w, 1e-5)), 1);
+  ck_assert_int_eq(tu_kernels_of(kiln_mean(kiln_exp(a))), 1);
   /* column statistics: one kernel reads a for sum(x) and sum(x^2) (the
    * mean's sum is var's); then the finishing row and the output */
-  ck_assert_int_eq(kernels_of(r_col_std(a)), 3);
-  ck_assert_int_eq(kernels_of(r_col_sum_max(a)), 2);     /* both reductions, then the add */
-  ck_assert_int_eq(kernels_of(r_col_dependent(a)), 2);   /* the sum needs the max first */
+  ck_assert_int_eq(tu_kernels_of(r_col_std(a)), 3);
+  ck_assert_int_eq(tu_kernels_of(r_col_sum_max(a)), 2);     /* both reductions, then the add */
+  ck_assert_int_eq(tu_kernels_of(r_col_dependent(a)), 2);   /* the sum needs the max first */
   /* without keepdim the column sum's reshape shares its buffer: no copy */
-  ck_assert_int_eq(kernels_of(r_sum_first(a)), 1);
+  ck_assert_int_eq(tu_kernels_of(r_sum_first(a)), 1);
   kiln_scope_end();
 }
 END_TEST
@@ -218,11 +212,11 @@ START_TEST(big_reductions_split) {
   kiln_scope_begin();
   kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(1 << 21), 5, TU_SMALL);
   ck_assert_int_eq(kiln_realize(x), KILN_OK);
-  ck_assert_int_eq(kernels_of(kiln_sum(x)), 2);
-  ck_assert_int_eq(kernels_of(kiln_max(kiln_relu(x))), 2);
-  ck_assert_int_eq(kernels_of(kiln_sum(kiln_slice(x, 0, 0, 1000, 1))), 1);  /* small: one kernel */
+  ck_assert_int_eq(tu_kernels_of(kiln_sum(x)), 2);
+  ck_assert_int_eq(tu_kernels_of(kiln_max(kiln_relu(x))), 2);
+  ck_assert_int_eq(tu_kernels_of(kiln_sum(kiln_slice(x, 0, 0, 1000, 1))), 1);  /* small: one kernel */
   rt_opts()->passes = "-split_reduce";
-  ck_assert_int_eq(kernels_of(kiln_sum(x)), 1);
+  ck_assert_int_eq(tu_kernels_of(kiln_sum(x)), 1);
   rt_opts()->passes = NULL;
   /* planned for the CUDA back end, whose full reductions spread over blocks
    * themselves: not split, whatever device the data is on */
@@ -281,32 +275,22 @@ START_TEST(var_one_pass) {
 END_TEST
 
 /* ---- errors ----------------------------------------------------------------- */
-static void expect_error(kiln_tensor *t, kiln_status st, int line, const char *text) {
-  ck_assert_int_eq(kiln_status_of(t), st);
-  ck_assert_int_eq(kiln_realize(t), st);
-  const char *msg = kiln_last_error();
-  char where[256];
-  snprintf(where, sizeof where, "%s:%d: ", __FILE__, line);
-  ck_assert_msg(strncmp(msg, where, strlen(where)) == 0, "message %s lacks %s", msg, where);
-  ck_assert_msg(strstr(msg, text), "message %s lacks %s", msg, text);
-}
-#define EXPECT_ERROR(expr, st, text) expect_error(expr, st, __LINE__, text)
 
 START_TEST(errors) {
   kiln_scope_begin();
   kiln_tensor *x = kiln_ones(KILN_SHAPE(2, 3), KILN_F32);
   kiln_tensor *i = kiln_arange(0, 6, 1);
-  EXPECT_ERROR(kiln_mean(i), KILN_ERR_DTYPE,
+  TU_EXPECT_ERROR(kiln_mean(i), KILN_ERR_DTYPE,
                "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: int64");
-  EXPECT_ERROR(kiln_std(i, 1), KILN_ERR_DTYPE, "std(): could not infer output dtype");
-  EXPECT_ERROR(kiln_softmax(i, 0), KILN_ERR_DTYPE, "softmax(): could not infer output dtype");
-  EXPECT_ERROR(kiln_sum_dims(x, KILN_DIMS(2), 0), KILN_ERR_ARG,
+  TU_EXPECT_ERROR(kiln_std(i, 1), KILN_ERR_DTYPE, "std(): could not infer output dtype");
+  TU_EXPECT_ERROR(kiln_softmax(i, 0), KILN_ERR_DTYPE, "softmax(): could not infer output dtype");
+  TU_EXPECT_ERROR(kiln_sum_dims(x, KILN_DIMS(2), 0), KILN_ERR_ARG,
                "sum: Dimension out of range (expected to be in range of [-2, 1], but got 2)");
-  EXPECT_ERROR(kiln_sum_dims(x, KILN_DIMS(1, -1), 0), KILN_ERR_ARG, "sum: dim 1 appears multiple times in the list of dims");
-  EXPECT_ERROR(kiln_max(kiln_ones(KILN_SHAPE(0, 3), KILN_F32)), KILN_ERR_SHAPE, "max: cannot reduce over an empty dimension");
-  EXPECT_ERROR(kiln_argmax(kiln_gts(x, 0)), KILN_ERR_DTYPE, "argmax: not implemented for bool");
-  EXPECT_ERROR(kiln_sum(NULL), KILN_ERR_ARG, "sum: argument 1 is NULL");
-  EXPECT_ERROR(kiln_layer_norm(x, 3, NULL, NULL, 1e-5), KILN_ERR_ARG, "layer_norm: cannot normalize the last 3 dims");
+  TU_EXPECT_ERROR(kiln_sum_dims(x, KILN_DIMS(1, -1), 0), KILN_ERR_ARG, "sum: dim 1 appears multiple times in the list of dims");
+  TU_EXPECT_ERROR(kiln_max(kiln_ones(KILN_SHAPE(0, 3), KILN_F32)), KILN_ERR_SHAPE, "max: cannot reduce over an empty dimension");
+  TU_EXPECT_ERROR(kiln_argmax(kiln_gts(x, 0)), KILN_ERR_DTYPE, "argmax: not implemented for bool");
+  TU_EXPECT_ERROR(kiln_sum(NULL), KILN_ERR_ARG, "sum: argument 1 is NULL");
+  TU_EXPECT_ERROR(kiln_layer_norm(x, 3, NULL, NULL, 1e-5), KILN_ERR_ARG, "layer_norm: cannot normalize the last 3 dims");
   kiln_scope_end();
 }
 END_TEST
