@@ -2,8 +2,10 @@
  * avg_pool2d, adaptive_avg_pool2d, interpolate, conv1d and conv2d. A pooling is a sum or
  * maximum over the kernel's taps, each tap a strided slice of the padded
  * input: movement ops the fuser folds into one elementwise kernel that
- * reads the input in place. Adaptive pooling and interpolation multiply by
- * averaging or resampling matrices built on the host; a convolution multiplies the weight by the stacked taps (an
+ * reads the input in place. Adaptive pooling and interpolation resample
+ * one dim at a time by taps, each an index_select by host-computed
+ * positions times host-computed weights (or a mean over a split dim), so
+ * they fuse with their producers and consumers; a convolution multiplies the weight by the stacked taps (an
  * im2col the GEMM's operand packing materializes). */
 #include "frontend/frontend.h"
 
@@ -166,15 +168,13 @@ static void max_pool(const char *f, int l, ir_node *x, int nk, const int64_t *k,
 }
 
 /* ---- average pooling ------------------------------------------------------------ */
-/* A (rows, cols) tensor of dt from the doubles v (freed), viewed as shape
- * when one is given (ndim > 0), or an error. The view comes before the
- * cast, so the cast runs in the kernel that reads it. */
-static ir_node *host_matrix(const char *f, int l, const char *op, double *v, int64_t rows, int64_t cols,
-                            kiln_dtype dt, int ndim, const int64_t *shape) {
-  if (!v) return fe_error(KILN_ERR_MEMORY, f, l, "%s: out of memory", op);
-  ir_node *m = kiln_from_data_at(f, l, v, KILN_F64, 2, (int64_t[]){rows, cols});
-  free(v);
-  ir_node *wide = ndim ? kiln_expand_at(f, l, m, ndim, shape) : fe_same(m);
+/* The doubles v, of shape (nv dims of vshape), as dt expanded to shape.
+ * The view comes before the cast, so the cast runs in the kernel that
+ * reads it (a small computed tensor would be stored by its own kernel). */
+static ir_node *host_weights(const char *f, int l, const double *v, int nv, const int64_t *vshape, kiln_dtype dt,
+                             int ndim, const int64_t *shape) {
+  ir_node *m = kiln_from_data_at(f, l, v, KILN_F64, nv, vshape);
+  ir_node *wide = kiln_expand_at(f, l, m, ndim, shape);
   ir_node *c = kiln_cast_at(f, l, wide, dt);
   kiln_release(m);
   kiln_release(wide);
@@ -202,14 +202,16 @@ static ir_node *avg_pool(const char *f, int l, ir_node *x, int nk, const int64_t
   if (!ir_is_float(x->dtype))
     return fe_error(KILN_ERR_DTYPE, f, l, "avg_pool2d: expected a floating input, got %s", ir_dtypes[x->dtype].name);
   int64_t h = x->shape[x->ndim - 2], wd = x->shape[x->ndim - 1];
-  double *inv = malloc(sizeof *inv * (size_t)(w.out[0] * w.out[1]));
-  for (int64_t r = 0; inv && r < w.out[0]; r++)
+  double *inv = ir_malloc(sizeof *inv * (size_t)(w.out[0] * w.out[1]));
+  if (!inv) return fe_error(KILN_ERR_MEMORY, f, l, "avg_pool2d: out of memory");
+  for (int64_t r = 0; r < w.out[0]; r++)
     for (int64_t c = 0; c < w.out[1]; c++)
       inv[r * w.out[1] + c] = 1.0 / (double)(taps_counted(&w, 0, r, h, include_pad) * taps_counted(&w, 1, c, wd, include_pad));
   int64_t shape[KILN_MAX_DIMS];
   memcpy(shape, x->shape, (size_t)x->ndim * sizeof *shape);
   memcpy(shape + x->ndim - 2, w.out, sizeof w.out);
-  ir_node *scale = host_matrix(f, l, "avg_pool2d", inv, w.out[0], w.out[1], x->dtype, x->ndim, shape);
+  ir_node *scale = host_weights(f, l, inv, 2, w.out, x->dtype, x->ndim, shape);
+  free(inv);
   if (scale->status != KILN_OK) return scale;
   ir_node *xp = padded(f, l, x, &w, 0), *sum = NULL;
   for (int64_t i = 0; i < w.k[0]; i++)
@@ -228,18 +230,65 @@ static ir_node *avg_pool(const char *f, int l, ir_node *x, int nk, const int64_t
   return y;
 }
 
-/* The (out, in) matrix of adaptive average pooling: row o averages
- * [floor(o * in / out), ceil((o + 1) * in / out)). */
-static ir_node *averaging(const char *f, int l, int64_t out, int64_t in, kiln_dtype dt) {
-  double *m = calloc((size_t)(out * in), sizeof *m);
-  for (int64_t o = 0; m && o < out; o++) {
-    int64_t lo = o * in / out, hi = ((o + 1) * in + out - 1) / out;
-    for (int64_t c = lo; c < hi; c++) m[o * in + c] = 1.0 / (double)(hi - lo);
+/* ---- resampling: adaptive pooling and interpolation ------------------------------ */
+/* x resampled along dim d to out positions by T taps: output o is the sum
+ * over t of w[t * out + o] * x[idx[t * out + o]] along d (no weights: all
+ * 1). Each tap is an index_select by a host index (a load whose index
+ * comes from a tensor) times its weights broadcast over the trailing dims,
+ * so the fuser keeps the producers, every tap and the consumers in one
+ * kernel. idx and w are freed. */
+static ir_node *resample(const char *f, int l, const char *op, ir_node *x, int d, int64_t out, int64_t taps,
+                         int64_t *idx, double *w, bool weighted) {
+  if (!idx || (weighted && !w)) {
+    free(idx), free(w);
+    return fe_error(KILN_ERR_MEMORY, f, l, "%s: out of memory", op);
   }
-  return host_matrix(f, l, "adaptive_avg_pool2d", m, out, in, dt, 0, NULL);
+  int64_t shape[KILN_MAX_DIMS], wshape[KILN_MAX_DIMS] = {out};
+  memcpy(shape, x->shape, (size_t)x->ndim * sizeof *shape);
+  shape[d] = out;
+  for (int i = 1; i < x->ndim - d; i++) wshape[i] = 1;
+  ir_node *sum = NULL;
+  for (int64_t k = 0; k < taps; k++) {
+    fe_temps t = {0};
+    ir_node *v = kiln_index_select_at(f, l, x, d, fe_keep(&t, kiln_from_data_at(f, l, idx + k * out, KILN_I64, 1, &out)));
+    if (weighted)
+      v = kiln_mul_at(f, l, fe_keep(&t, v), fe_keep(&t, host_weights(f, l, w + k * out, x->ndim - d, wshape, x->dtype,
+                                                                      x->ndim, shape)));
+    ir_node *next = sum ? kiln_add_at(f, l, sum, v) : fe_same(v);
+    kiln_release(sum);
+    kiln_release(v);
+    sum = next;
+    fe_temps_done(&t, NULL);
+  }
+  free(idx), free(w);
+  return sum;
 }
 
-/* A_h @ x @ A_w^T with the averaging matrices: two GEMMs. */
+/* Dim d averaged into out cells of unequal windows, cell o over
+ * [floor(o * in / out), ceil((o + 1) * in / out)): taps masked by their
+ * weights (1 / the window's length, 0 past its end). */
+static ir_node *adaptive_taps(const char *f, int l, ir_node *x, int d, int64_t out) {
+  int64_t in = x->shape[d], taps = 0;
+  for (int64_t o = 0; o < out; o++) {
+    int64_t n = ((o + 1) * in + out - 1) / out - o * in / out;
+    taps = n > taps ? n : taps;
+  }
+  int64_t *idx = ir_malloc(sizeof *idx * (size_t)(taps * out));
+  double *w = ir_malloc(sizeof *w * (size_t)(taps * out));
+  for (int64_t o = 0; idx && w && o < out; o++) {
+    int64_t lo = o * in / out, hi = ((o + 1) * in + out - 1) / out;
+    for (int64_t t = 0; t < taps; t++) {
+      idx[t * out + o] = lo + t < hi ? lo + t : hi - 1;
+      w[t * out + o] = lo + t < hi ? 1.0 / (double)(hi - lo) : 0;
+    }
+  }
+  return resample(f, l, "adaptive_avg_pool2d", x, d, out, taps, idx, w, true);
+}
+
+/* Dims of unequal windows first, by taps (elementwise, so they fuse with
+ * what follows); then the dims of equal windows (the output size divides
+ * the input's) all at once: a mean over the window dims of a split view,
+ * one reduction that reads the taps and x's producer in place. */
 static ir_node *adaptive_avg_pool(const char *f, int l, ir_node *x, int n, const int64_t *size) {
   ir_node *e = fe_check_arg(f, l, "adaptive_avg_pool2d", x, 1);
   if (e) return e;
@@ -250,13 +299,30 @@ static ir_node *adaptive_avg_pool(const char *f, int l, ir_node *x, int n, const
     return fe_error(KILN_ERR_ARG, f, l, "adaptive_avg_pool2d: output_size takes 1 or 2 positive values");
   if (!ir_is_float(x->dtype))
     return fe_error(KILN_ERR_DTYPE, f, l, "adaptive_avg_pool2d: expected a floating input, got %s", ir_dtypes[x->dtype].name);
-  fe_temps t = {0};
-  ir_node *ah = fe_keep(&t, averaging(f, l, out[0], x->shape[x->ndim - 2], x->dtype));
-  ir_node *aw = fe_keep(&t, averaging(f, l, out[1], x->shape[x->ndim - 1], x->dtype));
-  if (ah->status != KILN_OK) return fe_temps_done(&t, fe_same(ah));
-  if (aw->status != KILN_OK) return fe_temps_done(&t, fe_same(aw));
-  ir_node *cols = fe_keep(&t, kiln_matmul_at(f, l, x, fe_keep(&t, kiln_transpose_at(f, l, aw, 0, 1))));
-  return fe_temps_done(&t, kiln_matmul_at(f, l, ah, cols));
+  int nd = x->ndim, nsplit = 0;
+  int64_t shape[KILN_MAX_DIMS + 2], windows[2];
+  ir_node *y = fe_same(x);
+  for (int i = 0; i < 2; i++) {
+    if (x->shape[nd - 2 + i] % out[i] == 0) continue;
+    ir_node *r = adaptive_taps(f, l, y, nd - 2 + i, out[i]);
+    kiln_release(y);
+    y = r;
+  }
+  memcpy(shape, x->shape, (size_t)(nd - 2) * sizeof *shape);
+  int ns = nd - 2;
+  for (int i = 0; i < 2; i++) {
+    int64_t in = x->shape[nd - 2 + i];
+    shape[ns++] = out[i];
+    if (in % out[i]) continue;
+    windows[nsplit++] = ns;
+    shape[ns++] = in / out[i];
+  }
+  if (!nsplit) return y;
+  ir_node *split = kiln_reshape_at(f, l, y, ns, shape);
+  ir_node *m = kiln_mean_dims_at(f, l, split, nsplit, windows, 0);
+  kiln_release(split);
+  kiln_release(y);
+  return m;
 }
 
 /* ---- interpolation ---------------------------------------------------------------- */
@@ -280,27 +346,33 @@ static void cubic_weights(double t, double c[4]) {
 #undef CONV2
 }
 
-/* Row o of the (out, in) resampling matrix of one dim, added into m. */
-static void resample_row(double *m, int64_t o, int64_t in, int64_t out, const char *mode, int align_corners) {
-  double *row = m + o * in;
+/* The taps of a mode: 1 (nearest), 4 (bicubic) or 2 (linear). */
+static int64_t mode_taps(const char *mode) {
+  return !strncmp(mode, "nearest", 7) ? 1 : !strcmp(mode, "bicubic") ? 4 : 2;
+}
+
+/* Output o's taps of one dim, torch's index rules: tap t reads
+ * idx[t * out + o] with weight w[t * out + o]. */
+static void resample_taps(int64_t *idx, double *w, int64_t o, int64_t in, int64_t out, const char *mode,
+                          int align_corners) {
   if (!strncmp(mode, "nearest", 7)) {   /* torch computes the scale in float */
     float scale = (float)in / (float)out;
     double at = mode[7] ? floorf(((float)o + 0.5f) * scale) : floorf((float)o * scale);
-    row[at < (double)(in - 1) ? (int64_t)at : in - 1] = 1;
+    idx[o] = at < (double)(in - 1) ? (int64_t)at : in - 1;
   } else if (!strcmp(mode, "bicubic")) {
     double src = source_index(o, in, out, align_corners, true), c[4];
     int64_t i0 = (int64_t)floor(src);
     cubic_weights(src - (double)i0, c);
     for (int k = 0; k < 4; k++) {
       int64_t i = i0 - 1 + k;
-      row[i < 0 ? 0 : i >= in ? in - 1 : i] += c[k];   /* edges repeat, as torch reads them */
+      idx[k * out + o] = i < 0 ? 0 : i >= in ? in - 1 : i;   /* edges repeat, as torch reads them */
+      w[k * out + o] = c[k];
     }
   } else {
     double src = source_index(o, in, out, align_corners, false);
-    int64_t i0 = (int64_t)src, i1 = i0 + 1 < in ? i0 + 1 : in - 1;
-    double t = src - (double)i0;
-    row[i0] += 1 - t;
-    row[i1] += t;
+    int64_t i0 = (int64_t)src;
+    idx[o] = i0, idx[out + o] = i0 + 1 < in ? i0 + 1 : in - 1;
+    w[o] = 1 - (src - (double)i0), w[out + o] = src - (double)i0;
   }
 }
 
@@ -335,23 +407,22 @@ static ir_node *interpolate(const char *f, int l, ir_node *x, int n, const int64
     return fe_error(KILN_ERR_ARG, f, l, "%s: size takes 1 or %d values", op, spatial);
   if (!ir_is_float(x->dtype))
     return fe_error(KILN_ERR_DTYPE, f, l, "%s: expected a floating input, got %s", op, ir_dtypes[x->dtype].name);
-  fe_temps t = {0};
   ir_node *y = fe_same(x);
   for (int d = 0; d < spatial && y->status == KILN_OK; d++) {
     int64_t in = x->shape[2 + d], out = size[n == 1 ? 0 : d];
     if (out < 1) {
       kiln_release(y);
-      return fe_temps_done(&t, fe_error(KILN_ERR_ARG, f, l, "%s: output sizes must be positive, got %lld", op, (long long)out));
+      return fe_error(KILN_ERR_ARG, f, l, "%s: output sizes must be positive, got %lld", op, (long long)out);
     }
-    double *m = calloc((size_t)(out * in), sizeof *m);
-    for (int64_t o = 0; m && o < out; o++) resample_row(m, o, in, out, mode, align_corners);
-    ir_node *mt = fe_keep(&t, kiln_transpose_at(f, l, fe_keep(&t, host_matrix(f, l, op, m, out, in, x->dtype, 0, NULL)), 0, 1));
-    ir_node *last = fe_keep(&t, kiln_transpose_at(f, l, y, 2 + d, -1));
-    ir_node *r = fe_keep(&t, kiln_matmul_at(f, l, last, mt));
+    int64_t taps = mode_taps(mode);
+    int64_t *idx = ir_malloc(sizeof *idx * (size_t)(taps * out));
+    double *w = taps > 1 ? ir_malloc(sizeof *w * (size_t)(taps * out)) : NULL;
+    for (int64_t o = 0; idx && (w || taps == 1) && o < out; o++) resample_taps(idx, w, o, in, out, mode, align_corners);
+    ir_node *r = resample(f, l, op, y, 2 + d, out, taps, idx, w, taps > 1);
     kiln_release(y);
-    y = kiln_transpose_at(f, l, r, 2 + d, -1);
+    y = r;
   }
-  return fe_temps_done(&t, y);
+  return y;
 }
 
 /* ---- convolution ------------------------------------------------------------------ */

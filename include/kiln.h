@@ -1499,8 +1499,10 @@ KILN_API kiln_tensor *kiln_avg_pool2d_at(const char *f, int l, kiln_tensor *x, i
                                          int nstride, const int64_t *stride, int npadding, const int64_t *padding,
                                          int ceil_mode, int count_include_pad);
 /** F.adaptive_avg_pool2d: output cell (i, j) averages input rows
- * [floor(i H / OH), ceil((i + 1) H / OH)) and the columns likewise,
- * computed as two matrix products with the averaging matrices.
+ * [floor(i H / OH), ceil((i + 1) H / OH)) and the columns likewise, one
+ * dim after the other: a mean where the windows are equal (OH divides H),
+ * else a weighted sum of index_select taps, fused with what produces x
+ * and what reads the result.
  * @at
  * @param x a floating (C, H, W) or (N, C, H, W) tensor
  * @param noutput_size,output_size (OH, OW), or one value for both
@@ -1511,8 +1513,10 @@ KILN_API kiln_tensor *kiln_adaptive_avg_pool2d_at(const char *f, int l, kiln_ten
 /** F.interpolate to an explicit size: nearest and nearest-exact (torch's
  * index rules, computed in float as torch does), linear (3-D input),
  * bilinear and bicubic (4-D; bicubic with A = -0.75 and edges repeated) and
- * trilinear (5-D), align_corners as torch. Each spatial dim is resampled by
- * a matrix product with its (size, input size) weights.
+ * trilinear (5-D), align_corners as torch. Each spatial dim is resampled
+ * by 1 (nearest), 2 (linear) or 4 (bicubic) taps: index_select loads by
+ * positions and weights computed on the host, fused with what produces x
+ * and what reads the result (one kernel in all).
  * @at
  * @param x a floating (N, C, ...) input with 1 to 3 spatial dims
  * @param nsize,size the output's spatial sizes (one value: all of them)

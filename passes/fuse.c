@@ -154,9 +154,24 @@ static void store_under_views(const ir_node *n, bool *mat) {
   if (!free_node(n) && n->op != IR_GATHER) mat[n->scratch] = true;
 }
 
+/* Whether n is at most `*budget` nodes of cheap elementwise ops, views and
+ * gathers over buffers and sources: a gather table that each read may
+ * recompute (taps of an interpolation of relu(x) read x and apply relu
+ * themselves; storing it would cost a kernel and a pass over the table). */
+static bool cheap_tree(const ir_node *n, int *budget) {
+  if (free_node(n)) return true;
+  if (--*budget < 0 || !(cheap(n->op) || n->op == IR_GATHER || ir_op_has(n->op, IR_MOVE))) return false;
+  for (int s = 0; s < n->nsrc; s++)
+    if (!cheap_tree(n->src[s], budget)) return false;
+  return true;
+}
+
+enum { CHEAP_TABLE_NODES = 64 };   /* cheap_tree's budget: bounds its recursion too */
+
 static void mark_indexed(const ir_node *n, bool merge, bool *mat) {
+  int budget = CHEAP_TABLE_NODES;
   if (n->op == IR_GATHER) {
-    store_under_views(n->src[0], mat);
+    if (!cheap_tree(n->src[0], &budget)) store_under_views(n->src[0], mat);
     if (!merge) mat[n->scratch] = true;
   }
   if (!ir_op_is_scatter(n->op)) return;

@@ -157,6 +157,39 @@ START_TEST(adaptive_values) {
 }
 END_TEST
 
+/* Resampling between an elementwise producer and consumer: relu(op(x * 2 +
+ * 1)) + 1 is one kernel (the taps are loads of the producer's expression)
+ * and matches the reference evaluator, fused and eager. Cases: each
+ * interpolation mode, adaptive pooling to unequal windows (7 -> 3), equal
+ * ones (6 -> 2, 6 -> 1) and both at once. */
+typedef struct {
+  const char *mode;   /* NULL: adaptive_avg_pool2d */
+  int64_t size[2];
+} resample_case;
+
+static kiln_tensor *resample_chain(const void *ctx) {
+  const resample_case *c = ctx;
+  kiln_tensor *x = kiln_adds(kiln_muls(tu_data(KILN_F32, KILN_SHAPE(2, 3, 7, 6), 61, TU_SMALL), 2), 1);
+  kiln_tensor *y = c->mode ? kiln_interpolate(x, 2, c->size, c->mode, 0) : kiln_adaptive_avg_pool2d(x, 2, c->size);
+  return kiln_adds(kiln_relu(y), 1);
+}
+
+START_TEST(resampling_fuses) {
+  static const resample_case rc[] = {{"nearest", {9, 4}}, {"nearest-exact", {5, 11}}, {"bilinear", {9, 4}},
+                                     {"bicubic", {5, 11}}, {NULL, {3, 2}}, {NULL, {3, 1}}, {NULL, {7, 6}},
+                                     {NULL, {1, 1}}, {NULL, {2, 4}}};
+  const resample_case *c = &rc[_i];
+  char why[512] = "";
+  kiln_scope_begin();
+  ck_assert_msg(tu_check_fused_eager(resample_chain, c, KILN_F32, (ref_tol){1e-5, 1e-5}, why, sizeof why), "%s", why);
+  kiln_tensor *y = resample_chain(c);
+  uint64_t k = tu_kernels_of(y);
+  ck_assert_msg(k == 1, "%s (%lld, %lld): %llu kernels", c->mode ? c->mode : "adaptive", (long long)c->size[0],
+                (long long)c->size[1], (unsigned long long)k);
+  kiln_scope_end();
+}
+END_TEST
+
 /* ---- interpolation ------------------------------------------------------------------ */
 /* 1-D values worked by hand from torch's rules on [1, 2, 3, 4]. */
 START_TEST(interpolate_1d_by_hand) {
@@ -396,6 +429,7 @@ static Suite *window_suite(void) {
   tcase_add_test(ip, interpolate_1d_by_hand);
   tcase_add_test(ip, interpolate_2d_loops);
   tcase_add_test(ip, interpolate_trilinear_linear_field);
+  tcase_add_loop_test(ip, resampling_fuses, 0, 9);
   TCase *cv = tu_tcase(s, "conv");
   tcase_add_loop_test(cv, conv_values, 0, (int)(sizeof convs / sizeof *convs));
   tcase_add_test(cv, conv_kernels);
