@@ -484,7 +484,11 @@ static void emit_acc(emitter *em, const kstmt *s) {
 }
 
 /* acc = op(acc, value); float sums and products may be reassociated so the
- * loop vectorizer can keep partial results per lane. */
+ * loop vectorizer can keep partial results per lane. A float max or min
+ * ignores the sign of zero (nsz): which of -0 and +0 it keeps is left
+ * open, as in PyTorch, and llvm.maximum's reduction is then a vmaxps tree
+ * with a NaN fix-up, not one that also orders the zeros (half the
+ * instructions; a 16x16 softmax replays in 0.39 us instead of 0.55). */
 static void emit_fold(emitter *em, const kstmt *s) {
   cpu_cg *g = &em->g;
   LLVMValueRef slot = cpu_acc_slot(em, s->acc, s->type);
@@ -492,8 +496,9 @@ static void emit_fold(emitter *em, const kstmt *s) {
   kexpr opnd = {.type = s->type};  /* emit_op reads the operands' type from them */
   const kexpr op = {.kind = KX_OP, .op = s->op, .type = s->type, .a = &opnd, .b = &opnd};
   LLVMValueRef r = emit_op(em, &op, cur, emit_expr(em, s->value), NULL);
-  if (ir_is_float(s->type) && (s->op == IR_ADD || s->op == IR_MUL) && LLVMIsAInstruction(r))
-    LLVMSetFastMathFlags(r, LLVMFastMathAllowReassoc | LLVMFastMathNoSignedZeros);
+  bool sum = s->op == IR_ADD || s->op == IR_MUL, extreme = s->op == IR_MAXIMUM || s->op == IR_MINIMUM;
+  if (ir_is_float(s->type) && (sum || extreme) && LLVMIsAInstruction(r))
+    LLVMSetFastMathFlags(r, LLVMFastMathNoSignedZeros | (sum ? LLVMFastMathAllowReassoc : 0));
   LLVMBuildStore(g->b, r, slot);
 }
 

@@ -37,6 +37,8 @@ typedef struct {
   kernel *k;                /* KERNEL, DEVICE, GEMM */
   rt_kernel *code;          /* KERNEL: held for the plan's life (no eviction under it) */
   cpu_kernel_fn fn;         /* KERNEL: its entry point */
+  rt_split split;           /* KERNEL: how its range is cut */
+  int status_param;         /* the kernel's status slot parameter, -1 when it has none or no work */
   rt_device_kernel *dk;     /* DEVICE; GEMM: the rest of the epilogue */
   cuda_gemm gm;             /* GEMM */
   rt_origin origin;         /* where planning found the code: compiled, memory, disk */
@@ -91,18 +93,20 @@ static uint64_t kernel_bytes(const kernel *k) {
   return b;
 }
 
-/* Splits the parallel range so each chunk holds at least ~16K innermost
- * iterations: tiny kernels run on the calling thread with no synchronisation
- * at all. */
-void rt_execute(const kernel *k, cpu_kernel_fn fn, void *const *bufs) {
-  launch l = {fn, bufs};
+/* Chunks of the parallel range hold at least ~16K innermost iterations:
+ * tiny kernels run on the calling thread with no synchronisation at all. */
+rt_split rt_split_of(const kernel *k) {
   int64_t cost, extent = k_parallel(k, &cost);
-  if (extent == 0) {
+  return (rt_split){extent, cost >= 16384 ? 1 : 16384 / (cost ? cost : 1)};
+}
+
+void rt_execute(rt_split sp, cpu_kernel_fn fn, void *const *bufs) {
+  launch l = {fn, bufs};
+  if (sp.extent == 0) {
     fn(bufs, 0, 1);
     return;
   }
-  int64_t min_chunk = cost >= 16384 ? 1 : 16384 / (cost ? cost : 1);
-  rt_parallel_for(extent, min_chunk, run_chunk, &l);
+  rt_parallel_for(sp.extent, sp.min_chunk, run_chunk, &l);
 }
 
 /* A buffer on dev (host memory for the CPU); NULL with the last error set. */
@@ -204,7 +208,7 @@ static int slot_of(const builder *b, const ir_node *n) {
 static plan_step *new_step(builder *b, step_kind kind, const ir_node *first, int nout, int nin) {
   rt_exec *p = b->p;
   plan_step *s = &p->steps[p->nsteps++];
-  *s = (plan_step){.kind = kind, .dev = first->device, .nout = nout, .nin = nin,
+  *s = (plan_step){.kind = kind, .dev = first->device, .nout = nout, .nin = nin, .status_param = -1,
                    .line = first->line, .api = first->api ? first->api : ir_ops[first->op].name};
   snprintf(s->file, sizeof s->file, "%s", first->file ? first->file : "?");
   s->slots = ir_malloc(sizeof *s->slots * (size_t)(nout + nin + 1));
@@ -301,6 +305,8 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
     return ir_error_oom(pg->outs[0]);
   }
   s->k = k;
+  s->split = rt_split_of(k);
+  s->status_param = k->work > 0 ? k_status_param(k) : -1;
   int64_t numel = ir_numel(pg->ndim, pg->shape);
   for (int o = 0; o < pg->nout; o++) s->bytes[o] = (size_t)numel * ir_dtypes[pg->outs[o]->dtype].size;
   for (int i = 0; i < ninputs; i++) s->slots[pg->nout + i] = slot_of(b, b->inputs[i]);
@@ -660,13 +666,13 @@ static kiln_status run_step(const plan_step *s, rt_buffer **slots, bool hit, int
   bind_params(s, slots, bufs, args, values);
   kiln_status st = KILN_OK;
   double t0 = debug >= 1 ? now_ms() : 0;
-  int sp = s->k->work > 0 ? k_status_param(s->k) : -1;
+  int sp = s->status_param;
   int64_t host_slot[KC_SLOT_WORDS];
   rt_buffer *dev_slot = NULL;
   if (sp >= 0 && (st = status_slot(s, host_slot, &dev_slot, &bufs[sp])) != KILN_OK) sp = -1;
   if (s->k->work > 0 && st == KILN_OK) {
     const rt_device *d = rt_device_of(s->dev);
-    if (s->kind == STEP_KERNEL) rt_execute(s->k, s->fn, bufs);
+    if (s->kind == STEP_KERNEL) rt_execute(s->split, s->fn, bufs);
     else if (s->kind == STEP_GEMM) st = queue_gemm(d, s->dev.index, &s->gm, s->dk, bufs, debug);
     else if ((st = d->launch(s->dev.index, s->dk, s->k, bufs, debug)) == KILN_OK && rt_opts()->validate) {
       rt_buffer *ins[s->nin + 1];

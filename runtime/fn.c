@@ -18,6 +18,7 @@ typedef struct {
   kiln_device device;
   int ndim;
   int64_t shape[KILN_MAX_DIMS];
+  bool in_place;            /* an output: a given tensor is written in place (writable), decided when planned */
 } fn_value;
 
 /* The function planned for one size of its dynamic dims (0: it has none). */
@@ -46,7 +47,7 @@ struct kiln_fn {
 };
 
 static void value_of(fn_value *v, const ir_node *n) {
-  *v = (fn_value){n->dtype, n->device, n->ndim, {0}};
+  *v = (fn_value){n->dtype, n->device, n->ndim, {0}, false};
   memcpy(v->shape, n->shape, sizeof n->shape);
 }
 
@@ -293,6 +294,19 @@ static ir_node **variant_graph(const kiln_fn *fn, int64_t size, kiln_status *st)
   return g;
 }
 
+/* A given output the executable can write in place: its value is a whole
+ * slot a step writes, and no other output shares that slot. */
+static bool writable(const kiln_fn *fn, const fn_variant *var, int o) {
+  const rt_exec_view *v = rt_exec_node(var->exec, fn->out_node[o]);
+  int64_t dense[KILN_MAX_DIMS];
+  ir_contiguous_strides(var->out[o].ndim, var->out[o].shape, dense);
+  if (v->slot < fn->nleaves || v->offset || memcmp(v->strides, dense, sizeof(int64_t) * (size_t)var->out[o].ndim))
+    return false;
+  for (int p = 0; p < fn->nout; p++)
+    if (p != o && rt_exec_node(var->exec, fn->out_node[p])->slot == v->slot) return false;
+  return true;
+}
+
 /* The variant for size, planned on first use. */
 static fn_variant *variant(kiln_fn *fn, int64_t size, kiln_status *st) {
   pthread_mutex_lock(&fn->mu);
@@ -328,6 +342,7 @@ static fn_variant *variant(kiln_fn *fn, int64_t size, kiln_status *st) {
       for (int o = 0; o < fn->nout; o++) value_of(&nv.out[o], g[fn->out_node[o]]);
       pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1, .symbolic_ok = true};
       nv.exec = rt_exec_build(fn->ntmpl, g, fn->nout, fn->out_node, fn->nleaves, nv.leaves, &cfg, st);
+      for (int o = 0; nv.exec && o < fn->nout; o++) nv.out[o].in_place = writable(fn, &nv, o);
     } else {
       *st = compile_oom(fn);
     }
@@ -444,19 +459,6 @@ static kiln_status check_given(const char *f, int l, const kiln_fn *fn, const ch
   return st;
 }
 
-/* A given output the executable can write in place: its value is a whole
- * slot a step writes, and no other output shares that slot. */
-static bool writable(const kiln_fn *fn, const fn_variant *var, int o) {
-  const rt_exec_view *v = rt_exec_node(var->exec, fn->out_node[o]);
-  int64_t dense[KILN_MAX_DIMS];
-  ir_contiguous_strides(var->out[o].ndim, var->out[o].shape, dense);
-  if (v->slot < fn->nleaves || v->offset || memcmp(v->strides, dense, sizeof(int64_t) * (size_t)var->out[o].ndim))
-    return false;
-  for (int p = 0; p < fn->nout; p++)
-    if (p != o && rt_exec_node(var->exec, fn->out_node[p])->slot == v->slot) return false;
-  return true;
-}
-
 static kiln_status bind(const char *f, int l, const kiln_fn *fn, const fn_variant *var, kiln_tensor *const *in,
                         kiln_tensor **out, rt_buffer **slots, bool *borrowed) {
   for (int i = 0; i < fn->nin; i++) {
@@ -470,7 +472,7 @@ static kiln_status bind(const char *f, int l, const kiln_fn *fn, const fn_varian
     kiln_status st = check_given(f, l, fn, "output", o, out[o], &var->out[o]);
     if (st != KILN_OK) return st;
     int s = rt_exec_node(var->exec, fn->out_node[o])->slot;
-    if (!writable(fn, var, o) || !out[o]->buf) continue;
+    if (!var->out[o].in_place || !out[o]->buf) continue;
     if (!(slots[s] = storage_of(out[o], &borrowed[s]))) return KILN_ERR_MEMORY;
     if (!borrowed[s]) rt_buffer_retain(slots[s]);
   }

@@ -32,8 +32,15 @@ void rt_kernel_retain(rt_kernel *e);
 void rt_kernel_release(rt_kernel *e);   /* NULL is fine */
 /* Object bytes of the kernels held in memory now (kiln_stats().code_bytes). */
 uint64_t rt_kernel_cache_bytes(void);
-/* Runs compiled kernel k over its whole range on the thread pool (realize.c). */
-void rt_execute(const kernel *k, cpu_kernel_fn fn, void *const *bufs);
+/* How a compiled kernel's range is cut for the thread pool: decided once
+ * per plan (rt_split_of walks the kernel), not on every launch. */
+typedef struct {
+  int64_t extent;      /* of the parallel loop; 0: the kernel runs as one piece */
+  int64_t min_chunk;   /* iterations per chunk at least */
+} rt_split;
+rt_split rt_split_of(const kernel *k);
+/* Runs a compiled kernel over its whole range, cut as sp says (exec.c). */
+void rt_execute(rt_split sp, cpu_kernel_fn fn, void *const *bufs);
 
 /* ---- KILN_VALIDATE (validate.c) ---- */
 /* After device kernel k ran: k run again by the CPU back end on host copies

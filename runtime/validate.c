@@ -102,7 +102,7 @@ kiln_status rt_validate(kernel *k, rt_buffer **out, rt_buffer **inputs, int debu
   rt_kernel *code = st == KILN_OK ? rt_kernel_get(k, &key, debug, &origin) : NULL;
   ir_str_free(&key);
   if (st == KILN_OK && !code) st = KILN_ERR_COMPILE;
-  if (st == KILN_OK) rt_execute(k, rt_kernel_fn(code), bufs);
+  if (st == KILN_OK) rt_execute(rt_split_of(k), rt_kernel_fn(code), bufs);
   rt_kernel_release(code);
   for (int p = 0, o = 0; p < k->nparams && st == KILN_OK; p++)
     if (k->params[p].output) st = compare(k, o++, p, host[p], cpu[p]);

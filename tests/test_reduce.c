@@ -170,6 +170,33 @@ START_TEST(hand_worked) {
 }
 END_TEST
 
+/* Row max and min over 32 lanes (two vectors, so the reduction is a
+ * vector tree): a NaN anywhere in a row wins, each lane's position counts,
+ * and a row of signed zeros gives a zero (the codegen leaves its sign
+ * open, as PyTorch does). */
+START_TEST(max_min_rows) {
+  kiln_scope_begin();
+  enum { W = 32 };
+  float x[4 * W];
+  for (int j = 0; j < W; j++) {
+    x[j] = (float)((j * 7) % W) - 10;   /* a permutation of -10..21 */
+    x[W + j] = j == 17 ? NAN : (float)j;
+    x[2 * W + j] = j % 2 ? -0.0f : 0.0f;
+    x[3 * W + j] = j == W - 1 ? -100.0f : j == 3 ? 100.0f : (float)j / 4;
+  }
+  kiln_tensor *t = kiln_from_data(x, KILN_F32, KILN_SHAPE(4, W));
+  kiln_tensor *mx = kiln_max_dims(t, KILN_DIMS(1), 0), *mn = kiln_min_dims(t, KILN_DIMS(1), 0);
+  ck_assert_int_eq(kiln_realize(mx), KILN_OK);
+  ck_assert_int_eq(kiln_realize(mn), KILN_OK);
+  const float *a = kiln_data(mx), *b = kiln_data(mn);
+  ck_assert(a[0] == 21 && b[0] == -10);
+  ck_assert(isnan(a[1]) && isnan(b[1]));
+  ck_assert(a[2] == 0 && b[2] == 0);
+  ck_assert(a[3] == 100 && b[3] == -100);
+  kiln_scope_end();
+}
+END_TEST
+
 /* ---- fusion counts --------------------------------------------------------- */
 START_TEST(fusion_counts) {
   kiln_scope_begin();
@@ -302,6 +329,7 @@ static Suite *reduce_suite(void) {
   TCase *tc = tu_tcase(s, "values");
   tcase_add_test(tc, empty_sum_is_zero);
   tcase_add_test(tc, hand_worked);
+  tcase_add_test(tc, max_min_rows);
   tcase_add_test(tu_tcase(s, "fusion"), fusion_counts);
   tcase_add_test(tu_tcase(s, "stash"), stash_softmax);
   tcase_add_test(tu_tcase(s, "split"), big_reductions_split);
