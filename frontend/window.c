@@ -202,7 +202,7 @@ static ir_node *avg_pool(const char *f, int l, ir_node *x, int nk, const int64_t
   if (!ir_is_float(x->dtype))
     return fe_error(KILN_ERR_DTYPE, f, l, "avg_pool2d: expected a floating input, got %s", ir_dtypes[x->dtype].name);
   int64_t h = x->shape[x->ndim - 2], wd = x->shape[x->ndim - 1];
-  double *inv = malloc(sizeof *inv * (size_t)(w.out[0] * w.out[1]));
+  double *inv = ir_malloc(sizeof *inv * (size_t)(w.out[0] * w.out[1]));
   for (int64_t r = 0; inv && r < w.out[0]; r++)
     for (int64_t c = 0; c < w.out[1]; c++)
       inv[r * w.out[1] + c] = 1.0 / (double)(taps_counted(&w, 0, r, h, include_pad) * taps_counted(&w, 1, c, wd, include_pad));
@@ -231,7 +231,7 @@ static ir_node *avg_pool(const char *f, int l, ir_node *x, int nk, const int64_t
 /* The (out, in) matrix of adaptive average pooling: row o averages
  * [floor(o * in / out), ceil((o + 1) * in / out)). */
 static ir_node *averaging(const char *f, int l, int64_t out, int64_t in, kiln_dtype dt) {
-  double *m = calloc((size_t)(out * in), sizeof *m);
+  double *m = ir_calloc((size_t)(out * in), sizeof *m);
   for (int64_t o = 0; m && o < out; o++) {
     int64_t lo = o * in / out, hi = ((o + 1) * in + out - 1) / out;
     for (int64_t c = lo; c < hi; c++) m[o * in + c] = 1.0 / (double)(hi - lo);
@@ -343,7 +343,7 @@ static ir_node *interpolate(const char *f, int l, ir_node *x, int n, const int64
       kiln_release(y);
       return fe_temps_done(&t, fe_error(KILN_ERR_ARG, f, l, "%s: output sizes must be positive, got %lld", op, (long long)out));
     }
-    double *m = calloc((size_t)(out * in), sizeof *m);
+    double *m = ir_calloc((size_t)(out * in), sizeof *m);
     for (int64_t o = 0; m && o < out; o++) resample_row(m, o, in, out, mode, align_corners);
     ir_node *mt = fe_keep(&t, kiln_transpose_at(f, l, fe_keep(&t, host_matrix(f, l, op, m, out, in, x->dtype, 0, NULL)), 0, 1));
     ir_node *last = fe_keep(&t, kiln_transpose_at(f, l, y, 2 + d, -1));
@@ -392,7 +392,7 @@ static ir_node *conv(const char *f, int l, const char *op, ir_node *x, ir_node *
   if (unbatched) x = fe_keep(&t, kiln_unsqueeze_at(f, l, x, 0));
   int64_t n = x->shape[0], c = x->shape[1], o = w->shape[0], taps = win.k[0] * win.k[1];
   int64_t cols = win.out[0] * win.out[1], depth = c / groups * taps;
-  ir_node **each = malloc(sizeof *each * (size_t)taps);
+  ir_node **each = ir_malloc(sizeof *each * (size_t)taps);
   if (!each) return fe_temps_done(&t, fe_error(KILN_ERR_MEMORY, f, l, "%s: out of memory", op));
   ir_node *xp = padded(f, l, x, &win, 0);
   for (int64_t i = 0; i < taps; i++) {
