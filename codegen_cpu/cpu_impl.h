@@ -32,6 +32,13 @@ typedef struct {
   int math_calls;                     /* transcendentals emitted so far (math.c) */
   int wide_math_calls;                /* of which f32 functions computed in f64 */
   int folds;                          /* accumulator updates emitted so far */
+  /* Scratch made with the emitter, so that emitting allocates nothing:
+   * room for a function's parameter types or a call's arguments (nparams +
+   * nvars + 8), and for the vars live around a gemm (nvars). */
+  LLVMTypeRef *types;
+  LLVMValueRef *args;
+  int *live;
+  bool oom;                           /* an epilogue's emitter could not be made: the module is dropped */
 } emitter;
 
 /* ---- emit.c ---- */
@@ -64,7 +71,8 @@ void cpu_loop_hint(cpu_cg *g, LLVMValueRef latch_br, const char *hint, int value
 /* Neither vectorized, interleaved nor unrolled: a rarely run loop kept small. */
 void cpu_loop_scalar(cpu_cg *g, LLVMValueRef latch_br);
 void cpu_latency_hint(emitter *em, LLVMValueRef latch_br, int wide_mark);
-/* One module holding k as `void k->name(void *const *bufs, i64 lo, i64 hi)`. */
+/* One module holding k as `void k->name(void *const *bufs, i64 lo, i64 hi)`;
+ * NULL when out of memory. */
 LLVMModuleRef cpu_emit_module(LLVMContextRef ctx, kernel *k, const char *triple,
                               const char *datalayout, const char *cpu, const char *features);
 /* An empty module `name` for the host target, its types and a builder (the
@@ -73,8 +81,8 @@ void cpu_cg_init(cpu_cg *g, LLVMContextRef ctx, const char *name, const char *tr
                  const char *cpu, const char *features);
 /* An emitter of k into g's module with empty tables and g's builder; the
  * caller sets fn, bufs and the vars it needs. cpu_emitter_free releases the
- * tables. */
-void cpu_emitter_init(emitter *em, const cpu_cg *g, kernel *k);
+ * tables, also after init returned false (out of memory). */
+bool cpu_emitter_init(emitter *em, const cpu_cg *g, kernel *k);
 void cpu_emitter_free(emitter *em);
 /* Target attributes and nounwind; alwaysinline for internal helpers. */
 void cpu_fn_attrs(cpu_cg *g, LLVMValueRef fn, bool always_inline);
@@ -108,9 +116,10 @@ LLVMTypeRef cpu_gemm_epilogue_type(cpu_cg *g);
 LLVMModuleRef cpu_gemm_driver_module(LLVMContextRef ctx, const cpu_gemm_driver *d, const char *triple,
                                      const char *datalayout, const char *cpu, const char *features);
 /* Calls fn on the driver of each KS_GEMM of k (the JIT must hold them
- * before it links k); stops at and returns the first non-NULL result. */
-typedef char *(*cpu_gemm_visit)(void *ctx, const cpu_gemm_driver *d);
-char *cpu_gemm_each_driver(const kernel *k, cpu_gemm_visit fn, void *ctx);
+ * before it links k); stops at the first call that fails (false), and
+ * then returns false. */
+typedef bool (*cpu_gemm_visit)(void *ctx, const cpu_gemm_driver *d);
+bool cpu_gemm_each_driver(const kernel *k, cpu_gemm_visit fn, void *ctx);
 
 /* ---- gemm_call.c ---- */
 /* KS_GEMM (ir/kernel.h) in a kernel: a call into its driver and the body

@@ -726,13 +726,12 @@ void cpu_emit_forget(emitter *em, int mark) { forget_since(em, mark); }
 static void emit_body_fn(emitter *em) {
   cpu_cg *g = &em->g;
   int n = em->k->nparams;
-  LLVMTypeRef *params = ir_xcalloc((size_t)n + 2, sizeof *params);
+  LLVMTypeRef *params = em->types;
   for (int i = 0; i < n; i++) params[i] = g->ptr;
   params[n] = params[n + 1] = g->i64;
   char name[48];
   snprintf(name, sizeof name, "%s.body", em->k->name);
   em->fn = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, params, (unsigned)n + 2, 0));
-  free(params);
   LLVMSetLinkage(em->fn, LLVMInternalLinkage);
   cpu_fn_attrs(g, em->fn, true);
   for (int i = 0; i < n; i++) {
@@ -756,7 +755,7 @@ static void emit_wrapper(emitter *em) {
   cpu_param_attr(g, fn, 1, "noalias");
   cpu_param_attr(g, fn, 1, "nocapture");
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
-  LLVMValueRef *args = ir_xcalloc((size_t)n + 2, sizeof *args);
+  LLVMValueRef *args = em->args;
   for (int i = 0; i < n; i++) {
     LLVMValueRef idx = LLVMConstInt(g->i64, (unsigned long long)i, 0);
     LLVMValueRef p = LLVMBuildInBoundsGEP2(g->b, g->ptr, LLVMGetParam(fn, 0), &idx, 1, "");
@@ -766,7 +765,6 @@ static void emit_wrapper(emitter *em) {
   args[n + 1] = LLVMGetParam(fn, 2);
   LLVMBuildCall2(g->b, LLVMGlobalGetValueType(em->fn), em->fn, args, (unsigned)n + 2, "");
   LLVMBuildRetVoid(g->b);
-  free(args);
 }
 
 static void init_types(cpu_cg *g, LLVMContextRef ctx) {
@@ -794,14 +792,19 @@ void cpu_cg_init(cpu_cg *g, LLVMContextRef ctx, const char *name, const char *tr
   g->b = LLVMCreateBuilderInContext(ctx);
 }
 
-void cpu_emitter_init(emitter *em, const cpu_cg *g, kernel *k) {
+bool cpu_emitter_init(emitter *em, const cpu_cg *g, kernel *k) {
+  size_t scratch = (size_t)k->nparams + (size_t)k->nvars + 8;
   *em = (emitter){.g = *g, .k = k};
-  em->vars = ir_xcalloc((size_t)k->nvars + 1, sizeof *em->vars);
-  em->memo = ir_xcalloc((size_t)k->nexprs + 1, sizeof *em->memo);
-  em->defined = ir_xcalloc((size_t)k->nexprs + 1, sizeof *em->defined);
-  em->open = ir_xcalloc((size_t)k->nexprs + 1, sizeof *em->open);
-  em->bufs = ir_xcalloc((size_t)k->nparams + 1, sizeof *em->bufs);
-  em->accs = ir_xcalloc((size_t)k->naccs + 1, sizeof *em->accs);
+  em->vars = ir_calloc((size_t)k->nvars + 1, sizeof *em->vars);
+  em->memo = ir_calloc((size_t)k->nexprs + 1, sizeof *em->memo);
+  em->defined = ir_calloc((size_t)k->nexprs + 1, sizeof *em->defined);
+  em->open = ir_calloc((size_t)k->nexprs + 1, sizeof *em->open);
+  em->bufs = ir_calloc((size_t)k->nparams + 1, sizeof *em->bufs);
+  em->accs = ir_calloc((size_t)k->naccs + 1, sizeof *em->accs);
+  em->types = ir_calloc(scratch, sizeof *em->types);
+  em->args = ir_calloc(scratch, sizeof *em->args);
+  em->live = ir_calloc((size_t)k->nvars + 1, sizeof *em->live);
+  return em->vars && em->memo && em->defined && em->open && em->bufs && em->accs && em->types && em->args && em->live;
 }
 
 void cpu_emitter_free(emitter *em) {
@@ -811,6 +814,9 @@ void cpu_emitter_free(emitter *em) {
   free(em->open);
   free(em->bufs);
   free(em->accs);
+  free(em->types);
+  free(em->args);
+  free(em->live);
 }
 
 LLVMModuleRef cpu_emit_module(LLVMContextRef ctx, kernel *k, const char *triple,
@@ -819,10 +825,15 @@ LLVMModuleRef cpu_emit_module(LLVMContextRef ctx, kernel *k, const char *triple,
   cpu_cg g;
   cpu_cg_init(&g, ctx, k->name, triple, datalayout, cpu, features);
   emitter em;
-  cpu_emitter_init(&em, &g, k);
-  emit_body_fn(&em);
-  emit_wrapper(&em);
+  bool ok = cpu_emitter_init(&em, &g, k);
+  if (ok) {
+    emit_body_fn(&em);
+    emit_wrapper(&em);
+    ok = !em.oom;
+  }
   cpu_emitter_free(&em);
   LLVMDisposeBuilder(g.b);
-  return g.mod;
+  if (ok) return g.mod;
+  LLVMDisposeModule(g.mod);
+  return NULL;
 }

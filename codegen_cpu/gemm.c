@@ -444,20 +444,18 @@ cpu_gemm_driver cpu_gemm_driver_of(const kernel *k, const kstmt *s) {
   return d;
 }
 
-static char *each_driver(const kernel *k, const kstmt *s, cpu_gemm_visit fn, void *ctx) {
+static bool each_driver(const kernel *k, const kstmt *s, cpu_gemm_visit fn, void *ctx) {
   for (; s; s = s->next) {
-    char *err = NULL;
     if (s->kind == KS_GEMM) {
       cpu_gemm_driver d = cpu_gemm_driver_of(k, s);
-      err = fn(ctx, &d);
+      if (!fn(ctx, &d)) return false;
     }
-    if (!err && (s->kind == KS_LOOP || s->kind == KS_GEMM)) err = each_driver(k, s->body, fn, ctx);
-    if (err) return err;
+    if ((s->kind == KS_LOOP || s->kind == KS_GEMM) && !each_driver(k, s->body, fn, ctx)) return false;
   }
-  return NULL;
+  return true;
 }
 
-char *cpu_gemm_each_driver(const kernel *k, cpu_gemm_visit fn, void *ctx) { return each_driver(k, k->body, fn, ctx); }
+bool cpu_gemm_each_driver(const kernel *k, cpu_gemm_visit fn, void *ctx) { return each_driver(k, k->body, fn, ctx); }
 
 LLVMModuleRef cpu_gemm_driver_module(LLVMContextRef ctx, const cpu_gemm_driver *d, const char *triple,
                                      const char *datalayout, const char *cpu, const char *features) {

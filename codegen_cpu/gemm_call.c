@@ -6,7 +6,6 @@
 #include "codegen_cpu/cpu_impl.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 
 /* The epilogue reads the kernel's buffers and the vars of the loops around
  * the gemm (those emit.c has set) through the driver's ctx pointer: an i64
@@ -54,16 +53,19 @@ static LLVMValueRef epilogue_body(gemm_call *c) {
   emitter *em = c->em;
   cpu_cg *g = &em->g;
   int np = em->k->nparams, n = np + 6 + c->nlive;
-  LLVMTypeRef *params = ir_xmalloc(sizeof *params * (size_t)n);
+  LLVMTypeRef *params = em->types;
   for (int i = 0; i < n; i++) params[i] = i <= np ? g->ptr : g->i64;
   char name[80];
   snprintf(name, sizeof name, "%s.body", c->name);
   LLVMValueRef fn = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->vd, params, (unsigned)n, 0));
-  free(params);
   LLVMSetLinkage(fn, LLVMInternalLinkage);
   cpu_fn_attrs(g, fn, true);
   emitter sub;
-  cpu_emitter_init(&sub, g, em->k);
+  if (!cpu_emitter_init(&sub, g, em->k)) {
+    em->oom = true;   /* fn stays a declaration; the module is dropped */
+    cpu_emitter_free(&sub);
+    return fn;
+  }
   sub.g.b = LLVMCreateBuilderInContext(g->ctx);
   sub.fn = fn;
   for (int i = 0; i <= np; i++) cpu_param_attr(g, fn, (unsigned)i + 1, "noalias");
@@ -91,13 +93,12 @@ static LLVMValueRef epilogue_callback(gemm_call *c) {
   LLVMBuilderRef b = LLVMCreateBuilderInContext(g->ctx);
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
   int np = em->k->nparams, n = np + 6 + c->nlive;
-  LLVMValueRef *args = ir_xmalloc(sizeof *args * (size_t)n), ctx = LLVMGetParam(fn, 0);
+  LLVMValueRef *args = em->args, ctx = LLVMGetParam(fn, 0);
   for (int i = 0; i < np; i++) args[i] = LLVMBuildLoad2(b, g->ptr, slot(g, b, ctx, i), "");
   for (int i = 0; i < 6; i++) args[np + i] = LLVMGetParam(fn, (unsigned)i + 1);
   for (int i = 0; i < c->nlive; i++) args[np + 6 + i] = LLVMBuildLoad2(b, g->i64, slot(g, b, ctx, np + c->live[i]), "");
   LLVMBuildCall2(b, LLVMGlobalGetValueType(body), body, args, (unsigned)n, "");
   LLVMBuildRetVoid(b);
-  free(args);
   LLVMDisposeBuilder(b);
   return fn;
 }
@@ -134,11 +135,10 @@ static void call_driver(gemm_call *c, LLVMValueRef epi, LLVMValueRef ctx) {
 }
 
 void cpu_emit_gemm(emitter *em, const kstmt *s) {
-  gemm_call c = {.em = em, .s = s, .live = ir_xmalloc(sizeof(int) * ((size_t)em->k->nvars + 1))};
+  gemm_call c = {.em = em, .s = s, .live = em->live};
   for (int v = 0; v < em->k->nvars; v++)
     if (em->vars[v]) c.live[c.nlive++] = v;
   snprintf(c.name, sizeof c.name, "%s.epilogue%d", em->k->name, s->var);
   LLVMValueRef epi = epilogue_callback(&c);
   call_driver(&c, epi, context(&c));
-  free(c.live);
 }

@@ -299,36 +299,39 @@ static LLVMMemoryBufferRef build(cpu_jit *j, LLVMContextRef ctx, LLVMModuleRef m
 typedef struct {
   cpu_jit *j;
   ir_str *llvm_ir;
+  char *err;            /* why a driver failed; NULL out of memory */
 } driver_job;
 
 /* A GEMM driver (gemm.c) the JIT does not hold yet: compiled once and kept
  * for the JIT's life (never evicted), so every later GEMM of its dtypes,
  * whatever its shape and whether compiled or loaded from the disk cache,
- * only links against it. */
-static char *add_driver(void *job, const cpu_gemm_driver *d) {
+ * only links against it. Its slot is made first: out of memory nothing is
+ * compiled. */
+static bool add_driver(void *job, const cpu_gemm_driver *d) {
   driver_job *b = job;
   cpu_jit *j = b->j;
   for (int i = 0; i < j->ndrivers; i++)
-    if (!strcmp(j->drivers[i].name, d->name)) return NULL;
-  char *err = NULL;
+    if (!strcmp(j->drivers[i].name, d->name)) return true;
+  void *grown = ir_realloc(j->drivers, sizeof *j->drivers * (size_t)(j->ndrivers + 1));
+  if (!grown) return false;
+  j->drivers = grown;
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef m = cpu_gemm_driver_module(ctx, d, LLVMOrcLLJITGetTripleString(j->jit),
                                            LLVMOrcLLJITGetDataLayoutStr(j->jit), j->cpu, j->features);
-  LLVMMemoryBufferRef buf = build(j, ctx, m, NULL, b->llvm_ir, &err);
-  cpu_code *c = buf ? load_object(j, d->name, buf, &err) : NULL;
-  if (!c) return err;
-  void *grown = ir_xrealloc(j->drivers, sizeof *j->drivers * (size_t)(j->ndrivers + 1));
-  j->drivers = grown;
+  LLVMMemoryBufferRef buf = build(j, ctx, m, NULL, b->llvm_ir, &b->err);
+  cpu_code *c = buf ? load_object(j, d->name, buf, &b->err) : NULL;
+  if (!c) return false;
   snprintf(j->drivers[j->ndrivers].name, sizeof j->drivers[0].name, "%s", d->name);
   j->drivers[j->ndrivers++].code = c;
-  return NULL;
+  return true;
 }
 
 /* The drivers k's GEMMs call, loaded before k (compiled or from disk). */
 static bool add_drivers(cpu_jit *j, const kernel *k, ir_str *llvm_ir, char **err) {
-  char *msg = cpu_gemm_each_driver(k, add_driver, &(driver_job){j, llvm_ir});
-  if (msg) *err = msg;
-  return !msg;
+  driver_job job = {j, llvm_ir, NULL};
+  bool ok = cpu_gemm_each_driver(k, add_driver, &job);
+  *err = job.err;
+  return ok;
 }
 
 cpu_code *cpu_jit_compile(cpu_jit *j, kernel *k, ir_str *obj, ir_str *llvm_ir, char **err) {
@@ -344,7 +347,8 @@ cpu_code *cpu_jit_compile(cpu_jit *j, kernel *k, ir_str *obj, ir_str *llvm_ir, c
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef m = cpu_emit_module(ctx, k, LLVMOrcLLJITGetTripleString(j->jit), LLVMOrcLLJITGetDataLayoutStr(j->jit),
                                       j->cpu, j->features);
-    LLVMMemoryBufferRef buf = build(j, ctx, m, obj, llvm_ir, err);
+    LLVMMemoryBufferRef buf = m ? build(j, ctx, m, obj, llvm_ir, err) : NULL;   /* build frees ctx */
+    if (!m) LLVMContextDispose(ctx);   /* out of memory: *err stays NULL */
     c = buf ? load_object(j, k->name, buf, err) : NULL;
   }
   pthread_mutex_unlock(&j->build_mu);

@@ -196,7 +196,7 @@ void cpu_sort_row(const void *in, int64_t in_stride, int64_t n, int32_t dtype, i
   bool heap = k <= HEAP_K_MAX && k * 8 <= n;
   int64_t m = heap ? k : n;
   if (k <= 0) return;
-  item small[INSERTION_MAX], *v = m <= INSERTION_MAX ? small : malloc(sizeof *v * (size_t)m * (heap ? 1 : 2));
+  item small[INSERTION_MAX], *v = m <= INSERTION_MAX ? small : ir_malloc(sizeof *v * (size_t)m * (heap ? 1 : 2));
   if (!v) {
     select_scan(&l, n, k, vals, idx, out_stride);
     return;

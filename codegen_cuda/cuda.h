@@ -40,7 +40,8 @@ typedef struct {
 const char *cuda_prelude(void);
 /* Appends k's __global__ function (and its args struct) to src and fills
  * *launch. False with *err (malloc'd) for what the back end cannot emit
- * (KS_GEMM: matrix products go to cuBLAS). */
+ * (KS_GEMM: matrix products go to cuBLAS). Out of memory src->failed is
+ * set (the source is incomplete). */
 bool cuda_emit(kernel *k, ir_str *src, cuda_launch *launch, char **err);
 
 /* ---- nvrtc.c ---- */
@@ -97,11 +98,13 @@ typedef struct {
   int64_t temp;         /* elements of the temp D (dtype compute, contiguous) when the rest reads it, else 0 */
   kernel *rest;         /* the rest of the epilogue (reads D from the temp), or NULL: D is an output */
   int *rest_src;        /* per rest parameter: the kernel's parameter bound to it, -1 for the temp */
+  bool oom;             /* the split failed for want of memory (no *err) */
 } cuda_gemm;
 
 /* The call and the rest for kernel k. False with *err (malloc'd) when k is
  * not a KS_GEMM nest or an operand's strides are not a transpose with a
- * leading dimension (a flip, a step along a matrix dim, a broadcast row). */
+ * leading dimension (a flip, a step along a matrix dim, a broadcast row);
+ * false with g->oom when out of memory. */
 bool cuda_gemm_split(const kernel *k, cuda_gemm *g, char **err);
 void cuda_gemm_free(cuda_gemm *g);
 /* Calls to make (the product of the outer extents), and the element

@@ -55,6 +55,13 @@ typedef struct {
   int nvloads;
   bool lanes;           /* emitting the lanes of a vector group */
   int nstore;           /* numbers the stores of the lanes */
+  /* room for outer_updates' lists (k->naccs each), made with the emitter so
+   * that emitting allocates nothing but text: the one split_loop and
+   * grid_slots look at, the one emit_split folds after its loop (splits do
+   * not nest: their bodies are not block-wide), the grid loop's, and its
+   * accumulators */
+  const kstmt **outer, **split_outer, **grid_outer;
+  int *grid_accs;
 } cuda_em;
 
 /* ---- types -------------------------------------------------------------- */
@@ -170,13 +177,20 @@ static const char *op_template(ir_op op, kiln_dtype t) {
   return s;
 }
 
+/* The text of a temporary t that goes into o: out of memory t's failure
+ * becomes o's, so that the source says it is incomplete. */
+static const char *text_into(ir_str *o, const ir_str *t) {
+  o->failed |= t->failed;
+  return t->s && !t->failed ? t->s : "";
+}
+
 /* ---- casts and memory (semantics of codegen_cpu/emit.c's emit_cast) ------ */
 static void emit_cast(ir_str *o, const char *v, kiln_dtype from, kiln_dtype to) {
   if ((to == KILN_F16 || to == KILN_BF16) && from != to) {  /* an f32 rounded to that precision */
     ir_str inner = {0};
     emit_cast(&inner, v, from, KILN_F32);
     const char *fmt = to == KILN_F16 ? "kiln_h2f(kiln_f2h(%s))" : "kiln_bf2f(kiln_f2bf(%s))";
-    ir_str_printf(o, fmt, inner.s);
+    ir_str_printf(o, fmt, text_into(o, &inner));
     ir_str_free(&inner);
     return;
   }
@@ -244,7 +258,7 @@ static void expr_text(cuda_em *em, const kexpr *e, ir_str *o) {
     else snprintf(ref, sizeof ref, "p%d[%s]", e->buf, use(em, e->a).s);
     ir_str w = {0};
     emit_widen(&w, ref, p->dtype);
-    emit_cast(o, w.s, p->dtype, e->type);
+    emit_cast(o, text_into(o, &w), p->dtype, e->type);
     ir_str_free(&w);
     return;
   }
@@ -283,13 +297,13 @@ static void define(cuda_em *em, const kexpr *e, operand *r) {
   expr_text(em, e, &text);
   if (memo) {
     indent(em);
-    ir_str_printf(em->out, "const %s t%d = %s;\n", ctype(e->type), e->id, text.s);
+    ir_str_printf(em->out, "const %s t%d = %s;\n", ctype(e->type), e->id, text_into(em->out, &text));
     em->done[e->id] = true;
     em->defined[em->ndefined++] = e->id;
   } else {
     snprintf(r->s, sizeof r->s, "t%d_%d", e->id, em->fresh++);
     indent(em);
-    ir_str_printf(em->out, "const %s %s = %s;\n", ctype(e->type), r->s, text.s);
+    ir_str_printf(em->out, "const %s %s = %s;\n", ctype(e->type), r->s, text_into(em->out, &text));
   }
   ir_str_free(&text);
 }
@@ -345,12 +359,13 @@ static void emit_store(cuda_em *em, const kstmt *s) {
   operand v = use(em, s->value);
   ir_str c = {0}, n = {0};
   emit_cast(&c, v.s, s->value->type, ir_compute_dtype(st));
-  emit_narrow(&n, c.s, st);
+  emit_narrow(&n, text_into(&n, &c), st);
   indent(em);
   /* at a row's uniform level every thread holds the value: one stores it */
-  if (em->lanes) ir_str_printf(em->out, "w%d.v[ke] = %s;\n", em->nstore++, n.s);
+  const char *value = text_into(em->out, &n);
+  if (em->lanes) ir_str_printf(em->out, "w%d.v[ke] = %s;\n", em->nstore++, value);
   else
-    ir_str_printf(em->out, "%sp%d[%s] = %s;\n", em->block_wide ? "if (threadIdx.x == 0) " : "", s->buf, idx.s, n.s);
+    ir_str_printf(em->out, "%sp%d[%s] = %s;\n", em->block_wide ? "if (threadIdx.x == 0) " : "", s->buf, idx.s, value);
   ir_str_free(&c);
   ir_str_free(&n);
 }
@@ -394,7 +409,7 @@ static void emit_sort(cuda_em *em, const kstmt *s) {
                 "LL, [](%s v) { return kiln_%ckey((%s)(%s)); });\n",
                 s->sort.in, in.s, s->sort.in_stride, s->sort.n, s->sort.descending ? "true" : "false", s->sort.k,
                 vals, idx, s->sort.out_stride, stype(dt), ir_is_float(dt) ? 'f' : 'i',
-                ir_is_float(dt) ? "double" : "long long", w.s);
+                ir_is_float(dt) ? "double" : "long long", text_into(em->out, &w));
   ir_str_free(&w);
 }
 
@@ -418,9 +433,10 @@ static void emit_argfold(cuda_em *em, const kstmt *s) {
   ir_str cmp = {0};
   expand(&cmp, op_template(s->op, s->type), s->type, v.s, acc, "");
   indent(em);
+  const char *better = text_into(em->out, &cmp);
   if (ir_is_float(s->type))
-    ir_str_printf(em->out, "if (%s || (%s != %s && %s == %s)) {\n", cmp.s, v.s, v.s, acc, acc);
-  else ir_str_printf(em->out, "if (%s) {\n", cmp.s);
+    ir_str_printf(em->out, "if (%s || (%s != %s && %s == %s)) {\n", better, v.s, v.s, acc, acc);
+  else ir_str_printf(em->out, "if (%s) {\n", better);
   indent(em);
   ir_str_printf(em->out, "  %s = %s;\n", acc, v.s);
   indent(em);
@@ -522,12 +538,6 @@ static void add_outer(cuda_em *em, const kstmt *s, const kstmt **outer, int *n) 
   }
 }
 
-/* Room for outer_updates' list (the caller frees it). */
-static const kstmt **new_outer(const cuda_em *em) {
-  const kstmt **outer = ir_xmalloc(sizeof *outer * ((size_t)em->k->naccs + 1));
-  return outer;
-}
-
 /* The updates in loop s of accumulators declared before it (one each, into
  * outer, which holds k->naccs): s is their reduction's loop. A reduction
  * nested inside s declares its accumulator inside s too. */
@@ -544,9 +554,8 @@ static int outer_updates(cuda_em *em, const kstmt *s, const kstmt **outer) {
  * reductions read contiguously along it (a thread per iteration coalesces).
  * Otherwise every thread runs it and the reductions inside are block-wide. */
 static bool split_loop(cuda_em *em, const kstmt *s) {
-  const kstmt *chain[MAX_CHAIN], **outer = new_outer(em);
-  int n = loop_chain(s, chain), nouter = outer_updates(em, s, outer);
-  free(outer);
+  const kstmt *chain[MAX_CHAIN];
+  int n = loop_chain(s, chain), nouter = outer_updates(em, s, em->outer);
   return nouter > 0 || !contains(s->body, KS_ACC) || has_load(em, chain[n - 1]->body, chain[n - 1]->var);
 }
 
@@ -653,7 +662,7 @@ static void emit_block_fold(cuda_em *em, const kstmt *u) {
  * (flattened) iterations from first by step alone, then the reductions it
  * holds are folded across the block. */
 static void emit_split(cuda_em *em, const kstmt *s, const char *first, const char *step) {
-  const kstmt *chain[MAX_CHAIN], **outer = new_outer(em);
+  const kstmt *chain[MAX_CHAIN], **outer = em->split_outer;
   int n = loop_chain(s, chain), nouter = outer_updates(em, s, outer);
   char bound[32];
   snprintf(bound, sizeof bound, "%" PRId64 "LL", chain_extent(chain, n));
@@ -661,17 +670,15 @@ static void emit_split(cuda_em *em, const kstmt *s, const char *first, const cha
   emit_flat_loop(em, chain, n, chain[n - 1]->body, first, bound, step);
   em->block_wide = true;
   for (int i = 0; i < nouter; i++) emit_block_fold(em, outer[i]);
-  free(outer);
 }
 
 /* ---- grid-wide reductions (prelude.cuh's kiln_grid_*) ---------------------- */
 /* The scratch slots of loop s's reductions: one per accumulator, two for an
  * arg-reduction (value, then index), in outer_updates' order. */
 static int grid_slots(cuda_em *em, const kstmt *s) {
-  const kstmt **outer = new_outer(em);
+  const kstmt **outer = em->outer;
   int nouter = outer_updates(em, s, outer), slots = 0;
   for (int i = 0; i < nouter; i++) slots += outer[i]->acc2 < 0 ? 1 : 2;
-  free(outer);
   return slots;
 }
 
@@ -740,8 +747,8 @@ static void emit_grid_merge(cuda_em *em, const kstmt *const *outer, int nouter) 
  * on alone to the epilogue, the statements after the loop. */
 static void emit_grid_split(cuda_em *em, const kstmt *s) {
   emit_split(em, s, "(long long)blockIdx.x * blockDim.x + threadIdx.x", "(long long)gridDim.x * blockDim.x");
-  const kstmt **outer = new_outer(em);
-  int *accs = ir_xmalloc(sizeof *accs * ((size_t)em->k->naccs + 1));
+  const kstmt **outer = em->grid_outer;
+  int *accs = em->grid_accs;
   int nouter = outer_updates(em, s, outer), nslots = slot_accs(outer, nouter, accs);
   for (int j = 0; j < nslots; j++) {
     indent(em);
@@ -756,8 +763,6 @@ static void emit_grid_split(cuda_em *em, const kstmt *s) {
   }
   emit_grid_merge(em, outer, nouter);
   for (int i = 0; i < nouter; i++) emit_block_fold(em, outer[i]);
-  free(accs);
-  free(outer);
 }
 
 static void emit_block(cuda_em *em, const kstmt *s) {
@@ -1041,14 +1046,22 @@ bool cuda_emit(kernel *k, ir_str *src, cuda_launch *launch, char **err) {
   if (!k->name[0]) {
     ir_str key = {0};
     k_key(k, &key);
+    src->failed |= key.failed;   /* unnamed: nothing to emit */
     ir_str_free(&key);
   }
-  size_t n = (size_t)k->nexprs + 1;
-  cuda_em em = {.k = k, .out = src, .done = ir_xcalloc(n, sizeof(bool)), .defined = ir_xcalloc(n, sizeof(int)),
-                .reads_acc = ir_xmalloc(n), .seen = ir_xmalloc(n), .acc_stamp = ir_xcalloc((size_t)k->naccs + 1, sizeof(int)),
-                .vec = ir_xcalloc(n, sizeof(bool)), .vloads = ir_xmalloc(sizeof(kexpr *) * n)};
-  memset(em.reads_acc, -1, n);
-  emit_kernel(&em, launch);
+  size_t n = (size_t)k->nexprs + 1, na = (size_t)k->naccs + 1;
+  cuda_em em = {.k = k, .out = src, .done = ir_calloc(n, sizeof(bool)), .defined = ir_calloc(n, sizeof(int)),
+                .reads_acc = ir_malloc(n), .seen = ir_malloc(n), .acc_stamp = ir_calloc(na, sizeof(int)),
+                .vec = ir_calloc(n, sizeof(bool)), .vloads = ir_malloc(sizeof(kexpr *) * n),
+                .outer = ir_malloc(sizeof(kstmt *) * na), .split_outer = ir_malloc(sizeof(kstmt *) * na),
+                .grid_outer = ir_malloc(sizeof(kstmt *) * na), .grid_accs = ir_malloc(sizeof(int) * na)};
+  if (em.done && em.defined && em.reads_acc && em.seen && em.acc_stamp && em.vec && em.vloads && em.outer &&
+      em.split_outer && em.grid_outer && em.grid_accs) {
+    memset(em.reads_acc, -1, n);
+    emit_kernel(&em, launch);
+  } else {
+    src->failed = true;
+  }
   free(em.done);
   free(em.defined);
   free(em.reads_acc);
@@ -1056,5 +1069,9 @@ bool cuda_emit(kernel *k, ir_str *src, cuda_launch *launch, char **err) {
   free(em.acc_stamp);
   free(em.vec);
   free(em.vloads);
+  free(em.outer);
+  free(em.split_outer);
+  free(em.grid_outer);
+  free(em.grid_accs);
   return true;
 }

@@ -38,6 +38,10 @@ typedef struct {
   int var[MAX_VARS];              /* loop variables: the batches', then i and j */
   int64_t extent[MAX_VARS];
   int64_t dstride[MAX_VARS];      /* the contiguous output's strides over them */
+  /* scratch cuda_gemm_split makes first, so the split allocates nothing else */
+  int64_t *val;                   /* by loop var: where affine evaluates (zero between uses) */
+  bool *seen, *reached;           /* by expr id: choose_head's and dominates' walks */
+  struct head *cand;              /* choose_head's candidates, one per expr at most */
 } nest;
 
 static bool find_nest(const kernel *k, nest *t) {
@@ -82,7 +86,7 @@ static bool eval(const kexpr *e, const int64_t *val, int64_t *out) {
 
 /* e = c[nv] + sum of c[d] * var[d]. */
 static bool affine(const nest *t, const kexpr *e, int64_t *c) {
-  int64_t *val = ir_xcalloc((size_t)t->k->nvars + 1, sizeof *val);
+  int64_t *val = t->val;
   bool ok = eval(e, val, &c[t->nv]);
   for (int d = 0; ok && d < t->nv; d++) {
     val[t->var[d]] = 1;
@@ -90,7 +94,6 @@ static bool affine(const nest *t, const kexpr *e, int64_t *c) {
     c[d] -= c[t->nv];
     val[t->var[d]] = 0;
   }
-  free(val);
   return ok;
 }
 
@@ -173,7 +176,7 @@ static bool fold(const nest *t, cuda_gemm *g, char **err) {
 /* What cuBLASLt computes of the KS_GEMM body: acc, acc + bias[j],
  * act(acc) or act(acc + bias[j]), bias[j] a load of an input at index j
  * (kiln's column; cuBLASLt's row). */
-typedef struct {
+typedef struct head {
   const kexpr *e;
   int bias;             /* parameter, -1: none */
   cuda_act act;
@@ -221,10 +224,10 @@ static bool bypasses(const kstmt *s, const kexpr *e, const kexpr *h, bool *seen)
 }
 
 static bool dominates(const nest *t, const kexpr *h) {
-  bool *seen = ir_xcalloc((size_t)t->k->nexprs + 1, sizeof *seen), by = false;
+  bool *seen = t->reached, by = false;
+  memset(seen, 0, sizeof *seen * ((size_t)t->k->nexprs + 1));
   for (const kstmt *st = t->gemm->body; st && !by; st = st->next)
     by = bypasses(t->gemm, st->index, h, seen) || bypasses(t->gemm, st->value, h, seen);
-  free(seen);
   return !by;
 }
 
@@ -247,8 +250,8 @@ static bool writes_output(const nest *t, const head *h, kiln_dtype operands) {
 static head choose_head(const nest *t, cuda_gemm *g) {
   const kernel *k = t->k;
   const kstmt *s = t->gemm;
-  bool *seen = ir_xcalloc((size_t)k->nexprs + 1, sizeof *seen);
-  head *cand = ir_xmalloc(sizeof *cand * ((size_t)k->nexprs + 1)), best = {NULL, -1, CUDA_ACT_NONE};
+  bool *seen = t->seen;
+  head *cand = t->cand, best = {NULL, -1, CUDA_ACT_NONE};
   int n = 0;
   for (const kstmt *st = s->body; st; st = st->next) {
     collect(k, s, st->index, seen, cand, &n);
@@ -263,8 +266,6 @@ static head choose_head(const nest *t, cuda_gemm *g) {
       g->d.dtype = direct ? k->params[s->body->buf].dtype : s->type;
       if (cand[i].bias < 0 || k->params[cand[i].bias].dtype == g->d.dtype) best = cand[i];
     }
-  free(seen);
-  free(cand);
   return best;  /* e NULL: the body never reads the product */
 }
 
@@ -291,7 +292,8 @@ static int clone_param(cloner *c, int p) {
 static kexpr *clone_arg(cloner *c, const kexpr *e) {
   if (!c->r->nargs) {
     for (int i = 0; i < c->k->nargs; i++) k_arg_push(c->r, c->k->args[i]);
-    c->src[k_args_param(c->r)] = k_args_param(c->k);
+    int p = k_args_param(c->r);
+    if (p >= 0) c->src[p] = k_args_param(c->k);   /* none: out of memory, r is dropped */
   }
   return kx_arg(c->r, e->type, (int)e->i);
 }
@@ -318,11 +320,10 @@ static kexpr *clone(cloner *c, const kexpr *e) {
 /* for batches, i (parallel when there is no batch), j (vector): the body's
  * stores with the head replaced by the temp at the contiguous index (or 0
  * when nothing was multiplied). */
-static kernel *build_rest(const nest *t, const head *h, cuda_gemm *g) {
+static void clone_rest(cloner *cl, const nest *t, const head *h, cuda_gemm *g) {
   const kernel *k = t->k;
-  kernel *r = k_new();
-  cloner c = {k, r, ir_xmalloc(sizeof(int) * ((size_t)k->nparams + 1)), ir_xmalloc(sizeof(int) * ((size_t)k->nparams + 2)),
-              ir_xcalloc((size_t)k->nvars + 1, sizeof(int)), ir_xcalloc((size_t)k->nexprs + 1, sizeof(kexpr *))};
+  kernel *r = cl->r;
+  cloner c = *cl;
   memset(c.param, -1, sizeof(int) * (size_t)k->nparams);
   for (int p = 0; p < k->nparams; p++)
     if (k->params[p].output) clone_param(&c, p);  /* outputs first (kernel.h) */
@@ -347,19 +348,31 @@ static kernel *build_rest(const nest *t, const head *h, cuda_gemm *g) {
   for (const kstmt *st = t->gemm->body; st; st = st->next, link = &(*link)->next)
     *link = ks_store(r, clone_param(&c, st->buf), clone(&c, st->index), clone(&c, st->value));
   r->work = k->work;
-  g->rest_src = c.src;
+}
+
+/* NULL when out of memory. */
+static kernel *build_rest(const nest *t, const head *h, cuda_gemm *g) {
+  const kernel *k = t->k;
+  kernel *r = k_new();
+  cloner c = {k, r, ir_malloc(sizeof(int) * ((size_t)k->nparams + 1)), ir_malloc(sizeof(int) * ((size_t)k->nparams + 2)),
+              ir_calloc((size_t)k->nvars + 1, sizeof(int)), ir_calloc((size_t)k->nexprs + 1, sizeof(kexpr *))};
+  if (r && c.param && c.src && c.var && c.memo) clone_rest(&c, t, h, g);
   free(c.param);
   free(c.var);
   free(c.memo);
-  return r;
+  if (r && c.param && c.src && c.var && c.memo && !r->oom) {
+    g->rest_src = c.src;
+    return r;
+  }
+  free(c.src);
+  k_free(r);
+  return NULL;
 }
 
 /* ---- the split ---------------------------------------------------------- */
-bool cuda_gemm_split(const kernel *k, cuda_gemm *g, char **err) {
-  nest t;
-  *g = (cuda_gemm){.bias = -1, .d = {.param = -1}};
-  if (!find_nest(k, &t)) return fail(err, "%s: not batch loops around one matrix product", k->name);
-  const kstmt *s = t.gemm;
+static bool split(const nest *t, cuda_gemm *g, char **err) {
+  const kernel *k = t->k;
+  const kstmt *s = t->gemm;
   for (const kstmt *st = s->body; st; st = st->next)
     if (st->kind != KS_STORE) return fail(err, "%s: a matrix product's epilogue holds more than stores", k->name);
   g->compute = s->type;
@@ -367,15 +380,32 @@ bool cuda_gemm_split(const kernel *k, cuda_gemm *g, char **err) {
   g->n = s->extent;
   g->k = s->gemm.kdim;
   g->call = g->k > 0 && k->work > 0;
-  if (g->call && !fold(&t, g, err)) return false;
-  head h = choose_head(&t, g);
+  if (g->call && !fold(t, g, err)) return false;
+  head h = choose_head(t, g);
   g->bias = h.bias;
   g->act = h.act;
   g->call = g->call && h.e;
   if (g->d.param >= 0 && g->call) return true;  /* D is the output: nothing else to run */
   g->temp = g->call ? k->work : 0;
-  g->rest = build_rest(&t, &h, g);
-  return true;
+  g->rest = build_rest(t, &h, g);
+  return g->rest || !(g->oom = true);
+}
+
+bool cuda_gemm_split(const kernel *k, cuda_gemm *g, char **err) {
+  nest t;
+  *g = (cuda_gemm){.bias = -1, .d = {.param = -1}};
+  if (!find_nest(k, &t)) return fail(err, "%s: not batch loops around one matrix product", k->name);
+  size_t nx = (size_t)k->nexprs + 1;
+  t.val = ir_calloc((size_t)k->nvars + 1, sizeof *t.val);
+  t.seen = ir_calloc(nx, sizeof *t.seen);
+  t.reached = ir_malloc(sizeof *t.reached * nx);
+  t.cand = ir_malloc(sizeof *t.cand * nx);
+  bool ok = t.val && t.seen && t.reached && t.cand ? split(&t, g, err) : !(g->oom = true);
+  free(t.val);
+  free(t.seen);
+  free(t.reached);
+  free(t.cand);
+  return ok;
 }
 
 void cuda_gemm_free(cuda_gemm *g) {

@@ -67,7 +67,9 @@ static ir_node *reshape(const char *f, int l, ir_node *t, int ndim, const int64_
   return kiln_reshape_at(f, l, t, ndim, shape);
 }
 
-/* A 0-dim operand as a 1-element 1-D one (PyTorch's ensure_nonempty_dim). */
+/* A 0-dim operand as a 1-element 1-D one (PyTorch's ensure_nonempty_dim);
+ * out of memory an error node, which the caller checks (fe_check_args)
+ * before it reads the shape. */
 static ir_node *as_1d(const char *f, int l, temps *s, ir_node *t) {
   return keep(s, t->ndim ? fe_same(t) : reshape(f, l, t, 1, (int64_t[]){1}));
 }
@@ -82,7 +84,10 @@ static ir_node *unwrap(const char *f, int l, temps *s, ir_node *r, int ndim, con
 /* The GATHER node (shapes checked by the caller). */
 static ir_node *gather_node(const char *f, int l, ir_node *t, int dim, ir_node *ix) {
   ir_node *src[2] = {t, ix};
+  ir_node *e = fe_check_args(f, l, "gather", 2, src);   /* a failed step of the composition */
+  if (e) return e;
   ir_node *n = ir_node_new(IR_GATHER, t->dtype, ix->ndim, ix->shape, 2, src, f, l);
+  if (!n) return fe_nomem();
   n->device = t->device;
   n->attr.dim = dim;
   n->attr.compute = t->dtype;
@@ -108,7 +113,8 @@ static ir_node *gather(const char *f, int l, ir_node *t, int dim, ir_node *ix) {
   if (e) return e;
   temps s = {0};
   ir_node *t1 = as_1d(f, l, &s, t), *i1 = as_1d(f, l, &s, ix);
-  if ((e = gather_fits(f, l, "gather", t1, d, i1))) return finish(&s, e);
+  if ((e = fe_check_args(f, l, "gather", 2, (ir_node *[]){t1, i1})) || (e = gather_fits(f, l, "gather", t1, d, i1)))
+    return finish(&s, e);
   return finish(&s, unwrap(f, l, &s, gather_node(f, l, t1, d, i1), ix->ndim, ix->shape));
 }
 
@@ -126,6 +132,7 @@ static ir_node *take_along_dim(const char *f, int l, ir_node *t, ir_node *ix, in
   if (e) return e;
   temps s = {0};
   ir_node *t1 = as_1d(f, l, &s, t), *i1 = as_1d(f, l, &s, ix);
+  if ((e = fe_check_args(f, l, "take_along_dim", 2, (ir_node *[]){t1, i1}))) return finish(&s, e);
   int64_t ts[KILN_MAX_DIMS], is[KILN_MAX_DIMS];
   for (int i = 0; i < t1->ndim; i++) {
     int64_t a = t1->shape[i], b = i1->shape[i];
@@ -154,7 +161,9 @@ static ir_node *index_select(const char *f, int l, ir_node *t, int dim, ir_node 
   if (e) return e;
   temps s = {0};
   ir_node *t1 = as_1d(f, l, &s, t), *i1 = as_1d(f, l, &s, ix);
-  if ((e = check_nonempty(f, l, "index_select", t1, i1, d))) return finish(&s, e);
+  if ((e = fe_check_args(f, l, "index_select", 2, (ir_node *[]){t1, i1})) ||
+      (e = check_nonempty(f, l, "index_select", t1, i1, d)))
+    return finish(&s, e);
   int64_t n = i1->shape[0], along[KILN_MAX_DIMS], out[KILN_MAX_DIMS];
   for (int i = 0; i < t1->ndim; i++) {
     along[i] = i == d ? n : 1;
@@ -173,7 +182,8 @@ kiln_tensor *kiln_index_select_at(const char *f, int l, kiln_tensor *t, int dim,
  * over the index's leading dims, gathered along the index's last dim. One
  * GATHER whose index is ix itself, broadcast over the row: take, embedding. */
 static ir_node *gather_rows(const char *f, int l, const char *op, temps *s, ir_node *tab, ir_node *ix) {
-  ir_node *i1 = as_1d(f, l, s, ix);
+  ir_node *i1 = as_1d(f, l, s, ix), *e = fe_check_arg(f, l, op, i1, 2);
+  if (e) return e;
   int k = i1->ndim, r = tab->ndim - 1, nd = k + r;
   if (nd > KILN_MAX_DIMS)
     return fail(f, l, KILN_ERR_SHAPE, tab, ix, "%s: the result would have %d dims (at most KILN_MAX_DIMS, %d)", op, nd, KILN_MAX_DIMS);
@@ -333,7 +343,10 @@ kiln_tensor *kiln_index_tensors_at(const char *f, int l, kiln_tensor *t, int n, 
 /* ---- scatter --------------------------------------------------------------- */
 static ir_node *scatter_node(const char *f, int l, ir_op op, ir_node *t, int dim, ir_node *ix, ir_node *src) {
   ir_node *in[3] = {t, ix, src};
+  ir_node *e = fe_check_args(f, l, ir_ops[op].name, 3, in);   /* a failed step of the composition */
+  if (e) return e;
   ir_node *n = ir_node_new(op, t->dtype, t->ndim, t->shape, 3, in, f, l);
+  if (!n) return fe_nomem();
   n->device = t->device;
   n->attr.dim = dim;
   n->attr.compute = t->dtype;
@@ -372,6 +385,7 @@ static ir_node *scatter_prepare(const char *f, int l, const char *op, temps *s, 
   a->t = as_1d(f, l, s, t);
   a->ix = as_1d(f, l, s, ix);
   a->src = src ? as_1d(f, l, s, src) : NULL;
+  if ((e = fe_check_args(f, l, op, src ? 3 : 2, (ir_node *[]){a->t, a->ix, a->src}))) return e;
   if ((e = scatter_fits(f, l, op, a->t, a->dim, a->ix, a->src))) return e;
   if (!src) {
     a->src = keep(s, fe_const_on(f, l, op, a->ix->ndim, a->ix->shape, value, t->dtype, t->device));
@@ -478,7 +492,7 @@ static kiln_status host_copy(const char *f, int l, const char *op, ir_node *t, i
 /* Flat positions of t's nonzero elements (NaN counts), in order; *count of
  * them. NULL with the last error set when memory runs out. */
 static int64_t *nonzero_positions(const void *data, kiln_dtype dt, int64_t numel, int64_t *count) {
-  int64_t *pos = malloc(sizeof *pos * (size_t)(numel > 0 ? numel : 1));
+  int64_t *pos = ir_malloc(sizeof *pos * (size_t)(numel > 0 ? numel : 1));
   if (!pos) return NULL;
   size_t es = ir_dtypes[dt].size;
   *count = 0;
@@ -512,7 +526,7 @@ static ir_node *nonzero(const char *f, int l, ir_node *t) {
   temps s = {0};
   int64_t *pos, count;
   if ((e = positions(f, l, "nonzero", &s, t, &pos, &count))) return finish(&s, e);
-  int64_t *rows = malloc(sizeof *rows * (size_t)(count * t->ndim > 0 ? count * t->ndim : 1));
+  int64_t *rows = ir_malloc(sizeof *rows * (size_t)(count * t->ndim > 0 ? count * t->ndim : 1));
   if (!rows) {
     free(pos);
     return finish(&s, fe_error(KILN_ERR_MEMORY, f, l, "nonzero: out of memory"));

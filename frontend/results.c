@@ -10,7 +10,7 @@
 /* The error of a NULL or error handle (and sets the last error), else KILN_OK. */
 static kiln_status surface(const char *f, int l, const char *op, kiln_tensor *t) {
   if (fe_bad_handle(f, l, op, t)) return KILN_ERR_ARG;
-  if (t->status != KILN_OK) ir_error_set(t->msg);
+  if (t->status != KILN_OK) ir_error_set(ir_node_msg(t));
   if (t->status == KILN_OK && t->symbolic) {
     ir_error_setf("%s:%d: %s: the tensor reads a placeholder and has no value: compile it with kiln_compile "
                   "and run it with kiln_fn_run", f, l, op);

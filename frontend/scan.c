@@ -42,6 +42,7 @@ static ir_node *scan_node(const char *f, int l, ir_op op, ir_node *t, int64_t di
   }
   int d = (int)(dim < 0 ? dim + t->ndim : dim);
   ir_node *n = ir_node_new(op, scan_dtype(op, t->dtype), t->ndim, t->shape, 1, &t, f, l);
+  if (!n) return fe_nomem();
   n->attr.axes = 1u << d;
   /* the fold's dtype: sums and products of floats run in f64, as PyTorch's
    * CPU kernels do (a long f32 cumsum drifts otherwise); integers in int64 */

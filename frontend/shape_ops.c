@@ -12,6 +12,7 @@
 /* 0, 1, ..., n-1 (int64) on dev: a source node, computed where it is read. */
 static ir_node *positions(const char *f, int l, int64_t n, kiln_device dev) {
   ir_node *a = ir_node_new(IR_ARANGE, KILN_I64, 1, &n, 0, NULL, f, l);
+  if (!a) return fe_nomem();
   a->attr.start = 0;
   a->attr.step = 1;
   a->device = dev;
@@ -21,6 +22,7 @@ static ir_node *positions(const char *f, int l, int64_t n, kiln_device dev) {
 /* A 0-dim constant v of dtype dt on dev. */
 static ir_node *constant(const char *f, int l, double v, kiln_dtype dt, kiln_device dev) {
   ir_node *c = ir_node_new(IR_CONST, dt, 0, NULL, 0, NULL, f, l);
+  if (!c) return fe_nomem();
   c->attr.value = v;
   c->device = dev;
   return fe_finish(c);

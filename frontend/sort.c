@@ -37,6 +37,7 @@ static ir_node *sort_node(const char *f, int l, ir_op op, ir_node *t, int64_t di
   for (int i = 0; i < t->ndim; i++) shape[i] = i == d ? k : t->shape[i];
   bool positions = op == IR_ARGSORT || op == IR_ARGTOPK;
   ir_node *n = ir_node_new(op, positions ? KILN_I64 : t->dtype, t->ndim, shape, 1, &t, f, l);
+  if (!n) return fe_nomem();
   n->attr.axes = 1u << d;
   n->attr.sort_k = k;
   n->attr.descending = descending;

@@ -44,12 +44,14 @@ static bool scope_remove(fe_scope *s, ir_node *n) {
   return false;
 }
 
-/* A scope that cannot record n would leak it: n goes, the OOM node comes. */
+/* A scope that cannot record n would leak it: n goes, the OOM node comes,
+ * saying what n said (an error node's message names the op that failed). */
 ir_node *fe_register(ir_node *n) {
   if (!nscopes || n == ir_node_oom() || scope_push(&scopes[nscopes - 1], n)) return n;
-  ir_error_setf("%s:%d: %s: out of memory", n->file ? n->file : "?", n->line, n->api ? n->api : ir_ops[n->op].name);
+  if (n->status != KILN_OK) ir_error_set(n->msg);
+  else ir_error_setf("%s:%d: %s: out of memory", n->file ? n->file : "?", n->line, n->api ? n->api : ir_ops[n->op].name);
   ir_node_release(n);
-  return ir_node_oom();
+  return ir_node_oom_named();
 }
 
 void kiln_scope_begin(void) {
@@ -95,7 +97,7 @@ kiln_tensor *kiln_keep(kiln_tensor *t) {
   if (t && nscopes && scope_remove(&scopes[nscopes - 1], t) && nscopes > 1 && !scope_push(&scopes[nscopes - 2], t)) {
     scope_push(&scopes[nscopes - 1], t);
     ir_error_set("keep: out of memory");
-    return ir_node_oom();
+    return ir_node_oom_named();
   }
   return t;
 }
@@ -168,7 +170,7 @@ ir_node *fe_check_arg(const char *f, int l, const char *op, ir_node *t, int argn
   if (!t) return fe_error(KILN_ERR_ARG, f, l, "%s: argument %d is NULL", op, argno);
   if (!ir_node_live(t)) return fe_error(KILN_ERR_ARG, f, l, "%s: argument %d " FE_FREED_MSG, op, argno);
   if (t->status == KILN_OK) return NULL;
-  return fe_register(fe_locate(ir_node_error(t->status, NULL, 0, "%s", t->msg), f, l));
+  return fe_register(fe_locate(ir_node_error(t->status, NULL, 0, "%s", ir_node_msg(t)), f, l));
 }
 
 ir_node *fe_check_numel(const char *f, int l, const char *op, int ndim, const int64_t *shape) {
@@ -205,7 +207,7 @@ kiln_status kiln_status_of(kiln_tensor *t) {
     ir_error_set(t ? "status_of: argument " FE_FREED_MSG : "status_of: argument is NULL");
     return KILN_ERR_ARG;
   }
-  if (t->status != KILN_OK) ir_error_set(t->msg);
+  if (t->status != KILN_OK) ir_error_set(ir_node_msg(t));
   return t->status;
 }
 

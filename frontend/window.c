@@ -463,7 +463,7 @@ static ir_node *conv(const char *f, int l, const char *op, ir_node *x, ir_node *
   if (unbatched) x = fe_keep(&t, kiln_unsqueeze_at(f, l, x, 0));
   int64_t n = x->shape[0], c = x->shape[1], o = w->shape[0], taps = win.k[0] * win.k[1];
   int64_t cols = win.out[0] * win.out[1], depth = c / groups * taps;
-  ir_node **each = malloc(sizeof *each * (size_t)taps);
+  ir_node **each = ir_malloc(sizeof *each * (size_t)taps);
   if (!each) return fe_temps_done(&t, fe_error(KILN_ERR_MEMORY, f, l, "%s: out of memory", op));
   ir_node *xp = padded(f, l, x, &win, 0);
   for (int64_t i = 0; i < taps; i++) {

@@ -49,21 +49,3 @@ char *ir_strdup(const char *s) {
   char *d = ir_malloc(n);
   return d ? memcpy(d, s, n) : NULL;
 }
-
-void *ir_xmalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  IR_ASSERT(p);
-  return p;
-}
-
-void *ir_xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size ? size : 1);
-  IR_ASSERT(p);
-  return p;
-}
-
-void *ir_xrealloc(void *p, size_t bytes) {
-  void *q = realloc(p, bytes ? bytes : 1);
-  IR_ASSERT(q);
-  return q;
-}

@@ -15,12 +15,6 @@ void *ir_realloc(void *p, size_t bytes);   /* on failure p is untouched */
 char *ir_strdup(const char *s);
 void *ir_aligned_alloc(size_t align, size_t bytes);   /* bytes a multiple of align */
 
-/* Allocations that cannot fail yet: they abort on failure and the hook
- * leaves them alone. Each one is a site still to convert. */
-void *ir_xmalloc(size_t bytes);
-void *ir_xcalloc(size_t n, size_t size);
-void *ir_xrealloc(void *p, size_t bytes);
-
 /* The test hook (tests only; not in kiln.h). Restarts the count; the nth
  * allocation from now fails (1 is the next), and with and_after every one
  * after it too; n = 0 fails none. */

@@ -134,6 +134,16 @@ static ir_node oom_node = {.magic = IR_NODE_LIVE, .refs = 1, .op = IR_CONST, .dt
 
 ir_node *ir_node_oom(void) { return &oom_node; }
 
+/* The shared node's message on each thread: the error that came with it. */
+static _Thread_local char oom_msg[RESERVE_MSG];
+
+ir_node *ir_node_oom_named(void) {
+  snprintf(oom_msg, sizeof oom_msg, "%s", ir_error_get());
+  return &oom_node;
+}
+
+const char *ir_node_msg(const ir_node *n) { return n == &oom_node && oom_msg[0] ? oom_msg : n->msg; }
+
 /* Out of memory: the reserved node with the message "file:line: fmt" cut to
  * its buffer; the last error says the same. NULL when the reserve is spent. */
 static ir_node *error_from_reserve(const char *file, int line, const char *fmt, va_list ap) {
@@ -171,7 +181,7 @@ ir_node *ir_node_error(kiln_status st, const char *file, int line, const char *f
     va_start(ap, fmt);
     n = error_from_reserve(file, line, fmt, ap);
     va_end(ap);
-    if (!n) return &oom_node;
+    if (!n) return ir_node_oom_named();   /* error_from_reserve set the last error */
   }
   n->status = st;
   n->pending = 0;   /* an error never runs */
@@ -492,7 +502,7 @@ static void print_node(ir_str *b, const ir_ptrmap *pos, int i, const ir_node *n)
   ir_str_printf(b, "  %s", ir_dtypes[n->dtype].short_name);
   ir_str_shape(b, n->ndim, n->shape);
   if (n->file) ir_str_printf(b, "  %s:%d", n->file, n->line);
-  if (n->status != KILN_OK) ir_str_printf(b, "  error: %s", n->msg);
+  if (n->status != KILN_OK) ir_str_printf(b, "  error: %s", ir_node_msg(n));
   ir_str_printf(b, "\n");
 }
 

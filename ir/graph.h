@@ -98,6 +98,12 @@ ir_node *ir_node_error(kiln_status st, const char *file, int line, const char *f
 /* The one KILN_ERR_MEMORY node that needs no allocation: shared, immortal
  * (release ignores it), never to be modified. */
 ir_node *ir_node_oom(void);
+/* The same node handed out for an op: the last error (which names the op)
+ * becomes its message on this thread, so that surfacing it later still
+ * names the op rather than a generic "out of memory". */
+ir_node *ir_node_oom_named(void);
+/* An error node's message (the shared node's on this thread). */
+const char *ir_node_msg(const ir_node *n);
 /* Sets the last error "file:line: op: out of memory" for the op that built n
  * (what the user called) and returns KILN_ERR_MEMORY. */
 kiln_status ir_error_oom(const ir_node *n);

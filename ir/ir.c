@@ -97,17 +97,15 @@ kiln_dtype ir_promote(kiln_dtype a, kiln_dtype b) {
 typedef struct arena_block { struct arena_block *next; size_t used, cap; } arena_block;
 struct ir_arena { arena_block *head; };
 
-ir_arena *ir_arena_new(void) {
-  ir_arena *a = ir_xcalloc(1, sizeof *a);
-  return a;
-}
+ir_arena *ir_arena_new(void) { return ir_calloc(1, sizeof(ir_arena)); }
 
 void *ir_arena_alloc(ir_arena *a, size_t bytes) {
   bytes = (bytes + 15) & ~(size_t)15;
   arena_block *b = a->head;
   if (!b || b->used + bytes > b->cap) {
     size_t cap = bytes > 65536 ? bytes : 65536;
-    b = ir_xmalloc(sizeof(arena_block) + 16 + cap);
+    b = ir_malloc(sizeof(arena_block) + 16 + cap);
+    if (!b) return NULL;
     b->next = a->head;
     b->used = 0;
     b->cap = cap;

@@ -61,8 +61,8 @@ static inline bool ir_op_is_indexed(ir_op op) { return op == IR_GATHER || ir_op_
 
 /* ---- arena: IR built during one compile is freed whole afterwards ------- */
 typedef struct ir_arena ir_arena;
-ir_arena *ir_arena_new(void);
-void *ir_arena_alloc(ir_arena *a, size_t bytes);   /* zeroed, 16-byte aligned */
+ir_arena *ir_arena_new(void);                      /* NULL: out of memory */
+void *ir_arena_alloc(ir_arena *a, size_t bytes);   /* zeroed, 16-byte aligned; NULL: out of memory */
 void ir_arena_free(ir_arena *a);
 
 /* ---- growable string ---------------------------------------------------- */

@@ -5,19 +5,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct kx_table { kexpr **slot; int cap, used; };
 struct kx_dims { kexpr **arg; int n; };  /* the size arguments; their values are in k->args */
 
+/* Room for a first parameter and argument comes with the kernel, so that
+ * k_param and k_arg_push out of memory can return entry 0. */
 kernel *k_new(void) {
-  kernel *k = ir_xcalloc(1, sizeof *k);
+  kernel *k = ir_calloc(1, sizeof *k);
+  if (!k) return NULL;
   k->arena = ir_arena_new();
-  k->cse = ir_arena_alloc(k->arena, sizeof *k->cse);
-  return k;
+  k->params = ir_malloc(sizeof *k->params);
+  k->args = ir_malloc(sizeof *k->args);
+  k->arg_src = ir_malloc(sizeof *k->arg_src);
+  k->oom_expr = (kexpr){.kind = KX_CONST, .type = KILN_I64};
+  if (k->arena && k->params && k->args && k->arg_src) return k;
+  k_free(k);
+  return NULL;
 }
 
 void k_free(kernel *k) {
   if (!k) return;
-  free(k->cse->slot);
+  free(k->cse.slot);
   if (k->dims) free(k->dims->arg);
   free(k->params);
   free(k->args);
@@ -27,9 +34,16 @@ void k_free(kernel *k) {
   free(k);
 }
 
+static kexpr *expr_oom(kernel *k) {
+  k->oom = true;
+  return &k->oom_expr;
+}
+
 int k_param(kernel *k, kiln_dtype dt, bool output, int64_t numel) {
+  if (k->oom) return 0;
   if ((k->nparams & (k->nparams - 1)) == 0) {  /* grow at powers of two */
-    kparam *p = ir_xrealloc(k->params, sizeof *p * (size_t)(k->nparams ? 2 * k->nparams : 4));
+    kparam *p = ir_realloc(k->params, sizeof *p * (size_t)(k->nparams ? 2 * k->nparams : 4));
+    if (!p) return (k->oom = true), 0;
     k->params = p;
   }
   k->params[k->nparams] = (kparam){.dtype = dt, .output = output, .numel = numel};
@@ -54,9 +68,10 @@ static bool kx_same(const kexpr *x, const kexpr *y) {
          x->a == y->a && x->b == y->b && x->c == y->c;
 }
 
-static void kx_grow(kx_table *t) {
+static bool kx_grow(kx_table *t) {
   int cap = t->cap ? t->cap * 2 : 256;
-  kexpr **slot = ir_xcalloc((size_t)cap, sizeof *slot);
+  kexpr **slot = ir_calloc((size_t)cap, sizeof *slot);
+  if (!slot) return false;
   for (int i = 0; i < t->cap; i++) {
     if (!t->slot[i]) continue;
     size_t j = kx_hash(t->slot[i]) & (size_t)(cap - 1);
@@ -66,16 +81,18 @@ static void kx_grow(kx_table *t) {
   free(t->slot);
   t->slot = slot;
   t->cap = cap;
+  return true;
 }
 
 /* Returns the canonical copy of *proto, creating it on first sight. */
 static kexpr *kx_intern(kernel *k, const kexpr *proto) {
-  kx_table *t = k->cse;
-  if (2 * (t->used + 1) > t->cap) kx_grow(t);
+  kx_table *t = &k->cse;
+  if (k->oom || (2 * (t->used + 1) > t->cap && !kx_grow(t))) return expr_oom(k);
   size_t j = kx_hash(proto) & (size_t)(t->cap - 1);
   for (; t->slot[j]; j = (j + 1) & (size_t)(t->cap - 1))
     if (kx_same(t->slot[j], proto)) return t->slot[j];
   kexpr *e = ir_arena_alloc(k->arena, sizeof *e);
+  if (!e) return expr_oom(k);
   *e = *proto;
   e->id = k->nexprs++;
   t->slot[j] = e;
@@ -184,9 +201,11 @@ static bool rewrite_known(kx_rewriter *w, kexpr *e, kexpr **out) {
     return true;
   }
   if (w->depth == w->cap) {
-    w->cap = w->cap ? 2 * w->cap : 64;
-    w->stack = realloc(w->stack, sizeof *w->stack * (size_t)w->cap);
-    IR_ASSERT(w->stack);
+    int cap = w->cap ? 2 * w->cap : 64;
+    kx_frame *grown = ir_realloc(w->stack, sizeof *w->stack * (size_t)cap);
+    if (!grown) return (*out = expr_oom(w->k)), true;   /* the frames below unwind */
+    w->stack = grown;
+    w->cap = cap;
   }
   w->stack[w->depth++] = (kx_frame){e, *e, 0};
   return false;
@@ -221,8 +240,8 @@ static kexpr *rewrite(kx_rewriter *w, kexpr *root) {
 }
 
 kexpr *kx_rewrite(kernel *k, kexpr *e, kx_map_fn map, void *ctx) {
-  kx_rewriter w = {k, map, ctx, k->nexprs, ir_xcalloc((size_t)k->nexprs + 1, sizeof(kexpr *)), NULL, 0, 0};
-  kexpr *r = rewrite(&w, e);
+  kx_rewriter w = {k, map, ctx, k->nexprs, ir_calloc((size_t)k->nexprs + 1, sizeof(kexpr *)), NULL, 0, 0};
+  kexpr *r = w.memo ? rewrite(&w, e) : expr_oom(k);
   free(w.memo);
   free(w.stack);
   return r;
@@ -235,6 +254,7 @@ int k_args_param(const kernel *k) {
 }
 
 int k_arg_push(kernel *k, int64_t bits) {
+  if (k->oom) return 0;
   int p = k_args_param(k);
   if (p < 0) {
     p = k_param(k, KILN_I64, false, 0);
@@ -242,9 +262,11 @@ int k_arg_push(kernel *k, int64_t bits) {
   }
   if ((k->nargs & (k->nargs - 1)) == 0) {  /* grow at powers of two */
     size_t cap = (size_t)(k->nargs ? 2 * k->nargs : 2);
-    int64_t *a = ir_xrealloc(k->args, sizeof *a * cap);
-    k->args = a;
-    k->arg_src = ir_xrealloc(k->arg_src, sizeof *k->arg_src * cap);
+    int64_t *a = ir_realloc(k->args, sizeof *a * cap);
+    if (a) k->args = a;
+    karg_src *src = a ? ir_realloc(k->arg_src, sizeof *src * cap) : NULL;
+    if (!src) return (k->oom = true), 0;
+    k->arg_src = src;
   }
   k->args[k->nargs] = bits;
   k->arg_src[k->nargs] = (karg_src){.node = NULL};
@@ -253,6 +275,7 @@ int k_arg_push(kernel *k, int64_t bits) {
 }
 
 kexpr *kx_arg(kernel *k, kiln_dtype t, int i) {
+  if (k->oom) return &k->oom_expr;
   IR_ASSERT(i >= 0 && i < k->nargs);
   return kx_intern(k, &(kexpr){.kind = KX_ARG, .type = t, .i = i});
 }
@@ -271,9 +294,10 @@ int k_status_param(const kernel *k) {
 }
 
 int k_site(kernel *k, const kc_site *site) {
+  if (k->oom) return 0;
   if ((k->nsites & (k->nsites - 1)) == 0) {  /* grow at powers of two */
-    kc_site *s = realloc(k->sites, sizeof *s * (size_t)(k->nsites ? 2 * k->nsites : 1));
-    IR_ASSERT(s);
+    kc_site *s = ir_realloc(k->sites, sizeof *s * (size_t)(k->nsites ? 2 * k->nsites : 1));
+    if (!s) return (k->oom = true), 0;
     k->sites = s;
   }
   k->sites[k->nsites] = *site;
@@ -282,16 +306,19 @@ int k_site(kernel *k, const kc_site *site) {
 
 /* A linear search: a kernel has a handful of distinct sizes. */
 kexpr *kx_dim(kernel *k, int64_t v) {
-  if (!k->generic || v == 0 || v == 1) return kx_int(k, KILN_I64, v);
-  if (!k->dims) k->dims = ir_arena_alloc(k->arena, sizeof *k->dims);
+  if (k->oom || !k->generic || v == 0 || v == 1) return kx_int(k, KILN_I64, v);
+  if (!k->dims && !(k->dims = ir_arena_alloc(k->arena, sizeof *k->dims))) return expr_oom(k);
   struct kx_dims *d = k->dims;
   for (int i = 0; i < d->n; i++)
     if (k->args[d->arg[i]->i] == v) return d->arg[i];
   if ((d->n & (d->n - 1)) == 0) {  /* grow at powers of two */
-    kexpr **a = ir_xrealloc(d->arg, sizeof *a * (size_t)(d->n ? 2 * d->n : 2));
+    kexpr **a = ir_realloc(d->arg, sizeof *a * (size_t)(d->n ? 2 * d->n : 2));
+    if (!a) return expr_oom(k);
     d->arg = a;
   }
-  return d->arg[d->n++] = k_arg_int(k, KILN_I64, v);
+  kexpr *arg = k_arg_int(k, KILN_I64, v);
+  if (!k->oom) d->arg[d->n++] = arg;
+  return arg;
 }
 
 kexpr *k_arg_int(kernel *k, kiln_dtype t, int64_t v) {
@@ -314,23 +341,32 @@ int64_t k_float_bits(kiln_dtype t, double v) {
 }
 
 void k_arg_from(kernel *k, int i, const kiln_tensor *node, int field, kiln_dtype type) {
+  if (k->oom) return;
   IR_ASSERT(i >= 0 && i < k->nargs);
   k->arg_src[i] = (karg_src){node, field, type};
 }
 
 /* ---- statements --------------------------------------------------------- */
+/* A statement holding init; out of memory the stand-in (kernel.h). */
+static kstmt *new_stmt(kernel *k, kstmt init) {
+  kstmt *s = k->oom ? NULL : ir_arena_alloc(k->arena, sizeof *s);
+  if (!s) {
+    k->oom = true;
+    s = &k->oom_stmt;
+  }
+  *s = init;
+  return s;
+}
+
 kstmt *ks_loop(kernel *k, int var, int64_t extent, kl_kind kind) {
-  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
-  *s = (kstmt){.kind = KS_LOOP, .var = var, .extent = extent, .loop = kind};
+  kstmt *s = new_stmt(k, (kstmt){.kind = KS_LOOP, .var = var, .extent = extent, .loop = kind});
   kexpr *b = kx_dim(k, extent);
   if (b->kind == KX_ARG) s->bound = b;
   return s;
 }
 
 kstmt *ks_store(kernel *k, int buf, kexpr *index, kexpr *value) {
-  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
-  *s = (kstmt){.kind = KS_STORE, .buf = buf, .index = index, .value = value, .acc2 = -1};
-  return s;
+  return new_stmt(k, (kstmt){.kind = KS_STORE, .buf = buf, .index = index, .value = value, .acc2 = -1});
 }
 
 kexpr *kx_acc(kernel *k, int acc, kiln_dtype t) {
@@ -338,15 +374,12 @@ kexpr *kx_acc(kernel *k, int acc, kiln_dtype t) {
 }
 
 kstmt *ks_acc(kernel *k, int acc, kiln_dtype t, kexpr *init) {
-  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
-  *s = (kstmt){.kind = KS_ACC, .acc = acc, .acc2 = -1, .type = t, .value = init};
-  return s;
+  return new_stmt(k, (kstmt){.kind = KS_ACC, .acc = acc, .acc2 = -1, .type = t, .value = init});
 }
 
 kstmt *ks_update(kernel *k, int acc, ir_op op, kexpr *value) {
-  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
-  *s = (kstmt){.kind = KS_UPDATE, .acc = acc, .acc2 = -1, .op = op, .type = value->type, .value = value};
-  return s;
+  return new_stmt(k, (kstmt){.kind = KS_UPDATE, .acc = acc, .acc2 = -1, .op = op, .type = value->type,
+                             .value = value});
 }
 
 kstmt *ks_argupdate(kernel *k, int acc, int acc_index, ir_op better, kexpr *value, kexpr *index) {
@@ -357,9 +390,8 @@ kstmt *ks_argupdate(kernel *k, int acc, int acc_index, ir_op better, kexpr *valu
 }
 
 kstmt *ks_carry(kernel *k, int acc, ir_op scan, kiln_dtype t, kexpr *value) {
-  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
-  *s = (kstmt){.kind = KS_CARRY, .acc = acc, .acc2 = -1, .op = scan, .type = t, .value = value, .var = ++k->ncarries};
-  return s;
+  return new_stmt(k, (kstmt){.kind = KS_CARRY, .acc = acc, .acc2 = -1, .op = scan, .type = t, .value = value,
+                             .var = ++k->ncarries});
 }
 
 kexpr *kx_acc_after(kernel *k, const kstmt *carry) {
@@ -367,8 +399,7 @@ kexpr *kx_acc_after(kernel *k, const kstmt *carry) {
 }
 
 kstmt *ks_sort(kernel *k, int64_t n, int64_t keep, bool descending) {
-  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
-  *s = (kstmt){.kind = KS_SORT, .acc = -1, .acc2 = -1};
+  kstmt *s = new_stmt(k, (kstmt){.kind = KS_SORT, .acc = -1, .acc2 = -1});
   s->sort.n = n;
   s->sort.k = keep;
   s->sort.descending = descending;
@@ -377,8 +408,7 @@ kstmt *ks_sort(kernel *k, int64_t n, int64_t keep, bool descending) {
 }
 
 kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t kdim) {
-  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
-  *s = (kstmt){.kind = KS_GEMM, .acc = acc, .acc2 = -1, .type = t, .var = k_var(k), .extent = m};
+  kstmt *s = new_stmt(k, (kstmt){.kind = KS_GEMM, .acc = acc, .acc2 = -1, .type = t, .var = k_var(k), .extent = m});
   s->gemm.var_j = k_var(k);
   s->gemm.n = n;
   s->gemm.kdim = kdim;
@@ -386,15 +416,14 @@ kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t k
 }
 
 kstmt *ks_check(kernel *k, kc_code code, int site, kexpr *fail, kexpr *pos, kexpr *what) {
+  if (k->oom) return new_stmt(k, (kstmt){.kind = KS_CHECK});   /* the site and fail may be stand-ins */
   IR_ASSERT(code > KC_NONE && code < KC_NUM && site >= 0 && site < k->nsites && fail->type == KILN_BOOL);
   if (k_status_param(k) < 0) {
     int p = k_param(k, KILN_I64, false, KC_SLOT_WORDS);   /* may move k->params */
     k->params[p].status = true;
   }
-  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
-  *s = (kstmt){.kind = KS_CHECK, .acc2 = -1, .value = fail, .index = pos,
-               .check = {code, site, what ? what : kx_int(k, KILN_I64, 0)}};
-  return s;
+  return new_stmt(k, (kstmt){.kind = KS_CHECK, .acc2 = -1, .value = fail, .index = pos,
+                             .check = {code, site, what ? what : kx_int(k, KILN_I64, 0)}});
 }
 
 /* ---- parallel range ------------------------------------------------------ */
@@ -441,13 +470,17 @@ typedef struct {
   struct { const kexpr *e; int next; } *stack;   /* walk_expr's open expressions */
   int cap;
   bool skip_checks;     /* leave out KS_CHECK and what only it reads */
+  bool failed;          /* out of memory: not every expression was visited */
 } kwalk;
 
+/* Out of memory the walk goes on without e (and w->failed says so). */
 static int walk_push(kwalk *w, int n, const kexpr *e) {
   if (n == w->cap) {
-    w->cap = w->cap ? 2 * w->cap : 64;
-    w->stack = realloc(w->stack, sizeof *w->stack * (size_t)w->cap);
-    IR_ASSERT(w->stack);
+    int cap = w->cap ? 2 * w->cap : 64;
+    void *grown = ir_realloc(w->stack, sizeof *w->stack * (size_t)cap);
+    if (!grown) return (w->failed = true), n;
+    w->stack = grown;
+    w->cap = cap;
   }
   w->done[e->id] = 1;
   w->stack[n].e = e;
@@ -504,15 +537,17 @@ static void walk_block(kwalk *w, const kstmt *s, int depth) {
   }
 }
 
-static void k_walk_checks(kernel *k, kx_visit on_expr, ks_visit on_stmt, void *ctx, bool checks) {
-  kwalk w = {ir_xcalloc((size_t)k->nexprs + 1, 1), on_expr, on_stmt, ctx, NULL, 0, !checks};
-  walk_block(&w, k->body, 1);
+/* False when out of memory: the walk was incomplete. */
+static bool k_walk_checks(kernel *k, kx_visit on_expr, ks_visit on_stmt, void *ctx, bool checks) {
+  kwalk w = {ir_calloc((size_t)k->nexprs + 1, 1), on_expr, on_stmt, ctx, NULL, 0, !checks, false};
+  if (w.done) walk_block(&w, k->body, 1);
   free(w.done);
   free(w.stack);
+  return w.done && !w.failed;
 }
 
-static void k_walk(kernel *k, kx_visit on_expr, ks_visit on_stmt, void *ctx) {
-  k_walk_checks(k, on_expr, on_stmt, ctx, true);
+static bool k_walk(kernel *k, kx_visit on_expr, ks_visit on_stmt, void *ctx) {
+  return k_walk_checks(k, on_expr, on_stmt, ctx, true);
 }
 
 /* ---- binary key ---------------------------------------------------------- */
@@ -608,15 +643,16 @@ static const struct {
   {"layer_norm", {IR_SUM, IR_RSQRT}, 2},
 };
 
-static void describe(kernel *k, char *out, size_t room) {
+/* False when out of memory. A check's compare is not what the kernel computes. */
+static bool describe(kernel *k, char *out, size_t room) {
   kdesc d = {0};
-  k_walk_checks(k, desc_expr, desc_stmt, &d, false);   /* a check's compare is not what the kernel computes */
+  if (!k_walk_checks(k, desc_expr, desc_stmt, &d, false)) return false;
   for (size_t p = 0; p < sizeof desc_patterns / sizeof *desc_patterns; p++) {
     int have = 0;
     for (int i = 0; i < desc_patterns[p].n; i++) have += d.seen[desc_patterns[p].need[i]];
     if (have == desc_patterns[p].n) {
       snprintf(out, room, "%s", desc_patterns[p].name);
-      return;
+      return true;
     }
   }
   ir_op sorted[2 * IR_NUM_OPS];
@@ -632,21 +668,23 @@ static void describe(kernel *k, char *out, size_t room) {
     len += (size_t)snprintf(out + len, room - len, "%s%s", len ? "_" : "", name);
   }
   if (!len) snprintf(out, room, "%s", d.loads ? "copy" : "fill");
+  return true;
 }
 
 #define NAME_MIN_HEX 12
 
-static void name_kernel(kernel *k, uint64_t h) {
+static bool name_kernel(kernel *k, uint64_t h) {
   const char *dt = k->nparams ? ir_dtypes[k->params[0].dtype].short_name : "none";
   int fixed = 2 + 1 + (int)strlen(dt) + 1 + NAME_MIN_HEX;  /* "k_" "_" dt "_" hex */
   char desc[sizeof k->name];
-  describe(k, desc, sizeof k->name - (size_t)fixed);
+  if (!describe(k, desc, sizeof k->name - (size_t)fixed)) return false;
   int hex = (int)sizeof k->name - 1 - (fixed - NAME_MIN_HEX) - (int)strlen(desc);
   if (hex > 16) hex = 16;
   char full[2 * sizeof k->name];  /* fits k->name by construction */
   snprintf(full, sizeof full, "k_%s_%s_%0*llx", desc, dt, hex, (unsigned long long)(h >> 4 * (16 - hex)));
   memcpy(k->name, full, sizeof k->name - 1);
   k->name[sizeof k->name - 1] = 0;
+  return true;
 }
 
 uint64_t k_key(kernel *k, ir_str *key) {
@@ -656,10 +694,10 @@ uint64_t k_key(kernel *k, ir_str *key) {
                     k->params[i].args | k->params[i].status << 1};
     ir_str_append(key, f, sizeof f);
   }
-  k_walk(k, key_expr, key_stmt, key);
+  if (!k_walk(k, key_expr, key_stmt, key)) key->failed = true;
   if (key->failed) return 0;   /* out of memory: the caller drops the kernel */
   uint64_t h = ir_hash_bytes(key->s + start, key->len - start, 0);
-  name_kernel(k, h);
+  if (!name_kernel(k, h)) return (key->failed = true), 0;
   return h;
 }
 
@@ -754,5 +792,5 @@ void k_print(ir_str *b, kernel *k) {
                   k->params[i].output ? "out " : k->params[i].args ? "args " : k->params[i].status ? "status " : "",
                   ir_dtypes[k->params[i].dtype].short_name, (long long)k->params[i].numel);
   ir_str_printf(b, ")\n");
-  k_walk(k, kp_expr, kp_stmt, b);
+  if (!k_walk(k, kp_expr, kp_stmt, b)) b->failed = true;
 }

@@ -188,7 +188,7 @@ typedef struct {
   kiln_dtype type;
 } karg_src;
 
-typedef struct kx_table kx_table;
+typedef struct { kexpr **slot; int cap, used; } kx_table;
 typedef struct {
   char name[32];        /* "k_" + 16 hex digits of the hash */
   int nparams;
@@ -211,9 +211,19 @@ typedef struct {
   int nsites;
   kc_site *sites;       /* where each check's failure is reported from (not in the key) */
   ir_arena *arena;      /* owns every expr and stmt */
-  kx_table *cse;        /* hash-consing table */
+  kx_table cse;         /* hash-consing table */
+  /* Out of memory (SQLite's mallocFailed): an allocation failed, the kernel
+   * is incomplete and its builder drops it (k_free). From then on every
+   * builder returns a stand-in, oom_expr (an i64 constant) or oom_stmt,
+   * that callers may read, fill and link as usual, so building needs no
+   * check per call; what walks the statements checks oom first (a linked
+   * stand-in may close a cycle). k_param and k_arg_push return 0. */
+  bool oom;
+  kexpr oom_expr;
+  kstmt oom_stmt;
 } kernel;
 
+/* NULL when out of memory. */
 kernel *k_new(void);
 void k_free(kernel *k);
 int k_param(kernel *k, kiln_dtype dt, bool output, int64_t numel);
@@ -260,7 +270,8 @@ kexpr *kx_imul(kernel *k, kexpr *a, kexpr *b);
 
 /* e with every subexpression x for which map(ctx, x) is not NULL replaced
  * by that, rebuilt through the hash-consing builders (so a renamed loop
- * variable gives the expression the other loop already has). */
+ * variable gives the expression the other loop already has); out of memory
+ * k->oom_expr. */
 typedef kexpr *(*kx_map_fn)(void *ctx, kexpr *x);
 kexpr *kx_rewrite(kernel *k, kexpr *e, kx_map_fn map, void *ctx);
 
@@ -303,7 +314,8 @@ int64_t k_parallel(const kernel *k, int64_t *iter_cost);
  * row count; size-1 dims take any stride). The CUDA GEMM split and the
  * gemm_operands pass, which copies what it cannot read, share this rule. */
 int64_t k_blas_ld(int64_t rows, int64_t cols, int64_t unit, int64_t lead);
-/* Human-readable text of the kernel (KILN_DEBUG=3), named as k_key names it. */
+/* Human-readable text of the kernel (KILN_DEBUG=3), named as k_key names it;
+ * out of memory b->failed is set. */
 void k_print(ir_str *b, kernel *k);
 
 #endif

@@ -281,8 +281,9 @@ static bool mark_forced(pass_graph *g, bool merge, bool *mat) {
  * kernels instead of 1, at the cost of a store and a load per 4096 ops. */
 #define FUSE_MAX_DEPTH 4096
 
-static void mark_deep(const pass_graph *g, bool *mat) {
-  int *depth = ir_xcalloc((size_t)g->n + 1, sizeof *depth);   /* inlined computing nodes ending here */
+static bool mark_deep(const pass_graph *g, bool *mat) {
+  int *depth = ir_calloc((size_t)g->n + 1, sizeof *depth);   /* inlined computing nodes ending here */
+  if (!depth) return false;
   for (int i = 0; i < g->n; i++) {
     const ir_node *n = g->topo[i];
     if (n->op == IR_BUFFER) continue;
@@ -296,6 +297,7 @@ static void mark_deep(const pass_graph *g, bool *mat) {
     }
   }
   free(depth);
+  return true;
 }
 
 /* Whether a node of kind `kind` and shape `n` may join group r. A GEMM's
@@ -458,11 +460,15 @@ static void merge_sorts(pass_graph *g, fuse_ctx *c, const int *group) {
     }
 }
 
-/* Collects each root group's materialized nodes (topo order) as its outputs. */
-static void regroup(pass_graph *g, fuse_ctx *c, int *group, int ngroups, bool *mat) {
+/* Collects each root group's materialized nodes (topo order) as its outputs;
+ * false when out of memory. */
+static bool regroup(pass_graph *g, fuse_ctx *c, int *group, int ngroups, bool *mat) {
   int *dense = ir_arena_alloc(g->arena, sizeof(int) * (size_t)(ngroups + 1));
-  for (int r = 0; r < ngroups; r++) dense[r] = -1;
   pass_group *out = ir_arena_alloc(g->arena, sizeof(pass_group) * (size_t)(ngroups + 1));
+  g->group_of = ir_arena_alloc(g->arena, sizeof(int) * (size_t)(g->n + 1));
+  g->materialized = ir_arena_alloc(g->arena, sizeof(bool) * (size_t)(g->n + 1));
+  if (!dense || !out || !g->group_of || !g->materialized) return false;
+  for (int r = 0; r < ngroups; r++) dense[r] = -1;
   int nout = 0;
   for (int i = 0; i < g->n; i++) {
     if (!mat[i]) continue;
@@ -470,21 +476,20 @@ static void regroup(pass_graph *g, fuse_ctx *c, int *group, int ngroups, bool *m
     if (dense[r] < 0) {
       dense[r] = nout++;
       pass_group *pg = &out[dense[r]];
-      pg->outs = ir_arena_alloc(g->arena, sizeof(ir_node *) * (size_t)g->n);
+      if (!(pg->outs = ir_arena_alloc(g->arena, sizeof(ir_node *) * (size_t)g->n))) return false;
       pg->ndim = g->topo[i]->ndim;
       memcpy(pg->shape, g->topo[i]->shape, sizeof pg->shape);
     }
     pass_group *pg = &out[dense[r]];
     pg->outs[pg->nout++] = g->topo[i];
   }
-  g->group_of = ir_arena_alloc(g->arena, sizeof(int) * (size_t)(g->n + 1));
-  g->materialized = ir_arena_alloc(g->arena, sizeof(bool) * (size_t)(g->n + 1));
   for (int i = 0; i < g->n; i++) {
     g->group_of[i] = group[i] < 0 ? -1 : dense[uf_find(c->parent, group[i])];
     g->materialized[i] = mat[i];
   }
   g->groups = out;
   g->ngroups = nout;
+  return true;
 }
 
 void pass_fuse(pass_graph *g, pass_fuse_mode mode) {
@@ -497,10 +502,10 @@ void pass_fuse(pass_graph *g, pass_fuse_mode mode) {
                 ir_calloc((size_t)n + 1, sizeof(int)), ir_calloc(3 * (size_t)n + 3, sizeof(int))};
   bool *recompute = ir_calloc((size_t)n + 1, sizeof *recompute);
   g->groups = ir_arena_alloc(g->arena, sizeof(pass_group) * (size_t)(n + 1));
-  g->oom = !(mat && group && c.parent && c.kinds && c.first_user && c.next_user && recompute);
+  g->oom = !(mat && group && c.parent && c.kinds && c.first_user && c.next_user && recompute && g->groups);
   if (!g->oom) build_users(g, &c);
   g->oom = g->oom || !mark_forced(g, merge, mat);
-  if (!g->oom) mark_deep(g, mat);
+  g->oom = g->oom || !mark_deep(g, mat);
   if (merge && !g->oom) mark_recomputable(g, mat, recompute);
   int ngroups = 0;
   for (int i = g->oom ? -1 : n - 1; i >= 0; i--) {
@@ -515,7 +520,7 @@ void pass_fuse(pass_graph *g, pass_fuse_mode mode) {
   }
   g->oom = g->oom || (siblings && !merge_columns(g, &c, group));
   if (siblings && !g->oom) merge_sorts(g, &c, group);
-  if (!g->oom) regroup(g, &c, group, ngroups, mat);
+  g->oom = g->oom || !regroup(g, &c, group, ngroups, mat);
   free(recompute);
   free(mat);
   free(group);

@@ -14,7 +14,9 @@
  * Every integer that comes from a shape (extent, stride, offset, size) is
  * built by kx_dim: a literal, or in a shape-generic kernel a launch argument;
  * lowering's choices that follow the shape (a size-1 dim broadcasts, how a
- * reshape splits its dims) stay in the IR and so in the key. */
+ * reshape splits its dims) stay in the IR and so in the key.
+ * Out of memory sets k->oom (kernel.h): lowering goes on with stand-ins,
+ * emit stops at once, and pass_lower drops the kernel. */
 #include "pass.h"
 
 #include <math.h>
@@ -47,6 +49,7 @@ typedef struct {
   int *input_param;     /* their param numbers */
   int ninputs;
   memo_entry *memo;     /* (node, index) -> value: shared subgraphs lowered once */
+  memo_entry spare;     /* out of memory: the slot memo_slot gives, holding nothing */
   kexpr **value_of;     /* by topo index: the launch argument holding a CONST's
                            value or a PAD's fill (one per node, whatever the index) */
   int memo_cap, memo_used;
@@ -64,19 +67,29 @@ static uint64_t memo_hash(const ir_node *n, kexpr *const *idx) {
   return ir_hash_bytes(idx, sizeof(kexpr *) * (size_t)n->ndim, h);
 }
 
+static memo_entry *memo_slot(lower_ctx *c, const ir_node *n, kexpr *const *idx);
+
+static bool memo_grow(lower_ctx *c) {
+  int oldcap = c->memo_cap, cap = oldcap ? oldcap * 2 : MEMO_CAP;
+  memo_entry *old = c->memo, *grown = ir_calloc((size_t)cap, sizeof *old);
+  if (!grown) return false;
+  c->memo_cap = cap;
+  c->memo = grown;
+  c->memo_used = 0;
+  for (int i = 0; i < oldcap; i++)
+    if (old[i].node) {
+      *memo_slot(c, old[i].node, old[i].idx) = old[i];
+      c->memo_used++;
+    }
+  free(old);
+  return true;
+}
+
 static memo_entry *memo_slot(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
-  if (2 * (c->memo_used + 1) > c->memo_cap) {
-    memo_entry *old = c->memo;
-    int oldcap = c->memo_cap;
-    c->memo_cap = oldcap ? oldcap * 2 : MEMO_CAP;
-    c->memo = ir_xcalloc((size_t)c->memo_cap, sizeof *c->memo);
-    c->memo_used = 0;
-    for (int i = 0; i < oldcap; i++)
-      if (old[i].node) {
-        *memo_slot(c, old[i].node, old[i].idx) = old[i];
-        c->memo_used++;
-      }
-    free(old);
+  if (c->k->oom || (2 * (c->memo_used + 1) > c->memo_cap && !memo_grow(c))) {
+    c->k->oom = true;
+    c->spare = (memo_entry){0};
+    return &c->spare;
   }
   size_t mask = (size_t)c->memo_cap - 1, j = memo_hash(n, idx) & mask;
   for (; c->memo[j].node; j = (j + 1) & mask)
@@ -89,7 +102,7 @@ static void memo_put(lower_ctx *c, const ir_node *n, kexpr *const *idx, kexpr *v
   m->node = n;
   memcpy(m->idx, idx, sizeof(kexpr *) * (size_t)n->ndim);
   m->value = value;
-  c->memo_used++;
+  c->memo_used += m != &c->spare;
 }
 
 /* ---- index helpers ------------------------------------------------------ */
@@ -546,16 +559,23 @@ static void frame_set_inner(frame *f, kstmt *s) {
   *f->tail = s;
 }
 
-/* Room for one more element in a doubling array (*v, *cap of them). */
-static void grow(void **v, int n, int *cap, size_t elem) {
-  if (n < *cap) return;
-  *cap = *cap ? 2 * *cap : 16;
-  *v = ir_xrealloc(*v, elem * (size_t)*cap);
+/* Room for one more element in a doubling array (*v, *cap of them); out of
+ * memory false, with k->oom set. */
+static bool grow(kernel *k, void **v, int n, int *cap, size_t elem) {
+  if (n < *cap) return true;
+  int want = *cap ? 2 * *cap : 16;
+  void *grown = ir_realloc(*v, elem * (size_t)want);
+  if (!grown) return !(k->oom = true);
+  *v = grown;
+  *cap = want;
+  return true;
 }
 
+/* Out of memory the frame is not pushed: pass_lower made room for the
+ * first, so c->frames[c->nframes - 1] stays a frame. */
 static void push_frame(lower_ctx *c, int var, kstmt **tail) {
-  grow((void **)&c->frames, c->nframes, &c->frames_cap, sizeof *c->frames);
-  c->frames[c->nframes++] = (frame){var, tail};
+  if (grow(c->k, (void **)&c->frames, c->nframes, &c->frames_cap, sizeof *c->frames))
+    c->frames[c->nframes++] = (frame){var, tail};
 }
 
 static bool uses_var(const kexpr *e, int var) {
@@ -773,19 +793,20 @@ static kexpr *step(lower_ctx *c, task *t) {
 }
 
 static void push_task(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
-  grow((void **)&c->tasks, c->ntasks, &c->tasks_cap, sizeof *c->tasks);
+  if (!grow(c->k, (void **)&c->tasks, c->ntasks, &c->tasks_cap, sizeof *c->tasks)) return;
   task *t = &c->tasks[c->ntasks++];
   *t = (task){.n = n};
   copy_index(t->idx, idx, n->ndim);
 }
 
 /* n's value at idx: each (node, index) is lowered once (the memo table), on
- * the explicit stack above what is already there. */
+ * the explicit stack above what is already there. Out of memory it stops
+ * and gives the stand-in (the builders' answer once k->oom is set). */
 static kexpr *emit(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
   int bottom = c->ntasks;
   kexpr *v = NULL;
   push_task(c, n, idx);
-  while (c->ntasks > bottom) {
+  while (c->ntasks > bottom && !c->k->oom) {
     task *t = &c->tasks[c->ntasks - 1];
     memo_entry *m = t->step ? NULL : memo_slot(c, t->n, t->idx);
     if (m && m->node) {
@@ -804,7 +825,9 @@ static kexpr *emit(lower_ctx *c, const ir_node *n, kexpr *const *idx) {
     }
     c->ntasks--;
   }
-  return v;
+  if (!c->k->oom) return v;
+  c->ntasks = bottom;
+  return kx_int(c->k, KILN_I64, 0);
 }
 
 /* ---- the loop nest ------------------------------------------------------ */
@@ -1010,7 +1033,7 @@ static void scatter_nest(lower_ctx *c, const ir_node *n) {
   nest(c, n->ndim, n->shape, n->ndim == 1 ? KL_VECTOR : KL_SERIAL, KL_VECTOR, idx);
   frame_insert(&c->frames[c->nframes - 1], ks_store(k, 0, flat_index(k, n, idx), emit(c, n->src[0], idx)));
   c->nframes = 1;
-  while (*c->frames[0].tail) c->frames[0].tail = &(*c->frames[0].tail)->next;   /* after the copy */
+  while (!k->oom && *c->frames[0].tail) c->frames[0].tail = &(*c->frames[0].tail)->next;   /* after the copy */
   if (ir_numel(ix->ndim, ix->shape) == 0) return;
   nest(c, ix->ndim, ix->shape, KL_SERIAL, KL_SERIAL, jdx);
   copy_index(idx, jdx, n->ndim);
@@ -1088,30 +1111,43 @@ static void store_outputs(lower_ctx *c, const pass_group *pg) {
   }
 }
 
-kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool generic) {
-  pass_group *pg = &g->groups[gi];
-  kernel *k = k_new();
-  lower_ctx c = {.g = g, .gi = gi, .k = k, .inputs = inputs,
-                 .input_param = ir_xmalloc(sizeof(int) * ((size_t)g->n + 1)),
-                 .value_of = ir_xcalloc((size_t)g->n + 1, sizeof(kexpr *))};
+static void lower_group(lower_ctx *c, const pass_group *pg, bool generic) {
+  kernel *k = c->k;
   int64_t numel = ir_numel(pg->ndim, pg->shape);
   for (int o = 0; o < pg->nout; o++) k_param(k, pg->outs[o]->dtype, true, numel);
   int p = -1, q = -1;
-  bool column = column_reduction(&c, pg, &p, &q);
-  const ir_node *sort = group_sort(g, gi);
+  bool column = column_reduction(c, pg, &p, &q);
+  const ir_node *sort = group_sort(c->g, c->gi);
   /* a GEMM's and a column reduction's blocking follow their shape, a sort's
    * line sizes are its statement's: specialised */
-  k->generic = generic && !group_matmul(g, gi) && !column && !sort;
-  if (ir_op_is_scatter(pg->outs[0]->op)) scatter_nest(&c, pg->outs[0]);
-  else if (sort) sort_nest(&c, pg, sort);
-  else if (column) column_nest(&c, pg, p, q);
-  else store_outputs(&c, pg);
+  k->generic = generic && !group_matmul(c->g, c->gi) && !column && !sort;
+  if (ir_op_is_scatter(pg->outs[0]->op)) scatter_nest(c, pg->outs[0]);
+  else if (sort) sort_nest(c, pg, sort);
+  else if (column) column_nest(c, pg, p, q);
+  else store_outputs(c, pg);
   k->work = numel;
+}
+
+/* The group's kernel, or NULL when out of memory. */
+kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool generic) {
+  kernel *k = k_new();
+  if (!k) return NULL;
+  lower_ctx c = {.g = g, .gi = gi, .k = k, .inputs = inputs,
+                 .input_param = ir_malloc(sizeof(int) * ((size_t)g->n + 1)),
+                 .value_of = ir_calloc((size_t)g->n + 1, sizeof(kexpr *))};
+  if (c.input_param && c.value_of && grow(k, (void **)&c.frames, 0, &c.frames_cap, sizeof *c.frames))
+    lower_group(&c, &g->groups[gi], generic);
+  else
+    k->oom = true;
   free(c.memo);
   free(c.frames);
   free(c.tasks);
   free(c.input_param);
   free(c.value_of);
-  *ninputs = c.ninputs;
-  return k;
+  if (!k->oom) {
+    *ninputs = c.ninputs;
+    return k;
+  }
+  k_free(k);   /* *ninputs is left alone: the caller may keep another lowering of the group */
+  return NULL;
 }

@@ -109,7 +109,7 @@ bool pass_schedule(pass_graph *g);
  * 0..nout-1; a param marked args is bound to k->args instead). generic asks
  * for a shape-generic kernel: k->generic says whether it is one (a group
  * with a matmul or a column reduction stays shape-specialised). */
-kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool generic);
+kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool generic);  /* NULL: out of memory */
 /* Kernel pass (stash.c): a costly value computed by a row's reduction loop
  * and again by a later loop storing an output is stored once, then loaded. */
 void pass_stash(kernel *k);
@@ -124,7 +124,7 @@ typedef struct {
 } pass_config;
 /* Runs the graph passes in order with a dump after each. */
 kiln_status pass_run_graph(pass_graph *g, const pass_config *cfg);
-/* Lowers group gi and runs the kernel passes on it. */
+/* Lowers group gi and runs the kernel passes on it; NULL when out of memory. */
 kernel *pass_run_kernel(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg);
 bool pass_enabled(const pass_config *cfg, const char *name);
 /* Whether every item of a KILN_PASSES list is "-name" of a pass that can be

@@ -147,17 +147,22 @@ kiln_status pass_run_graph(pass_graph *g, const pass_config *cfg) {
 static void dump_kernel(kernel *k, const char *after) {
   ir_str b = {0};
   k_print(&b, k);
-  fprintf(stderr, "kiln: kernel after %s\n%s", after, b.s);
+  fprintf(stderr, "kiln: kernel after %s\n%s", after, b.s ? b.s : "");
   ir_str_free(&b);
 }
 
 /* stash: CPU kernels only (stash.c says why). */
 kernel *pass_run_kernel(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg) {
   kernel *k = pass_lower(g, gi, inputs, ninputs, cfg->generic);
+  if (!k) return NULL;
   if (cfg->debug >= 4) dump_kernel(k, "lower");
   bool cpu = pass_target(g, g->groups[gi].outs[0]) == KILN_CPU;
   bool stash = cpu && pass_enabled(cfg, kernel_passes[0]);
   if (stash) pass_stash(k);
+  if (k->oom) {
+    k_free(k);
+    return NULL;
+  }
   if (cfg->debug >= 4) dump_kernel(k, stash ? "stash" : "(skipped)");
   return k;
 }

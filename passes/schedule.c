@@ -48,6 +48,7 @@ static dep_list all_deps(const pass_graph *g) {
   for (int i = 0; i < g->n; i++)
     for (int s = 0; g->group_of[i] >= 0 && s < g->topo[i]->nsrc; s++)
       deps_through(g, g->group_of[i], g->topo[i]->src[s]->scratch, &d, &stack);
+  d.oom = d.oom || stack.oom;   /* a walk that lost its stack missed dependencies */
   free(stack.v);
   return d;
 }
@@ -61,8 +62,9 @@ static void last_uses(pass_graph *g, const dep_list *d) {
   }
   for (int k = 0; k < g->ngroups; k++) pos[g->order[k]] = k;
   g->last_use = ir_arena_alloc(g->arena, sizeof(int) * (size_t)(g->n + 1));
-  for (int i = 0; i < g->n; i++) g->last_use[i] = -1;
-  for (size_t e = 0; e < d->n; e++)
+  if (!g->last_use) g->oom = true;
+  for (int i = 0; g->last_use && i < g->n; i++) g->last_use[i] = -1;
+  for (size_t e = 0; g->last_use && e < d->n; e++)
     if (pos[d->v[e].u] > g->last_use[d->v[e].j]) g->last_use[d->v[e].j] = pos[d->v[e].u];
   free(pos);
 }
@@ -91,8 +93,9 @@ bool pass_schedule(pass_graph *g) {
   bool acyclic = tail == ng;
   if (acyclic && !g->oom) {
     g->order = ir_arena_alloc(g->arena, sizeof(int) * (size_t)(ng + 1));
-    for (int k = 0; k < ng; k++) g->order[k] = queue[k];
-    last_uses(g, &d);
+    g->oom = !g->order;
+    for (int k = 0; g->order && k < ng; k++) g->order[k] = queue[k];
+    if (g->order) last_uses(g, &d);
   }
   free(d.v);
   free(indeg);

@@ -96,6 +96,7 @@ static kexpr *shared_costly(kernel *k, kexpr *v, int rvar, int ovar, const kexpr
 /* Tries the reduction loop r against the later loop o (siblings; root is
  * the kernel's body, for the whole-kernel checks). */
 static bool stash_pair(kernel *k, const kstmt *root, kstmt *r, kstmt *o) {
+  if (k->oom) return false;   /* the stand-in statement may be linked: no more walks */
   if (r->extent != o->extent || r->bound != o->bound) return false;
   for (kstmt *s = o->body; s; s = s->next) {
     if (s->kind != KS_STORE || !has(s->index, is_var, o->var)) continue;
@@ -119,7 +120,7 @@ static bool stash_pair(kernel *k, const kstmt *root, kstmt *r, kstmt *o) {
 
 static bool stash_block(kernel *k, const kstmt *root, kstmt *list) {
   bool changed = false;
-  for (kstmt *r = list; r; r = r->next) {
+  for (kstmt *r = list; r && !k->oom; r = r->next) {
     if (r->kind != KS_LOOP) continue;
     if (r->loop == KL_PARALLEL) {
       changed |= stash_block(k, root, r->body);

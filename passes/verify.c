@@ -105,7 +105,7 @@ kiln_status pass_verify(pass_graph *g) {
   for (int i = 0; i < g->n; i++) {
     const ir_node *n = g->topo[i];
     if (n->status != KILN_OK) {
-      ir_error_set(n->msg);
+      ir_error_set(ir_node_msg(n));
       return n->status;
     }
     if (n->symbolic && n->op == IR_BUFFER && !g->symbolic_ok) {

@@ -224,6 +224,7 @@ rt_kernel *rt_kernel_get(kernel *k, const ir_str *key, int debug, rt_origin *ori
   char *err = NULL;
   rt_kernel *e = NULL;
   bool oom = false;
+  uint64_t failures = ir_alloc_thread_failures();   /* a compile out of memory may say only "failed" */
   pthread_mutex_lock(&cache.mu);
   bool ok = jit_get(&err);
   uint64_t h = ir_hash_bytes(key->s, key->len, cache.target_hash);
@@ -235,7 +236,8 @@ rt_kernel *rt_kernel_get(kernel *k, const ir_str *key, int debug, rt_origin *ori
     e = miss(k, key, h, debug, origin, &err, &oom);
     pthread_mutex_unlock(&cache.miss);
   }
-  if (!e) ir_error_setf("%s: compile failed: %s", k->name, err ? err : oom ? "out of memory" : "unknown error");
+  oom = oom || ir_alloc_thread_failures() != failures;
+  if (!e) ir_error_setf("%s: compile failed: %s", k->name, oom ? "out of memory" : err ? err : "unknown error");
   free(err);
   return e;
 }

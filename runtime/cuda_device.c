@@ -381,6 +381,9 @@ static kiln_status build(cuda_dev *d, kernel *k, int debug, ir_str *bin, cuda_la
   if (!cuda_emit(k, &src, launch, &err)) {
     ir_error_setf("%s: not supported on CUDA yet: %s", k->name, err ? err : "emit failed");
     st = KILN_ERR_COMPILE;
+  } else if (src.failed) {
+    ir_error_setf("%s: out of memory emitting CUDA C", k->name);
+    st = KILN_ERR_MEMORY;
   } else {
     cuda_arch(d->cc, arch);
     if (debug >= 3)

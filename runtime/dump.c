@@ -112,7 +112,7 @@ static kiln_status check_args(const char *f, int l, kiln_tensor *t, FILE *out, k
     return KILN_ERR_ARG;
   }
   if (t->status != KILN_OK) {
-    ir_error_setf("%s:%d: dump_graph: the tensor is an error: %s", f, l, t->msg);
+    ir_error_setf("%s:%d: dump_graph: the tensor is an error: %s", f, l, ir_node_msg(t));
     return t->status;
   }
   return KILN_OK;

@@ -243,18 +243,18 @@ static uint64_t key_hash(kernel *k) {
 /* The kernel for CPU group gi under KILN_DYNAMIC: shape-specialised,
  * shape-generic, or (auto, dynamic.c) specialised until its structure comes
  * back with another shape. Both lowerings bind the same inputs in the same
- * order. */
+ * order. NULL when out of memory. */
 static kernel *cpu_kernel_for(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg) {
   int mode = __atomic_load_n(&rt_opts()->dynamic, __ATOMIC_RELAXED);   /* kiln_set_dynamic may run meanwhile */
   pass_config c = *cfg;
   c.generic = mode != KILN_DYNAMIC_OFF;
   kernel *k = pass_run_kernel(g, gi, inputs, ninputs, &c);
-  if (!k->generic || mode == KILN_DYNAMIC_ON) return k;
+  if (!k || !k->generic || mode == KILN_DYNAMIC_ON) return k;
   uint64_t structure = key_hash(k);
   if (rt_dynamic_generic(structure, 0)) return k;
   c.generic = false;
   kernel *spec = pass_run_kernel(g, gi, inputs, ninputs, &c);
-  if (rt_dynamic_generic(structure, key_hash(spec))) {
+  if (!spec || rt_dynamic_generic(structure, key_hash(spec))) {
     k_free(spec);
     return k;
   }
@@ -278,7 +278,7 @@ static kiln_status plan_binds(builder *b, plan_step *s, const kernel *k) {
       continue;
     }
     if ((s->nbind & (s->nbind - 1)) == 0) {  /* grow at powers of two */
-      plan_bind *grown = realloc(s->binds, sizeof *grown * (size_t)(s->nbind ? 2 * s->nbind : 2));
+      plan_bind *grown = ir_realloc(s->binds, sizeof *grown * (size_t)(s->nbind ? 2 * s->nbind : 2));
       if (!grown) {
         ir_error_setf("out of memory planning %s's launch arguments", s->api);
         return KILN_ERR_MEMORY;
@@ -297,6 +297,7 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
   const rt_device *d = rt_device_of(pg->outs[0]->device);
   kernel *k = d ? pass_run_kernel(b->g, gi, b->inputs, &ninputs, b->cfg)
                 : cpu_kernel_for(b->g, gi, b->inputs, &ninputs, b->cfg);
+  if (!k) return ir_error_oom(pg->outs[0]);
   bool matmul = false;
   for (int i = 0; d && i < b->g->n; i++) matmul |= b->g->group_of[i] == gi && b->g->topo[i]->op == IR_MATMUL;
   plan_step *s = new_step(b, !d ? STEP_KERNEL : matmul ? STEP_GEMM : STEP_DEVICE, pg->outs[0], pg->nout, ninputs);
@@ -326,7 +327,10 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
     if ((st = d->compile(s->dev.index, k, b->cfg->debug, &s->dk, &s->origin)) != KILN_OK) locate_error(s, st);
   } else {
     char *err = NULL;
-    if (!cuda_gemm_split(k, &s->gm, &err)) {
+    bool split = cuda_gemm_split(k, &s->gm, &err);
+    if (!split && s->gm.oom) {
+      st = ir_error_oom(pg->outs[0]);
+    } else if (!split) {
       ir_error_setf("not supported on %s:%d: %s", d->name, s->dev.index, err ? err : "matrix product");
       st = locate_error(s, KILN_ERR_DEVICE);
     } else if (s->gm.rest && (st = d->compile(s->dev.index, s->gm.rest, b->cfg->debug, &s->dk, &s->origin)) != KILN_OK) {
@@ -439,7 +443,7 @@ static kiln_status plan_pins(builder *b, int n) {
       if (!(fields >> f & 1)) continue;
       if (p->npins == cap) {
         cap = cap ? 2 * cap : 4;
-        plan_pin *grown = realloc(p->pins, sizeof *grown * (size_t)cap);
+        plan_pin *grown = ir_realloc(p->pins, sizeof *grown * (size_t)cap);
         if (!grown) {
           ir_error_setf("out of memory planning the values of a graph of %d nodes", n);
           return KILN_ERR_MEMORY;
@@ -484,7 +488,7 @@ rt_exec *rt_exec_build(int n, ir_node *const *nodes, int nt, const int *tpos, in
   builder b = {.p = p, .g = &g, .cfg = cfg, .inputs = ir_malloc(sizeof(ir_node *) * ((size_t)n + 1)),
                .nodes = nodes, .clones = clones, .bound = ir_calloc((size_t)n + 1, sizeof *b.bound),
                .pinned = ir_calloc((size_t)n + 1, sizeof *b.pinned)};
-  kiln_status st = g.topo && b.inputs && b.bound && b.pinned ? KILN_OK : ir_error_oom(nodes[tpos[0]]);
+  kiln_status st = g.arena && g.topo && b.inputs && b.bound && b.pinned ? KILN_OK : ir_error_oom(nodes[tpos[0]]);
   for (int i = 0; st == KILN_OK && i < n; i++)
     if (!ir_ptrmap_put(&b.index_of, clones[i], i)) st = ir_error_oom(nodes[tpos[0]]);
   if (st == KILN_OK) memcpy(g.topo, clones, sizeof(ir_node *) * (size_t)n);

@@ -95,7 +95,7 @@ static kiln_fn *check_compile(const char *f, int l, int nin, kiln_tensor *const 
   if (nout <= 0 || !out) return fail(f, l, "invalid list of %d outputs (a function has at least one)", nout);
   for (int i = 0; i < nin; i++) {
     if (in[i] && in[i]->status != KILN_OK) {
-      ir_error_set(in[i]->msg);   /* errors are sticky: a placeholder that could not be made */
+      ir_error_set(ir_node_msg(in[i]));   /* errors are sticky: a placeholder that could not be made */
       return NULL;
     }
     if (!in[i] || in[i]->op != IR_BUFFER || !in[i]->symbolic)
@@ -107,7 +107,7 @@ static kiln_fn *check_compile(const char *f, int l, int nin, kiln_tensor *const 
     if (!out[o]) return fail(f, l, "output %d is NULL", o);
     ir_node *e = ir_graph_find_error(1, &out[o]);
     if (e) {
-      ir_error_set(e->msg);   /* the op that failed, where the user built it */
+      ir_error_set(ir_node_msg(e));   /* the op that failed, where the user built it */
       return NULL;
     }
   }
@@ -368,18 +368,23 @@ static fn_variant *variant(kiln_fn *fn, int64_t size, kiln_status *st) {
  * template, kept so that planning a variant writes nothing in the template
  * (its constants may be in other threads' graphs, whose walks write nodes'
  * scratch). */
-static void positions(kiln_fn *fn, int nout, kiln_tensor *const *out) {
+static kiln_status positions(kiln_fn *fn, int nout, kiln_tensor *const *out) {
   IR_PTRMAP_ON_STACK(pos);
-  for (int i = 0; i < fn->ntmpl; i++) ir_ptrmap_put(&pos, fn->tmpl[i], i);
-  fn->src_pos = malloc(sizeof *fn->src_pos * ((size_t)fn->ntmpl + 1));
-  fn->out_node = malloc(sizeof *fn->out_node * (size_t)nout);
-  fn->leaf_pos = malloc(sizeof *fn->leaf_pos * ((size_t)fn->nleaves + 1));
-  IR_ASSERT(fn->src_pos && fn->out_node && fn->leaf_pos);
+  bool ok = true;
+  for (int i = 0; ok && i < fn->ntmpl; i++) ok = ir_ptrmap_put(&pos, fn->tmpl[i], i);
+  fn->src_pos = ir_malloc(sizeof *fn->src_pos * ((size_t)fn->ntmpl + 1));
+  fn->out_node = ir_malloc(sizeof *fn->out_node * (size_t)(nout + 1));
+  fn->leaf_pos = ir_malloc(sizeof *fn->leaf_pos * ((size_t)fn->nleaves + 1));
+  if (!ok || !fn->src_pos || !fn->out_node || !fn->leaf_pos) {
+    ir_ptrmap_free(&pos);
+    return compile_oom(fn);
+  }
   for (int i = 0; i < fn->ntmpl; i++)
     for (int s = 0; s < fn->tmpl[i]->nsrc; s++) fn->src_pos[i][s] = ir_ptrmap_get(&pos, fn->tmpl[i]->src[s]);
   for (int o = 0; o < nout; o++) fn->out_node[o] = ir_ptrmap_get(&pos, out[o]);
   for (int i = 0; i < fn->nleaves; i++) fn->leaf_pos[i] = ir_ptrmap_get(&pos, fn->leaves[i]);
   ir_ptrmap_free(&pos);
+  return KILN_OK;
 }
 
 kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *in, int nout, kiln_tensor *const *out) {
@@ -394,7 +399,7 @@ kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *in, 
     for (int i = 0; i < fn->ntmpl; i++) ir_node_retain(fn->tmpl[i]);
     st = fn->ntmpl < 0 ? compile_oom(fn) : take_leaves(fn, nin, in, fn->ntmpl, fn->tmpl);
   }
-  if (st == KILN_OK) positions(fn, nout, out);
+  if (st == KILN_OK) st = positions(fn, nout, out);
   for (int i = 0; i < nin; i++)
     for (int d = 0; d < in[i]->ndim; d++) fn->dynamic |= is_dynamic(in[i]->shape[d]);
   /* A static function is planned now; a dynamic one is checked at a small
@@ -446,7 +451,7 @@ static kiln_status check_given(const char *f, int l, const kiln_fn *fn, const ch
                                const fn_value *want) {
   if (!t || t->status != KILN_OK || t->symbolic || !matches(t, want)) {
     if (t && t->status != KILN_OK) {
-      ir_error_set(t->msg);
+      ir_error_set(ir_node_msg(t));
       return t->status;
     }
     return bad_arg(f, l, fn, what, i, t, want);

@@ -8,13 +8,19 @@
 
 /* The kernel is named by its key, as realize names it on its way to the
  * cache, so a plan's names match what KILN_DEBUG=1 prints. A transfer is a
- * copy that realize runs without a kernel: nothing to lower. */
+ * copy that realize runs without a kernel: nothing to lower. Out of memory
+ * inputs is NULL. */
 static rt_planned plan_group(pass_graph *g, int gi, const pass_config *cfg) {
   rt_planned p = {.inputs = ir_malloc(sizeof(ir_node *) * ((size_t)g->n + 1))};
   if (!p.inputs || ir_op_has(g->groups[gi].outs[0]->op, IR_XFER)) return p;
   p.k = pass_run_kernel(g, gi, p.inputs, &p.ninputs, cfg);
   ir_str key = {0};
-  k_key(p.k, &key);
+  if (p.k) k_key(p.k, &key);
+  if (!p.k || key.failed) {
+    k_free(p.k);
+    free(p.inputs);
+    p = (rt_planned){0};
+  }
   ir_str_free(&key);
   return p;
 }
@@ -31,7 +37,7 @@ kiln_status rt_plan_graph(int target, int n, ir_node *const *nodes, rt_graph_pla
   for (int i = 0; i < p->nheld; i++) ir_node_retain(p->held[i]);
   p->g = (pass_graph){.ntargets = n, .targets = nodes, .arena = ir_arena_new(), .n = p->nheld,
                       .topo = ir_malloc(sizeof(ir_node *) * ((size_t)p->nheld + 1))};
-  if (!p->g.topo) return ir_error_oom(nodes[0]);
+  if (!p->g.topo || !p->g.arena) return ir_error_oom(nodes[0]);
   memcpy(p->g.topo, p->held, sizeof(ir_node *) * (size_t)p->nheld);
   pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = target};
   kiln_status st = pass_run_graph(&p->g, &cfg);

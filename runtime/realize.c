@@ -135,12 +135,19 @@ static void plan_done(plan_entry *e) {
 /* Keeps plan (run once already) as the newest; evicts the oldest past the
  * budget (plan itself too when it alone is over it: KILN_KERNEL_CACHE_MB=0
  * keeps nothing). When another thread planned the same structure meanwhile,
- * its plan stays and this one goes. */
+ * its plan stays and this one goes. Out of memory it is not kept either. */
 static void plan_insert(uint64_t h, const ir_str *key, ir_node *const *held, rt_exec *plan) {
-  plan_entry *e = calloc(1, sizeof *e), *dead = NULL;
-  IR_ASSERT(e);
+  plan_entry *e = ir_calloc(1, sizeof *e), *dead = NULL;
+  if (!e) {
+    rt_exec_free(plan);
+    return;
+  }
   *e = (plan_entry){.hash = h, .plan = plan, .bytes = rt_exec_code_bytes(plan)};
   ir_str_append(&e->key, key->s, key->len);
+  if (e->key.failed) {
+    entry_free(e);
+    return;
+  }
   pthread_mutex_lock(&plans.mu);
   if (lookup(h, key, held)) {
     e->next = dead;
@@ -244,9 +251,10 @@ static void graph_key(ir_str *b, int nheld, ir_node *const *held, int nt, ir_nod
 }
 
 /* ---- realize ---------------------------------------------------------------- */
+/* -1 when out of memory. */
 static int collect_leaves(int nheld, ir_node *const *held, ir_node ***leaves) {
-  *leaves = malloc(sizeof **leaves * ((size_t)nheld + 1));
-  IR_ASSERT(*leaves);
+  *leaves = ir_malloc(sizeof **leaves * ((size_t)nheld + 1));
+  if (!*leaves) return -1;
   int n = 0;
   for (int i = 0; i < nheld; i++)
     if (held[i]->op == IR_BUFFER) (*leaves)[n++] = held[i];
@@ -256,10 +264,11 @@ static int collect_leaves(int nheld, ir_node *const *held, ir_node ***leaves) {
 /* The nodes whose values outlive this realize: the targets, those a handle
  * holds, and the sources of one that outlives it and that no step stores
  * (it stays pending, so it still reads them). References beyond the
- * realize's own hold and its pending nodes' edges are the user's. */
-static void outliving(const rt_exec *p, int n, ir_node *const *held, int nt, ir_node *const *targets, bool *lives) {
-  int small[64], *edges = n <= 64 ? small : malloc(sizeof *edges * (size_t)n);
-  IR_ASSERT(edges);
+ * realize's own hold and its pending nodes' edges are the user's. False
+ * when out of memory. */
+static bool outliving(const rt_exec *p, int n, ir_node *const *held, int nt, ir_node *const *targets, bool *lives) {
+  int small[64], *edges = n <= 64 ? small : ir_malloc(sizeof *edges * (size_t)n);
+  if (!edges) return false;
   memset(edges, 0, sizeof *edges * (size_t)n);
   memset(lives, 0, sizeof *lives * (size_t)n);
   for (int t = 0; t < nt; t++) lives[targets[t]->scratch] = true;
@@ -271,6 +280,7 @@ static void outliving(const rt_exec *p, int n, ir_node *const *held, int nt, ir_
     for (int s = 0; lives[i] && pending && s < held[i]->nsrc; s++) lives[held[i]->src[s]->scratch] = true;
   }
   if (edges != small) free(edges);
+  return true;
 }
 
 /* Runs p over this graph's leaves; then every pending node whose value
@@ -279,17 +289,20 @@ static void outliving(const rt_exec *p, int n, ir_node *const *held, int nt, ir_
 static kiln_status run_plan(const rt_exec *p, int nt, ir_node *const *targets, int nheld, ir_node *const *held,
                             int nleaves, ir_node *const *leaves, bool fresh, int debug) {
   int ns = rt_exec_nslots(p);
-  rt_buffer *small_slots[32], **slots = ns <= 32 ? small_slots : malloc(sizeof *slots * (size_t)ns);
-  bool small_lives[64], *lives = nheld <= 64 ? small_lives : malloc(sizeof *lives * (size_t)nheld);
-  bool small_hold[32], *hold = ns <= 32 ? small_hold : malloc(sizeof *hold * (size_t)ns);
-  IR_ASSERT(slots && lives && hold);
-  memset(slots, 0, sizeof *slots * (size_t)ns);
-  memset(hold, 0, sizeof *hold * (size_t)ns);
-  for (int i = 0; i < nleaves; i++) slots[i] = leaves[i]->buf;
-  outliving(p, nheld, held, nt, targets, lives);
-  for (int i = 0; i < nheld; i++)
-    if (lives[i] && held[i]->op != IR_BUFFER && rt_exec_node(p, i)->slot >= 0) hold[rt_exec_node(p, i)->slot] = true;
-  kiln_status st = rt_exec_run(p, slots, hold, fresh, debug, held);
+  rt_buffer *small_slots[32], **slots = ns <= 32 ? small_slots : ir_malloc(sizeof *slots * (size_t)ns);
+  bool small_lives[64], *lives = nheld <= 64 ? small_lives : ir_malloc(sizeof *lives * (size_t)nheld);
+  bool small_hold[32], *hold = ns <= 32 ? small_hold : ir_malloc(sizeof *hold * (size_t)ns);
+  kiln_status st = KILN_OK;
+  if (!slots || !lives || !hold || !outliving(p, nheld, held, nt, targets, lives)) {
+    st = ir_error_oom(targets[0]);
+  } else {
+    memset(slots, 0, sizeof *slots * (size_t)ns);
+    memset(hold, 0, sizeof *hold * (size_t)ns);
+    for (int i = 0; i < nleaves; i++) slots[i] = leaves[i]->buf;
+    for (int i = 0; i < nheld; i++)
+      if (lives[i] && held[i]->op != IR_BUFFER && rt_exec_node(p, i)->slot >= 0) hold[rt_exec_node(p, i)->slot] = true;
+    st = rt_exec_run(p, slots, hold, fresh, debug, held);
+  }
   for (int i = 0; st == KILN_OK && i < nheld; i++) {
     const rt_exec_view *v = rt_exec_node(p, i);
     if (!lives[i] || held[i]->op == IR_BUFFER || v->slot < 0) continue;
@@ -313,8 +326,12 @@ static kiln_status realize_graph(int n, ir_node *const *nodes) {
     free(held);
     return ir_error_oom(nodes[0]);
   }
-  for (int i = 0; i < nheld; i++) ir_node_retain(held[i]);
   int nleaves = collect_leaves(nheld, held, &leaves);
+  if (nleaves < 0) {
+    free(held);
+    return ir_error_oom(nodes[0]);
+  }
+  for (int i = 0; i < nheld; i++) ir_node_retain(held[i]);
   pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1};
   ir_str key = {0};
   graph_key(&key, nheld, held, n, nodes, &cfg);
@@ -323,10 +340,10 @@ static kiln_status realize_graph(int n, ir_node *const *nodes) {
   rt_exec *p = e ? e->plan : NULL;
   kiln_status st = KILN_OK;
   if (!e) {
-    int small[16], *tpos = n <= 16 ? small : malloc(sizeof *tpos * (size_t)n);
-    IR_ASSERT(tpos);
-    for (int t = 0; t < n; t++) tpos[t] = nodes[t]->scratch;
-    p = rt_exec_build(nheld, held, n, tpos, nleaves, leaves, &cfg, &st);
+    int small[16], *tpos = n <= 16 ? small : ir_malloc(sizeof *tpos * (size_t)n);
+    for (int t = 0; tpos && t < n; t++) tpos[t] = nodes[t]->scratch;
+    if (tpos) p = rt_exec_build(nheld, held, n, tpos, nleaves, leaves, &cfg, &st);
+    else st = ir_error_oom(nodes[0]);
     if (tpos != small) free(tpos);
     if (p) rt_count(&rt_stats_mut()->plans, 1);
   }
@@ -346,8 +363,8 @@ static kiln_status realize_graph(int n, ir_node *const *nodes) {
  * allocator, the pool) locks itself briefly. Targets already realized need
  * nothing, and other threads may be reading them. */
 kiln_status rt_realize(int n, ir_node *const *nodes) {
-  ir_node *small[16], **pending = n <= 16 ? small : malloc(sizeof *pending * (size_t)n);
-  IR_ASSERT(pending);
+  ir_node *small[16], **pending = n <= 16 ? small : ir_malloc(sizeof *pending * (size_t)n);
+  if (!pending) return ir_error_oom(nodes[0]);
   int np = 0;
   for (int i = 0; i < n; i++)
     if (nodes[i]->op != IR_BUFFER) pending[np++] = nodes[i];
