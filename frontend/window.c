@@ -380,8 +380,46 @@ static ir_node *check_conv(const char *f, int l, const char *op, ir_node *x, ir_
   return e;
 }
 
-/* x (N, C, H, W) * w (O, C/g, kh, kw): the taps stacked as (N, g, C/g * kh
- * * kw, OH * OW) columns, one batched GEMM per group, then the bias. */
+/* The window operand of the implicit GEMM: an UNFOLD (ops.def) of x (N, C,
+ * H, W), (N, groups, C / groups * taps, OH * OW), reading x spread u apart
+ * (u = 1 but for a transposed convolution). A view: the CPU GEMM's packing
+ * reads x through it, and nothing stores the taps. */
+static ir_node *unfold(const char *f, int l, ir_node *x, const window *w, const int64_t *u, int64_t groups) {
+  int64_t shape[4] = {x->shape[0], groups, x->shape[1] / groups * w->k[0] * w->k[1], w->out[0] * w->out[1]};
+  ir_node *n = ir_node_new(IR_UNFOLD, x->dtype, 4, shape, 1, &x, f, l);
+  if (!n) return fe_nomem();
+  n->device = x->device;
+  n->attr.compute = x->dtype;
+  for (int i = 0; i < 2; i++) {
+    n->attr.win.k[i] = w->k[i];
+    n->attr.win.s[i] = w->s[i];
+    n->attr.win.p[i] = w->p[i];
+    n->attr.win.d[i] = w->d[i];
+    n->attr.win.u[i] = u[i];
+    n->attr.win.out[i] = w->out[i];
+  }
+  return fe_finish_view(n);
+}
+
+/* wm (groups, O / groups, depth) times the window operand of x (N, C, H, W),
+ * one batched GEMM per group, plus the bias, as (N, O, OH, OW); unbatched: x
+ * was (C, H, W) and so is the result. The reshape after the product keeps
+ * its row-major order, so fuse keeps the bias and what follows in the GEMM's
+ * epilogue. */
+static ir_node *window_product(const char *f, int l, ir_node *x, ir_node *wm, ir_node *b, const window *win,
+                               const int64_t *u, bool unbatched) {
+  fe_temps t = {0};
+  int64_t groups = wm->shape[0], og = wm->shape[1];
+  ir_node *im = fe_keep(&t, unfold(f, l, x, win, u, groups));
+  ir_node *y = fe_keep(&t, kiln_matmul_at(f, l, wm, im));   /* (N, g, O/g, OH*OW) */
+  if (b)   /* per (group, output channel) of the product */
+    y = fe_keep(&t, kiln_add_at(f, l, y, fe_keep(&t, kiln_reshape_at(f, l, b, 3, (int64_t[]){groups, og, 1}))));
+  y = fe_keep(&t, kiln_reshape_at(f, l, y, 4, (int64_t[]){x->shape[0], groups * og, win->out[0], win->out[1]}));
+  return fe_temps_done(&t, unbatched ? kiln_squeeze_dim_at(f, l, y, 0) : fe_same(y));
+}
+
+/* x (N, C, H, W) * w (O, C/g, kh, kw): the weight as (g, O/g, C/g * kh *
+ * kw) times the window operand. */
 static ir_node *conv(const char *f, int l, const char *op, ir_node *x, ir_node *w, ir_node *b, int ns,
                      const int64_t *s, int np, const int64_t *p, int nd, const int64_t *d, int64_t groups) {
   ir_node *e = check_conv(f, l, op, x, w, b, groups);
@@ -390,27 +428,10 @@ static ir_node *conv(const char *f, int l, const char *op, ir_node *x, ir_node *
   fe_temps t = {0};
   bool unbatched = x->ndim == 3;
   if (unbatched) x = fe_keep(&t, kiln_unsqueeze_at(f, l, x, 0));
-  int64_t n = x->shape[0], c = x->shape[1], o = w->shape[0], taps = win.k[0] * win.k[1];
-  int64_t cols = win.out[0] * win.out[1], depth = c / groups * taps;
-  ir_node **each = malloc(sizeof *each * (size_t)taps);
-  if (!each) return fe_temps_done(&t, fe_error(KILN_ERR_MEMORY, f, l, "%s: out of memory", op));
-  ir_node *xp = padded(f, l, x, &win, 0);
-  for (int64_t i = 0; i < taps; i++) {
-    fe_temps tt = {0};
-    each[i] = fe_same(tap(f, l, xp, &win, i / win.k[1], i % win.k[1], &tt));
-    fe_temps_done(&tt, NULL);
-  }
-  ir_node *st = fe_keep(&t, kiln_stack_at(f, l, (int)taps, each, 2));   /* (N, C, taps, OH, OW) */
-  for (int64_t i = 0; i < taps; i++) kiln_release(each[i]);
-  free(each);
-  kiln_release(xp);
-  ir_node *im = fe_keep(&t, kiln_reshape_at(f, l, st, 4, (int64_t[]){n, groups, depth, cols}));
+  int64_t o = w->shape[0], depth = x->shape[1] / groups * win.k[0] * win.k[1];
   ir_node *wm = fe_keep(&t, kiln_reshape_at(f, l, w, 3, (int64_t[]){groups, o / groups, depth}));
-  ir_node *y = fe_keep(&t, kiln_matmul_at(f, l, wm, im));   /* (N, g, O/g, OH*OW) */
-  if (b)   /* per (group, output channel) of the product */
-    y = fe_keep(&t, kiln_add_at(f, l, y, fe_keep(&t, kiln_reshape_at(f, l, b, 3, (int64_t[]){groups, o / groups, 1}))));
-  y = fe_keep(&t, kiln_reshape_at(f, l, y, 4, (int64_t[]){n, o, win.out[0], win.out[1]}));
-  return fe_temps_done(&t, unbatched ? kiln_squeeze_dim_at(f, l, y, 0) : fe_same(y));
+  static const int64_t one[2] = {1, 1};
+  return fe_temps_done(&t, window_product(f, l, x, wm, b, &win, one, unbatched));
 }
 
 /* conv1d as conv2d over a height of 1: x (N, C, L) or (C, L), w (O, C/g, k). */

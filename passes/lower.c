@@ -410,6 +410,40 @@ static kexpr *step_pad(lower_ctx *c, task *t) {
   return ask(t, 0);
 }
 
+/* UNFOLD (ops.def) reads the window's input element where one lies in
+ * range (keep: the in-range condition), else 0; the position is clamped
+ * into the input so the load stays in bounds, as a pad's is. Division and
+ * remainder only see non-negative values. */
+static kexpr *step_unfold(lower_ctx *c, task *t) {
+  const ir_node *n = t->n, *s = n->src[0];
+  const ir_attr *a = &n->attr;
+  kernel *k = c->k;
+  kiln_dtype vt = ct(n->dtype);
+  if (t->step) return kx_op(k, IR_WHERE, vt, t->keep[1], t->got, kx_float(k, vt, 0));
+  kexpr **sidx = t->need_idx, *valid = NULL;
+  int64_t cg = s->shape[1] / n->shape[1], taps = a->win.k[0] * a->win.k[1];
+  kexpr *tap = kx_imod(k, t->idx[2], kx_dim(k, taps));
+  kexpr *tp[2] = {kx_idiv(k, tap, i64(k, a->win.k[1])), kx_imod(k, tap, i64(k, a->win.k[1]))};
+  kexpr *o[2] = {kx_idiv(k, t->idx[3], i64(k, a->win.out[1])), kx_imod(k, t->idx[3], i64(k, a->win.out[1]))};
+  sidx[0] = t->idx[0];
+  sidx[1] = kx_iadd(k, kx_imul(k, t->idx[1], kx_dim(k, cg)), kx_idiv(k, t->idx[2], kx_dim(k, taps)));
+  for (int d = 0; d < 2; d++) {
+    kexpr *at = kx_iadd(k, kx_iadd(k, kx_imul(k, o[d], i64(k, a->win.s[d])), kx_imul(k, tp[d], i64(k, a->win.d[d]))),
+                        i64(k, -a->win.p[d]));
+    valid = and_cond(k, valid, kx_op(k, IR_GE, KILN_BOOL, at, i64(k, 0), NULL));
+    kexpr *pos = kx_op(k, IR_MAXIMUM, KILN_I64, at, i64(k, 0), NULL), *u = i64(k, a->win.u[d]);
+    if (a->win.u[d] > 1) {
+      valid = and_cond(k, valid, kx_op(k, IR_EQ, KILN_BOOL, kx_imod(k, pos, u), i64(k, 0), NULL));
+      pos = kx_idiv(k, pos, u);
+    }
+    kexpr *len = kx_dim(k, s->shape[2 + d]);
+    valid = and_cond(k, valid, kx_op(k, IR_LT, KILN_BOOL, pos, len, NULL));
+    sidx[2 + d] = kx_op(k, IR_MINIMUM, KILN_I64, pos, kx_dim(k, s->shape[2 + d] - 1), NULL);
+  }
+  t->keep[1] = valid;
+  return ask(t, 0);
+}
+
 /* Cat reads the first source below its size along dim, the second above;
  * when both have elements both indices are clamped so neither load can
  * leave its buffer. An empty side is never read. Each side converts to the
@@ -763,6 +797,7 @@ static kexpr *step(lower_ctx *c, task *t) {
   if (ir_op_has(n->op, IR_SRC)) return emit_source(c, n, t->idx);
   if (n->op == IR_PAD) return step_pad(c, t);
   if (n->op == IR_CAT) return step_cat(c, t);
+  if (n->op == IR_UNFOLD) return step_unfold(c, t);
   if (n->op == IR_GATHER) return step_gather(c, t);
   if (ir_op_has(n->op, IR_MOVE)) return step_view(c, t);
   if (n->op == IR_CAST) return step_cast(c, t);
