@@ -66,7 +66,7 @@ static bool unfold_ok(const ir_node *n, const ir_node *s) {
   if (n->ndim != 4 || s->ndim != 4 || n->shape[0] != s->shape[0] || n->shape[1] < 1 || s->shape[1] % n->shape[1])
     return false;
   for (int i = 0; i < 2; i++)
-    if (a->win.k[i] < 1 || a->win.s[i] < 1 || a->win.d[i] < 1 || a->win.u[i] < 1 || a->win.p[i] < 0 || a->win.out[i] < 1)
+    if (a->win.k[i] < 1 || a->win.s[i] < 1 || a->win.d[i] < 1 || a->win.u[i] < 1 || a->win.out[i] < 1)
       return false;
   return n->shape[2] == s->shape[1] / n->shape[1] * a->win.k[0] * a->win.k[1] &&
          n->shape[3] == a->win.out[0] * a->win.out[1];
