@@ -123,18 +123,19 @@ END_TEST
 /* ---- kernels ------------------------------------------------------------------ */
 /* Kernels launched for the epilogue e (0: bias + relu, 1: + gelu, 2: a
  * residual add then relu, 3: batch norm then relu, 4: relu of a transposed
- * convolution) of a convolution of realized inputs. */
+ * convolution, 5: relu of a depthwise one, 2 outputs per channel) of a
+ * convolution of realized inputs. */
 static uint64_t conv_kernels(int e) {
   kiln_scope_begin();
   kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(2, 8, 10, 10), 68, TU_SMALL), *r = tu_data(KILN_F32, KILN_SHAPE(2, 16, 10, 10), 69, TU_SMALL);
   kiln_tensor *w = tu_data(KILN_F32, KILN_SHAPE(16, 8, 3, 3), 70, TU_SMALL), *b = tu_data(KILN_F32, KILN_SHAPE(16), 71, TU_SMALL);
-  kiln_tensor *wt = tu_data(KILN_F32, KILN_SHAPE(8, 16, 3, 3), 72, TU_SMALL);
+  kiln_tensor *wt = tu_data(KILN_F32, KILN_SHAPE(8, 16, 3, 3), 72, TU_SMALL), *wd = tu_data(KILN_F32, KILN_SHAPE(16, 1, 3, 3), 75, TU_SMALL);
   kiln_tensor *mean = tu_data(KILN_F32, KILN_SHAPE(16), 73, TU_SMALL), *var = kiln_abs(tu_data(KILN_F32, KILN_SHAPE(16), 74, TU_SMALL));
-  kiln_tensor *in[] = {x, r, w, b, wt, mean, var};
-  ck_assert_int_eq(kiln_realize_n(7, in), KILN_OK);
+  kiln_tensor *in[] = {x, r, w, b, wt, wd, mean, var};
+  ck_assert_int_eq(kiln_realize_n(8, in), KILN_OK);
   static const int64_t one[] = {1};
   kiln_tensor *y = e == 4 ? kiln_conv_transpose2d(x, wt, b, 1, (int64_t[]){2}, 1, one, 1, one, 1, 0, NULL)
-                          : kiln_conv2d(x, w, e == 3 ? NULL : b, 1, one, 1, one, 0, NULL, 1);
+                          : kiln_conv2d(x, e == 5 ? wd : w, e == 3 ? NULL : b, 1, one, 1, one, 0, NULL, e == 5 ? 8 : 1);
   y = e == 1 ? kiln_gelu(y) : e == 2 ? kiln_add(y, r) : e == 3 ? kiln_batch_norm(y, mean, var, b, b, 1e-5) : y;
   y = kiln_relu(y);
   uint64_t k = tu_kernels_of(y);
@@ -144,10 +145,12 @@ static uint64_t conv_kernels(int e) {
 }
 
 /* conv + bias + relu, + gelu, + a residual, a batch norm's scale and shift:
- * one kernel, the implicit GEMM with its epilogue (no im2col is stored). A
- * transposed convolution adds one small kernel: its flipped weight. */
+ * one kernel, the implicit GEMM with its epilogue (no im2col is stored); a
+ * depthwise one too (its windowed reduction). A transposed convolution adds
+ * one small kernel: its flipped weight. */
 START_TEST(epilogue_kernels) {
-  for (int e = 0; e < 4; e++) {
+  for (int e = 0; e < 6; e++) {
+    if (e == 4) continue;
     uint64_t k = conv_kernels(e);
     ck_assert_msg(k == 1, "epilogue %d: %llu kernels", e, (unsigned long long)k);
   }
