@@ -1132,8 +1132,9 @@ static bool same_shape(int ndim, const int64_t *shape, const ir_node *n) {
 
 /* A GEMM group whose outputs are a reshape of its product (fuse.c's
  * reshaped_epilogue): the outputs' index oidx from the GEMM's idx, and each
- * reshape of a node of the product's shape is that node's value at idx
- * (put in the memo table), so the epilogue reads the GEMM's accumulator. */
+ * reshape of a node of the product's shape to the outputs' is that node's
+ * value at idx (put in the memo table), so the epilogue reads the GEMM's
+ * accumulator. */
 static void reshaped_outputs(lower_ctx *c, const pass_group *pg, const ir_node *mm, kexpr *const *idx, kexpr **oidx) {
   ir_node out = {.ndim = pg->ndim}, view = {.op = IR_RESHAPE, .ndim = mm->ndim, .nsrc = 1, .src = {&out}};
   memcpy(out.shape, pg->shape, sizeof out.shape);
@@ -1141,9 +1142,10 @@ static void reshaped_outputs(lower_ctx *c, const pass_group *pg, const ir_node *
   reshape_index(c->k, &view, idx, oidx);
   for (int i = 0; i < c->g->n; i++) {
     const ir_node *r = c->g->topo[i], *s = r->src[0];
-    if (r->op != IR_RESHAPE || c->g->group_of[i] != c->gi || c->g->group_of[s->scratch] != c->gi) continue;
-    IR_ASSERT(same_shape(s->ndim, s->shape, mm) && same_shape(r->ndim, r->shape, &out));
-    memo_put(c, r, oidx, emit(c, s, idx));
+    bool seeded = r->op == IR_RESHAPE && c->g->group_of[i] == c->gi && c->g->group_of[s->scratch] == c->gi;
+    /* other reshapes in the group read their source at oidx's reshape */
+    if (seeded && same_shape(s->ndim, s->shape, mm) && same_shape(r->ndim, r->shape, &out))
+      memo_put(c, r, oidx, emit(c, s, idx));
   }
 }
 

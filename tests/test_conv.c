@@ -158,6 +158,32 @@ START_TEST(epilogue_kernels) {
 }
 END_TEST
 
+/* ---- the reshaped epilogue (fuse.c's reshaped_epilogue) ------------------------ */
+/* relu(reshape(a @ b) + reshape(exp(z)) + reshape(exp(v))): z has the
+ * product's shape, v another; case 1 reshapes the product twice. */
+static kiln_tensor *build_reshaped(const void *ctx) {
+  int twice = *(const int *)ctx;
+  kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(6, 8), 76, TU_SMALL), *b = tu_data(KILN_F32, KILN_SHAPE(8, 10), 77, TU_SMALL);
+  kiln_tensor *z = tu_data(KILN_F32, KILN_SHAPE(6, 10), 78, TU_SMALL), *v = tu_data(KILN_F32, KILN_SHAPE(60), 79, TU_SMALL);
+  kiln_tensor *p = kiln_reshape(kiln_matmul(a, b), KILN_SHAPE(3, 20));
+  if (twice) p = kiln_reshape(kiln_reshape(p, KILN_SHAPE(60)), KILN_SHAPE(3, 20));
+  kiln_tensor *e = kiln_add(kiln_reshape(kiln_exp(z), KILN_SHAPE(3, 20)), kiln_reshape(kiln_exp(v), KILN_SHAPE(3, 20)));
+  return kiln_relu(kiln_add(p, e));
+}
+
+/* One reshape on the way to the outputs keeps the epilogue (one kernel),
+ * two end it (the product is stored); both against the graph oracle. */
+START_TEST(reshaped_epilogue) {
+  char why[512];
+  for (int twice = 0; twice < 2; twice++) {
+    kiln_scope_begin();
+    ck_assert_msg(tu_check_fused_eager(build_reshaped, &twice, KILN_F32, (ref_tol){1e-5, 1e-6}, why, sizeof why), "%s", why);
+    ck_assert_uint_eq(tu_kernels_of(build_reshaped(&twice)), twice ? 2 : 1);
+    kiln_scope_end();
+  }
+}
+END_TEST
+
 /* ---- errors --------------------------------------------------------------------- */
 START_TEST(transpose_errors) {
   kiln_scope_begin();
@@ -198,6 +224,7 @@ static Suite *conv_suite(void) {
   tcase_add_loop_test(tu_tcase(s, "transposed"), conv_transpose2d_values, 0, (int)(sizeof transposed / sizeof *transposed));
   tcase_add_test(tu_tcase(s, "oracle"), graph_oracle);
   tcase_add_test(tu_tcase(s, "kernels"), epilogue_kernels);
+  tcase_add_test(tu_tcase(s, "kernels"), reshaped_epilogue);
   tcase_add_test(tu_tcase(s, "errors"), transpose_errors);
   return s;
 }
