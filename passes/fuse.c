@@ -20,8 +20,9 @@
  * - A matmul's operands are buffers read in place through a strided view
  *   (transposes, slices, broadcasts fold into the GEMM's strides); any other
  *   operand is materialized. On the CPU a convolution's window (UNFOLD) as
- *   B is packed by the GEMM from its input, which follows that rule. A kernel holds at most one matmul, whose shape is
- *   the kernel's, plus an elementwise epilogue, and no reduction.
+ *   B is packed by the GEMM from its input, which follows that rule. A
+ *   kernel holds at most one matmul plus an elementwise epilogue, and no
+ *   reduction; the epilogue may reshape the product (reshaped_epilogue).
  * - A scan (cumsum, cummax, ...) is inlined into the kernel of its
  *   elementwise consumers with its elementwise producers (cumsum(x*2)+1 is
  *   one kernel); it is materialized when any other op reads it (a view, a
@@ -253,8 +254,9 @@ static bool mark_forced(pass_graph *g, bool merge, bool *mat) {
       if (ir_op_has(s->op, IR_REDUCE)) mat[s->scratch] = true;
     }
     for (int k = 0; n->op == IR_MATMUL && k < 2; k++) {
-      ir_node *leaf = strided_leaf(k && pass_window_operand(g, n) ? n->src[k]->src[0] : n->src[k]);
-      ir_node *m = leaf ? leaf : n->src[k];
+      ir_node *operand = k && pass_window_operand(g, n) ? n->src[k]->src[0] : n->src[k];
+      ir_node *leaf = strided_leaf(operand);
+      ir_node *m = leaf ? leaf : operand;
       if (m->op != IR_BUFFER) mat[m->scratch] = true;
     }
   }

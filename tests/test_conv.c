@@ -111,11 +111,21 @@ static kiln_tensor *build_transposed(const void *ctx) {
   return kiln_conv_transpose2d(x, w, NULL, 1, (int64_t[]){2}, 1, (int64_t[]){1}, 1, (int64_t[]){1}, 2, 0, NULL);
 }
 
+/* An input that is no strided view (a cat): stored, then read through the window. */
+static kiln_tensor *build_cat_input(const void *ctx) {
+  (void)ctx;
+  kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(2, 2, 5, 6), 80, TU_SMALL), *b = tu_data(KILN_F32, KILN_SHAPE(2, 1, 5, 6), 81, TU_SMALL);
+  kiln_tensor *w = tu_data(KILN_F32, KILN_SHAPE(4, 3, 2, 3), 82, TU_SMALL);
+  kiln_tensor *parts[] = {a, b};
+  return kiln_conv2d(kiln_cat(2, parts, 1), w, NULL, 1, (int64_t[]){1}, 1, (int64_t[]){1}, 1, (int64_t[]){2}, 1);
+}
+
 START_TEST(graph_oracle) {
   char why[512];
   kiln_scope_begin();
   ck_assert_msg(tu_check_fused_eager(build_conv_relu, NULL, KILN_F32, (ref_tol){1e-5, 1e-6}, why, sizeof why), "%s", why);
   ck_assert_msg(tu_check_fused_eager(build_transposed, NULL, KILN_F64, (ref_tol){1e-12, 1e-12}, why, sizeof why), "%s", why);
+  ck_assert_msg(tu_check_fused_eager(build_cat_input, NULL, KILN_F32, (ref_tol){1e-5, 1e-6}, why, sizeof why), "%s", why);
   kiln_scope_end();
 }
 END_TEST
