@@ -12,6 +12,8 @@
 
 #ifdef KILN_BENCH_OPENBLAS
 #include <cblas.h>
+
+#include "conv.h"
 #endif
 #ifdef KILN_BENCH_MODELS
 #include "models.h"
@@ -1046,6 +1048,10 @@ static void mm_gemm(void *p, gpu_gemm *g) {
 #define OPENBLAS_IMPL(name) {name, 0, mm_native, 0}
 #endif
 
+#ifdef KILN_BENCH_OPENBLAS
+static void *w14_setup(void) { return w14_setup_with(placed); }
+#endif
+
 /* ---- W12: an embedding lookup plus a bias: one kernel --------------------- */
 
 #define W12_ROWS ((int64_t)65536)
@@ -1258,6 +1264,12 @@ static const workload workloads[] = {
   {"W16", "transformer block forward (examples/models.c): x f32[4,512,512], 8 heads, MLP 2048, causal", 0, 0,
    w16_setup, w16_build, w16_expected, w16_teardown,
    {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w16_hand, 0}}, W16_FLOPS, 1e-3, NULL},
+#endif
+#ifdef KILN_BENCH_OPENBLAS
+  {"W14", "relu(conv2d(x, w, b, padding 1)), x f32[8,64,56,56], w f32[64,64,3,3]", 0, 0,
+   w14_setup, w14_build, w14_expected, w14_teardown,
+   {KILN_FUSED, KILN_EAGER, {"im2col+openblas", 0, w14_im2col_sgemm, 0}, {"openblas-sgemm-only", 0, w14_sgemm_only, 0}},
+   W14_FLOPS, 1e-3, NULL},
 #endif
 };
 #define NUM_WORKLOADS ((int)(sizeof workloads / sizeof workloads[0]))

@@ -95,18 +95,21 @@ LLVMValueRef cpu_intrin(cpu_cg *g, LLVMBuilderRef b, const char *name, LLVMTypeR
 LLVMTypeRef cpu_type(cpu_cg *g, kiln_dtype t);  /* compute type: bool is i1 */
 
 /* ---- gemm.c: the shape-generic GEMM driver ---- */
-/* One driver per compute type t (f32/f64) and storage dtypes of A and B,
- * named `kiln.gemm.<t>.<a>.<b>` (ir_dtypes short names). Its C view:
+/* One driver per compute type t (f32/f64), storage dtypes of A and B and
+ * kind of B, named `kiln.gemm.<t>.<a>.<b>` (ir_dtypes short names), plus
+ * `.win` when B is a convolution's window. Its C view:
  *   void driver(const A *a, int64_t a_si, int64_t a_sk, const B *b, int64_t b_sk,
  *               int64_t b_sn, int64_t i0, int64_t i1, int64_t n, int64_t k,
- *               cpu_gemm_epilogue epi, void *ctx);
+ *               cpu_gemm_epilogue epi, void *ctx, const int64_t *win);
  * computes rows i0..i1 of sum over p < k of a[i*a_si + p*a_sk] * b[p*b_sk +
- * j*b_sn] for j < n and hands each finished block of them to
+ * j*b_sn] (or the window's element (p, j), with win the KW_N values of
+ * ir/kernel.h) for j < n and hands each finished block of them to
  *   void epi(void *ctx, const T *sums, int64_t ld, int64_t i, int64_t j, int64_t rows, int64_t cols)
  * where sums[r*ld + q] is element (i + r, j + q), r < rows, q < cols. */
 typedef struct {
   kiln_dtype t, a, b;   /* compute dtype; storage dtypes of A and B */
-  char name[32];        /* its symbol */
+  bool win;             /* B is a convolution's window, read through win */
+  char name[40];        /* its symbol */
 } cpu_gemm_driver;
 
 cpu_gemm_driver cpu_gemm_driver_of(const kernel *k, const kstmt *gemm);

@@ -35,7 +35,7 @@ enum {
 };
 
 /* The driver's parameters, in order (cpu_impl.h has the C view). */
-enum { P_A, P_ASI, P_ASK, P_B, P_BSK, P_BSN, P_I0, P_I1, P_N, P_K, P_EPI, P_CTX, NPARAMS };
+enum { P_A, P_ASI, P_ASK, P_B, P_BSK, P_BSN, P_I0, P_I1, P_N, P_K, P_EPI, P_CTX, P_WIN, NPARAMS };
 
 typedef struct {
   cpu_cg *g;
@@ -59,6 +59,8 @@ typedef struct {
   kiln_dtype st;             /* storage dtype */
   LLVMValueRef sx, sp;       /* strides */
   int64_t w;                 /* panel width (MR or NR) */
+  LLVMValueRef *win;         /* B as a convolution's window: the KW_N values of ir/kernel.h; else NULL */
+  LLVMValueRef rows, cols;   /* with win: i64[w] tables of a panel's columns' first input row and column */
 } operand;
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -264,6 +266,80 @@ static void pack_panel(gemm *c, const operand *o, LLVMValueRef dst, LLVMValueRef
   branch_close(c, &order);
 }
 
+/* The window's tables for the panel of columns x0..x0+w: the first input
+ * row and column each output position reads (oh*sh - ph, ow*sw - pw), and
+ * for the columns at or past lim a row no tap reaches, so they pack as 0:
+ * one division per column and panel, none per element. */
+static void window_tables(gemm *c, const operand *o, LLVMValueRef x0, LLVMValueRef lim) {
+  LLVMValueRef *v = o->win;
+  gloop l;
+  LLVMValueRef q = loop_open(c, &l, c64(c, 0), c64(c, o->w), c64(c, 1));
+  LLVMValueRef col = add(c, x0, q), oh = LLVMBuildSDiv(c->b, col, v[KW_OW], "");
+  LLVMValueRef ow = sub(c, col, mul(c, oh, v[KW_OW]));
+  LLVMValueRef row = sub(c, mul(c, oh, v[KW_SH]), v[KW_PH]);
+  row = LLVMBuildSelect(c->b, icmp(c, LLVMIntSLT, q, lim), row, c64(c, INT64_MIN / 4), "");
+  LLVMBuildStore(c->b, row, gep(c, c->g->i64, o->rows, q));
+  LLVMBuildStore(c->b, sub(c, mul(c, ow, v[KW_SW]), v[KW_PW]), gep(c, c->g->i64, o->cols, q));
+  loop_close(c, &l);
+}
+
+/* Input coordinate at (on the spread input) along one dim: in range when
+ * at >= 0, at % u == 0 and at / u < len; unit: u is 1, which the caller
+ * tested, so one unsigned compare does. */
+static LLVMValueRef window_coord(gemm *c, LLVMValueRef at, LLVMValueRef u, LLVMValueRef len, bool unit,
+                                 LLVMValueRef *ok) {
+  if (unit) {
+    *ok = icmp(c, LLVMIntULT, at, len);
+    return at;
+  }
+  LLVMValueRef pos = LLVMBuildUDiv(c->b, at, u, "");
+  LLVMValueRef exact = icmp(c, LLVMIntEQ, LLVMBuildURem(c->b, at, u, ""), c64(c, 0));
+  *ok = LLVMBuildAnd(c->b, LLVMBuildAnd(c->b, icmp(c, LLVMIntSGE, at, c64(c, 0)), exact, ""),
+                     icmp(c, LLVMIntULT, pos, len), "");
+  return pos;
+}
+
+/* dst[p*w + q] for depths p0..p0+kcur: per depth its channel and tap, then
+ * along the panel the element each column's window reads there, or 0 (the
+ * load reads the channel's first element instead, so it stays in bounds). */
+static void window_rows(gemm *c, const operand *o, LLVMValueRef dst, LLVMValueRef p0, bool unit) {
+  LLVMValueRef *v = o->win;
+  gloop lp, lq;
+  LLVMValueRef p = loop_open(c, &lp, c64(c, 0), c->kcur, c64(c, 1));
+  LLVMValueRef k = add(c, p0, p), ch = LLVMBuildSDiv(c->b, k, v[KW_TAPS], "");
+  LLVMValueRef tap = sub(c, k, mul(c, ch, v[KW_TAPS])), ti = LLVMBuildSDiv(c->b, tap, v[KW_KW], "");
+  LLVMValueRef tj = sub(c, tap, mul(c, ti, v[KW_KW]));
+  LLVMValueRef di = mul(c, ti, v[KW_DH]), dj = mul(c, tj, v[KW_DW]), base = mul(c, ch, v[KW_SC]);
+  LLVMValueRef q = loop_open(c, &lq, c64(c, 0), c64(c, o->w), c64(c, 1));
+  LLVMValueRef okh, okw;
+  LLVMValueRef h = window_coord(c, add(c, LLVMBuildLoad2(c->b, c->g->i64, gep(c, c->g->i64, o->rows, q), ""), di),
+                                v[KW_UH], v[KW_IN_H], unit, &okh);
+  LLVMValueRef w = window_coord(c, add(c, LLVMBuildLoad2(c->b, c->g->i64, gep(c, c->g->i64, o->cols, q), ""), dj),
+                                v[KW_UW], v[KW_IN_W], unit, &okw);
+  LLVMValueRef ok = LLVMBuildAnd(c->b, okh, okw, "");
+  LLVMValueRef at = add(c, base, add(c, mul(c, h, v[KW_SY]), mul(c, w, v[KW_SX])));
+  LLVMValueRef e = load_elem(c, o, LLVMBuildSelect(c->b, ok, at, base, ""));
+  e = LLVMBuildSelect(c->b, ok, e, LLVMConstNull(c->t), "");
+  LLVMBuildStore(c->b, e, gep(c, c->t, dst, add(c, mulc(c, p, o->w), q)));
+  loop_close(c, &lq);
+  cpu_loop_scalar(c->g, loop_close(c, &lp));
+}
+
+/* One panel of the window (columns x0..x0+lim, the rest 0); the common
+ * unit-step input (every convolution but a transposed one) skips the
+ * divisions. */
+static void pack_window(gemm *c, const operand *o, LLVMValueRef dst, LLVMValueRef x0, LLVMValueRef p0,
+                        LLVMValueRef lim) {
+  window_tables(c, o, x0, lim);
+  gbranch unit;
+  LLVMValueRef one = c64(c, 1);
+  branch_open(c, &unit, LLVMBuildAnd(c->b, icmp(c, LLVMIntEQ, o->win[KW_UH], one), icmp(c, LLVMIntEQ, o->win[KW_UW], one), ""));
+  window_rows(c, o, dst, p0, true);
+  branch_otherwise(c, &unit);
+  window_rows(c, o, dst, p0, false);
+  branch_close(c, &unit);
+}
+
 /* Elements (x0 + 0..xext, p0 + 0..kcur) into panels of o->w, panel j at
  * dst + j*w*kc; the full panels first, then (at most) one zero-padded. */
 static void pack(gemm *c, const operand *o, LLVMValueRef dst, LLVMValueRef x0, LLVMValueRef xext, LLVMValueRef p0) {
@@ -275,7 +351,9 @@ static void pack(gemm *c, const operand *o, LLVMValueRef dst, LLVMValueRef x0, L
     LLVMValueRef j = loop_open(c, &l, start, end, c64(c, 1));
     LLVMValueRef x = add(c, x0, mulc(c, j, o->w));
     LLVMValueRef pan = gep(c, c->t, dst, mul(c, mulc(c, j, o->w), c->kc));
-    pack_panel(c, o, pan, x, p0, edge ? sub(c, xext, mulc(c, j, o->w)) : NULL);
+    LLVMValueRef lim = edge ? sub(c, xext, mulc(c, j, o->w)) : NULL;
+    if (o->win) pack_window(c, o, pan, x, p0, lim ? lim : c64(c, o->w));
+    else pack_panel(c, o, pan, x, p0, lim);
     loop_close(c, &l);
   }
 }
@@ -410,8 +488,16 @@ static void setup(gemm *c, kiln_dtype t) {
  * several depth blocks), the blocked product, and the buffers freed. */
 static void driver_body(gemm *c, const cpu_gemm_driver *d) {
   LLVMValueRef fn = c->fn;
-  operand a = {LLVMGetParam(fn, P_A), d->a, LLVMGetParam(fn, P_ASI), LLVMGetParam(fn, P_ASK), MR};
-  operand b = {LLVMGetParam(fn, P_B), d->b, LLVMGetParam(fn, P_BSN), LLVMGetParam(fn, P_BSK), c->nr};
+  operand a = {LLVMGetParam(fn, P_A), d->a, LLVMGetParam(fn, P_ASI), LLVMGetParam(fn, P_ASK), MR, NULL, NULL, NULL};
+  operand b = {LLVMGetParam(fn, P_B), d->b, LLVMGetParam(fn, P_BSN), LLVMGetParam(fn, P_BSK), c->nr, NULL, NULL, NULL};
+  LLVMValueRef win[KW_N];
+  if (d->win) {   /* the tables are allocas of the entry block, where this runs */
+    for (int i = 0; i < KW_N; i++)
+      win[i] = LLVMBuildLoad2(c->b, c->g->i64, gep(c, c->g->i64, LLVMGetParam(fn, P_WIN), c64(c, i)), "");
+    b.win = win;
+    b.rows = LLVMBuildArrayAlloca(c->b, c->g->i64, c64(c, c->nr), "");
+    b.cols = LLVMBuildArrayAlloca(c->b, c->g->i64, c64(c, c->nr), "");
+  }
   LLVMBasicBlockRef work = block(c, "gemm.work"), done = block(c, "gemm.ret");
   LLVMValueRef empty = LLVMBuildOr(c->b, icmp(c, LLVMIntSGE, c->i0, c->i1), icmp(c, LLVMIntSLE, c->n, c64(c, 0)), "");
   LLVMBuildCondBr(c->b, empty, done, work);
@@ -432,15 +518,16 @@ LLVMTypeRef cpu_gemm_epilogue_type(cpu_cg *g) {
 
 LLVMTypeRef cpu_gemm_driver_type(cpu_cg *g) {
   LLVMTypeRef p[NPARAMS];
-  for (int i = 0; i < NPARAMS; i++) p[i] = i == P_A || i == P_B || i == P_EPI || i == P_CTX ? g->ptr : g->i64;
+  for (int i = 0; i < NPARAMS; i++) p[i] = i == P_A || i == P_B || i == P_EPI || i == P_CTX || i == P_WIN ? g->ptr : g->i64;
   return LLVMFunctionType(g->vd, p, NPARAMS, 0);
 }
 
 cpu_gemm_driver cpu_gemm_driver_of(const kernel *k, const kstmt *s) {
-  cpu_gemm_driver d = {.t = s->type, .a = k->params[s->gemm.a_buf].dtype, .b = k->params[s->gemm.b_buf].dtype};
+  cpu_gemm_driver d = {.t = s->type, .a = k->params[s->gemm.a_buf].dtype, .b = k->params[s->gemm.b_buf].dtype,
+                       .win = s->gemm.win != NULL};
   IR_ASSERT((d.t == KILN_F32 || d.t == KILN_F64) && ir_compute_dtype(d.a) == d.t && ir_compute_dtype(d.b) == d.t);
-  snprintf(d.name, sizeof d.name, "kiln.gemm.%s.%s.%s", ir_dtypes[d.t].short_name, ir_dtypes[d.a].short_name,
-           ir_dtypes[d.b].short_name);
+  snprintf(d.name, sizeof d.name, "kiln.gemm.%s.%s.%s%s", ir_dtypes[d.t].short_name, ir_dtypes[d.a].short_name,
+           ir_dtypes[d.b].short_name, d.win ? ".win" : "");
   return d;
 }
 

@@ -116,6 +116,20 @@ static LLVMValueRef context(gemm_call *c) {
 
 static LLVMValueRef i64c(emitter *em, int64_t v) { return LLVMConstInt(em->g.i64, (unsigned long long)v, 1); }
 
+/* A window's geometry as a constant of the kernel's module, or null. */
+static LLVMValueRef window(emitter *em, const kstmt *s) {
+  if (!s->gemm.win) return LLVMConstNull(em->g.ptr);
+  LLVMValueRef v[KW_N];
+  for (int i = 0; i < KW_N; i++) v[i] = i64c(em, s->gemm.win[i]);
+  char name[80];
+  snprintf(name, sizeof name, "%s.window%d", em->k->name, s->var);
+  LLVMValueRef g = LLVMAddGlobal(em->g.mod, LLVMArrayType2(em->g.i64, KW_N), name);
+  LLVMSetInitializer(g, LLVMConstArray2(em->g.i64, v, KW_N));
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  return g;
+}
+
 /* The driver's arguments: the KS_GEMM's m (or the thread's rows), n, kdim
  * and strides are values here, so a new shape changes only them. */
 static void call_driver(gemm_call *c, LLVMValueRef epi, LLVMValueRef ctx) {
@@ -130,7 +144,7 @@ static void call_driver(gemm_call *c, LLVMValueRef epi, LLVMValueRef ctx) {
       cpu_elem_ptr(em, s->gemm.a_buf, cpu_emit_expr(em, s->gemm.a_off)), i64c(em, s->gemm.a_si), i64c(em, s->gemm.a_sk),
       cpu_elem_ptr(em, s->gemm.b_buf, cpu_emit_expr(em, s->gemm.b_off)), i64c(em, s->gemm.b_sk), i64c(em, s->gemm.b_sn),
       top ? em->lo : i64c(em, 0), top ? em->hi : i64c(em, s->extent), i64c(em, s->gemm.n), i64c(em, s->gemm.kdim),
-      epi, ctx};
+      epi, ctx, window(em, s)};
   LLVMBuildCall2(em->g.b, ft, fn, args, sizeof args / sizeof *args, "");
 }
 

@@ -44,7 +44,7 @@ struct cpu_jit {
   char *target;              /* "triple cpu features", part of cache keys */
   ir_str session_err;        /* what ORC reported since the last compile (materialisation failures) */
   cpu_code live;             /* sentinel of the list of loaded code */
-  struct { char name[32]; cpu_code *code; } *drivers;   /* GEMM drivers (gemm.c): kept for the JIT's life */
+  struct { char name[40]; cpu_code *code; } *drivers;   /* GEMM drivers (gemm.c): kept for the JIT's life */
   int ndrivers;
 };
 

@@ -65,6 +65,9 @@ ir_node *fe_finish(ir_node *n);
 /* A new, registered reference to t: what an op that changes nothing returns
  * (tensors are immutable). */
 ir_node *fe_same(ir_node *t);
+/* fe_finish for a view (movement.c): eager mode realizes it only when the
+ * pending chain grows too long, as it does the built-in views. */
+ir_node *fe_finish_view(ir_node *n);
 /* The body of a public op made of other ops: evaluates expr (an ir_node *)
  * as the composite name (ir_api_push) and returns it. */
 #define FE_AS(name, expr)                     \

@@ -5,8 +5,9 @@
  * reads the input in place. Adaptive pooling and interpolation resample
  * one dim at a time by taps, each an index_select by host-computed
  * positions times host-computed weights (or a mean over a split dim), so
- * they fuse with their producers and consumers; a convolution multiplies the weight by the stacked taps (an
- * im2col the GEMM's operand packing materializes). */
+ * they fuse with their producers and consumers; a convolution multiplies
+ * the weight by its window operand (an UNFOLD view of the input that the
+ * CPU GEMM packs in place: an implicit GEMM). */
 #include "frontend/frontend.h"
 
 #include <math.h>
@@ -427,8 +428,10 @@ static ir_node *interpolate(const char *f, int l, ir_node *x, int n, const int64
 
 /* ---- convolution ------------------------------------------------------------------ */
 /* NULL when x (N, C, H, W) or (C, H, W), w (O, C / groups, kh, kw) and
- * bias (O,) fit together, else torch's message. */
-static ir_node *check_conv(const char *f, int l, const char *op, ir_node *x, ir_node *w, ir_node *b, int64_t groups) {
+ * bias (O,) fit together (transposed: w (C, O / groups, kh, kw)), else
+ * torch's message. */
+static ir_node *check_conv(const char *f, int l, const char *op, ir_node *x, ir_node *w, ir_node *b, int64_t groups,
+                           bool transposed) {
   ir_node *e = fe_check_args(f, l, op, b ? 3 : 2, (ir_node *[]){x, w, b});
   if (e) return e;
   if (!ir_is_float(x->dtype) || x->dtype != w->dtype || (b && b->dtype != x->dtype))
@@ -438,9 +441,13 @@ static ir_node *check_conv(const char *f, int l, const char *op, ir_node *x, ir_
   const char *why = NULL;
   if (x->ndim != 3 && x->ndim != 4) why = "expected a 3-D (C, H, W) or 4-D (N, C, H, W) input";
   else if (w->ndim != 4) why = "expected a 4-D weight";
-  else if (groups < 1 || w->shape[0] % groups) why = "groups must be positive and divide the output channels";
-  else if (x->shape[x->ndim - 3] != w->shape[1] * groups) why = "the input's channels must be the weight's dim 1 times groups";
-  else if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) why = "the bias must have one value per output channel";
+  else if (groups < 1 || w->shape[0] % groups)
+    why = transposed ? "groups must be positive and divide the input channels"
+                     : "groups must be positive and divide the output channels";
+  else if (x->shape[x->ndim - 3] != (transposed ? w->shape[0] : w->shape[1] * groups))
+    why = transposed ? "the input's channels must be the weight's dim 0" : "the input's channels must be the weight's dim 1 times groups";
+  else if (b && (b->ndim != 1 || b->shape[0] != (transposed ? w->shape[1] * groups : w->shape[0])))
+    why = "the bias must have one value per output channel";
   if (!why) return NULL;
   ir_str_printf(&d, "groups=%lld, weight of size ", (long long)groups);
   ir_str_shape(&d, w->ndim, w->shape);
@@ -451,37 +458,144 @@ static ir_node *check_conv(const char *f, int l, const char *op, ir_node *x, ir_
   return e;
 }
 
-/* x (N, C, H, W) * w (O, C/g, kh, kw): the taps stacked as (N, g, C/g * kh
- * * kw, OH * OW) columns, one batched GEMM per group, then the bias. */
+/* The window operand of the implicit GEMM: an UNFOLD (ops.def) of x (N, C,
+ * H, W), (N, groups, C / groups * taps, OH * OW), reading x spread u apart
+ * (u = 1 but for a transposed convolution). A view: the CPU GEMM's packing
+ * reads x through it, and nothing stores the taps. */
+static ir_node *unfold(const char *f, int l, ir_node *x, const window *w, const int64_t *u, int64_t groups) {
+  int64_t shape[4] = {x->shape[0], groups, x->shape[1] / groups * w->k[0] * w->k[1], w->out[0] * w->out[1]};
+  ir_node *n = ir_node_new(IR_UNFOLD, x->dtype, 4, shape, 1, &x, f, l);
+  if (!n) return fe_nomem();
+  n->device = x->device;
+  n->attr.compute = x->dtype;
+  for (int i = 0; i < 2; i++) {
+    n->attr.win.k[i] = w->k[i];
+    n->attr.win.s[i] = w->s[i];
+    n->attr.win.p[i] = w->p[i];
+    n->attr.win.d[i] = w->d[i];
+    n->attr.win.u[i] = u[i];
+    n->attr.win.out[i] = w->out[i];
+  }
+  return fe_finish_view(n);
+}
+
+/* wm (groups, O / groups, depth) times the window operand of x (N, C, H, W),
+ * one batched GEMM per group, plus the bias, as (N, O, OH, OW); unbatched: x
+ * was (C, H, W) and so is the result. The reshape after the product keeps
+ * its row-major order, so fuse keeps the bias and what follows in the GEMM's
+ * epilogue. */
+static ir_node *window_product(const char *f, int l, ir_node *x, ir_node *wm, ir_node *b, const window *win,
+                               const int64_t *u, bool unbatched) {
+  fe_temps t = {0};
+  int64_t groups = wm->shape[0], og = wm->shape[1];
+  ir_node *im = fe_keep(&t, unfold(f, l, x, win, u, groups));
+  ir_node *y = fe_keep(&t, kiln_matmul_at(f, l, wm, im));   /* (N, g, O/g, OH*OW) */
+  if (b)   /* per (group, output channel) of the product */
+    y = fe_keep(&t, kiln_add_at(f, l, y, fe_keep(&t, kiln_reshape_at(f, l, b, 3, (int64_t[]){groups, og, 1}))));
+  y = fe_keep(&t, kiln_reshape_at(f, l, y, 4, (int64_t[]){x->shape[0], groups * og, win->out[0], win->out[1]}));
+  return fe_temps_done(&t, unbatched ? kiln_squeeze_dim_at(f, l, y, 0) : fe_same(y));
+}
+
+/* One input channel per group (depthwise): the bias plus, per tap, the
+ * tap's strided slice of the padded input times its weight (O, 1, 1): a
+ * windowed reduction the fuser makes one elementwise kernel, as a pooling.
+ * A GEMM per (image, group) has one row and depth kh * kw, which its tiles
+ * cannot use: on a loaded 2-core machine a 3x3 depthwise conv of
+ * 8x64x56x56 took 68 ms as the implicit GEMM and 11 ms this way (medians of
+ * 7). Input channel o / (O / C) feeds output channel o. */
+static ir_node *depthwise(const char *f, int l, ir_node *x, ir_node *w, ir_node *b, const window *win) {
+  fe_temps t = {0};
+  int64_t n = x->shape[0], c = x->shape[1], o = w->shape[0], h = x->shape[2], wd = x->shape[3];
+  if (o != c) {
+    ir_node *x5 = fe_keep(&t, kiln_reshape_at(f, l, x, 5, (int64_t[]){n, c, 1, h, wd}));
+    x5 = fe_keep(&t, kiln_expand_at(f, l, x5, 5, (int64_t[]){n, c, o / c, h, wd}));
+    x = fe_keep(&t, kiln_reshape_at(f, l, x5, 4, (int64_t[]){n, o, h, wd}));
+  }
+  ir_node *xp = fe_keep(&t, padded(f, l, x, win, 0));
+  ir_node *acc = b ? kiln_reshape_at(f, l, b, 3, (int64_t[]){o, 1, 1}) : NULL;
+  for (int64_t i = 0; i < win->k[0]; i++)
+    for (int64_t j = 0; j < win->k[1]; j++) {
+      fe_temps tt = {0};
+      ir_node *wi = fe_keep(&tt, kiln_slice_at(f, l, w, 2, i, i + 1, 1));
+      ir_node *wij = fe_keep(&tt, kiln_reshape_at(f, l, fe_keep(&tt, kiln_slice_at(f, l, wi, 3, j, j + 1, 1)), 3, (int64_t[]){o, 1, 1}));
+      ir_node *term = fe_keep(&tt, kiln_mul_at(f, l, tap(f, l, xp, win, i, j, &tt), wij));
+      ir_node *next = acc ? kiln_add_at(f, l, acc, term) : fe_same(term);
+      kiln_release(acc);
+      acc = next;
+      fe_temps_done(&tt, NULL);
+    }
+  return fe_temps_done(&t, acc);
+}
+
+/* x (N, C, H, W) * w (O, C/g, kh, kw): the weight as (g, O/g, C/g * kh *
+ * kw) times the window operand, or depthwise (above). */
 static ir_node *conv(const char *f, int l, const char *op, ir_node *x, ir_node *w, ir_node *b, int ns,
                      const int64_t *s, int np, const int64_t *p, int nd, const int64_t *d, int64_t groups) {
-  ir_node *e = check_conv(f, l, op, x, w, b, groups);
+  ir_node *e = check_conv(f, l, op, x, w, b, groups, false);
   window win;
   if (e || (e = window_of(f, l, op, false, x, 2, w->shape + 2, ns, s, np, p, nd, d, 0, &win))) return e;
   fe_temps t = {0};
   bool unbatched = x->ndim == 3;
   if (unbatched) x = fe_keep(&t, kiln_unsqueeze_at(f, l, x, 0));
-  int64_t n = x->shape[0], c = x->shape[1], o = w->shape[0], taps = win.k[0] * win.k[1];
-  int64_t cols = win.out[0] * win.out[1], depth = c / groups * taps;
-  ir_node **each = ir_malloc(sizeof *each * (size_t)taps);
-  if (!each) return fe_temps_done(&t, fe_error(KILN_ERR_MEMORY, f, l, "%s: out of memory", op));
-  ir_node *xp = padded(f, l, x, &win, 0);
-  for (int64_t i = 0; i < taps; i++) {
-    fe_temps tt = {0};
-    each[i] = fe_same(tap(f, l, xp, &win, i / win.k[1], i % win.k[1], &tt));
-    fe_temps_done(&tt, NULL);
+  if (x->shape[1] == groups) {
+    ir_node *y = fe_keep(&t, depthwise(f, l, x, w, b, &win));
+    return fe_temps_done(&t, unbatched ? kiln_squeeze_dim_at(f, l, y, 0) : fe_same(y));
   }
-  ir_node *st = fe_keep(&t, kiln_stack_at(f, l, (int)taps, each, 2));   /* (N, C, taps, OH, OW) */
-  for (int64_t i = 0; i < taps; i++) kiln_release(each[i]);
-  free(each);
-  kiln_release(xp);
-  ir_node *im = fe_keep(&t, kiln_reshape_at(f, l, st, 4, (int64_t[]){n, groups, depth, cols}));
+  int64_t o = w->shape[0], depth = x->shape[1] / groups * win.k[0] * win.k[1];
   ir_node *wm = fe_keep(&t, kiln_reshape_at(f, l, w, 3, (int64_t[]){groups, o / groups, depth}));
-  ir_node *y = fe_keep(&t, kiln_matmul_at(f, l, wm, im));   /* (N, g, O/g, OH*OW) */
-  if (b)   /* per (group, output channel) of the product */
-    y = fe_keep(&t, kiln_add_at(f, l, y, fe_keep(&t, kiln_reshape_at(f, l, b, 3, (int64_t[]){groups, o / groups, 1}))));
-  y = fe_keep(&t, kiln_reshape_at(f, l, y, 4, (int64_t[]){n, o, win.out[0], win.out[1]}));
-  return fe_temps_done(&t, unbatched ? kiln_squeeze_dim_at(f, l, y, 0) : fe_same(y));
+  static const int64_t one[2] = {1, 1};
+  return fe_temps_done(&t, window_product(f, l, x, wm, b, &win, one, unbatched));
+}
+
+/* The window of conv_transpose2d as a convolution (kiln.h): kernel and
+ * dilation as given, stride 1, padding d * (k - 1) - p (negative: it crops),
+ * the input spread stride apart (u), and torch's output size (H - 1) * s -
+ * 2p + d * (k - 1) + output_padding + 1. */
+static ir_node *transposed_window(const char *f, int l, ir_node *x, const ir_node *w, int ns, const int64_t *s, int np,
+                                  const int64_t *p, int nop, const int64_t *op, int nd, const int64_t *d, window *win,
+                                  int64_t u[2]) {
+  static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+  int64_t pad[2], extra[2];
+  if (!pair(ns, s, one, u) || !pair(np, p, zero, pad) || !pair(nop, op, zero, extra) || !pair(nd, d, one, win->d))
+    return fe_error(KILN_ERR_ARG, f, l, "conv_transpose2d: stride, padding, output_padding and dilation take 1 or 2 values");
+  for (int i = 0; i < 2; i++) {
+    if (u[i] < 1 || win->d[i] < 1 || pad[i] < 0 || extra[i] < 0)
+      return fe_error(KILN_ERR_ARG, f, l, "conv_transpose2d: stride and dilation must be positive and padding and "
+                      "output_padding non-negative, got stride (%lld, %lld), padding (%lld, %lld), output_padding "
+                      "(%lld, %lld), dilation (%lld, %lld)", (long long)u[0], (long long)u[1], (long long)pad[0],
+                      (long long)pad[1], (long long)extra[0], (long long)extra[1], (long long)win->d[0], (long long)win->d[1]);
+    if (extra[i] >= u[i] && extra[i] >= win->d[i])
+      return fe_error(KILN_ERR_ARG, f, l, "conv_transpose2d: output padding must be smaller than either stride or "
+                      "dilation, but got output_padding=%lld, stride=%lld and dilation=%lld", (long long)extra[i],
+                      (long long)u[i], (long long)win->d[i]);
+    win->k[i] = w->shape[2 + i];
+    win->s[i] = 1;
+    win->p[i] = win->d[i] * (win->k[i] - 1) - pad[i];
+    win->out[i] = (x->shape[x->ndim - 2 + i] - 1) * u[i] - 2 * pad[i] + win->d[i] * (win->k[i] - 1) + extra[i] + 1;
+    if (win->out[i] < 1) return input_error(f, l, "conv_transpose2d", x, "the output size is too small");
+  }
+  return NULL;
+}
+
+/* The gradient of a convolution, scatter-free (kiln.h): a convolution of
+ * the spread input with the weight flipped and transposed to (groups, O /
+ * groups, C / groups * kh * kw). */
+static ir_node *conv_transpose2d(const char *f, int l, ir_node *x, ir_node *w, ir_node *b, int ns, const int64_t *s,
+                                 int np, const int64_t *p, int nop, const int64_t *op, int64_t groups, int nd,
+                                 const int64_t *d) {
+  ir_node *e = check_conv(f, l, "conv_transpose2d", x, w, b, groups, true);
+  window win;
+  int64_t u[2];
+  if (e || (e = transposed_window(f, l, x, w, ns, s, np, p, nop, op, nd, d, &win, u))) return e;
+  fe_temps t = {0};
+  bool unbatched = x->ndim == 3;
+  if (unbatched) x = fe_keep(&t, kiln_unsqueeze_at(f, l, x, 0));
+  int64_t cg = w->shape[0] / groups, og = w->shape[1], kh = win.k[0], kw = win.k[1];
+  ir_node *wg = fe_keep(&t, kiln_reshape_at(f, l, w, 5, (int64_t[]){groups, cg, og, kh, kw}));
+  ir_node *wf = fe_keep(&t, kiln_flip_at(f, l, wg, 2, (int64_t[]){3, 4}));
+  ir_node *wp = fe_keep(&t, kiln_permute_at(f, l, wf, 5, (int64_t[]){0, 2, 1, 3, 4}));
+  ir_node *wm = fe_keep(&t, kiln_reshape_at(f, l, wp, 3, (int64_t[]){groups, og, cg * kh * kw}));
+  return fe_temps_done(&t, window_product(f, l, x, wm, b, &win, u, unbatched));
 }
 
 /* conv1d as conv2d over a height of 1: x (N, C, L) or (C, L), w (O, C/g, k). */
@@ -515,6 +629,14 @@ kiln_tensor *kiln_conv2d_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w
                             const int64_t *stride, int npadding, const int64_t *padding, int ndilation,
                             const int64_t *dilation, int64_t groups) {
   FE_AS("conv2d", conv(f, l, "conv2d", x, w, b, nstride, stride, npadding, padding, ndilation, dilation, groups));
+}
+
+kiln_tensor *kiln_conv_transpose2d_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b,
+                                      int nstride, const int64_t *stride, int npadding, const int64_t *padding,
+                                      int noutput_padding, const int64_t *output_padding, int64_t groups, int ndilation,
+                                      const int64_t *dilation) {
+  FE_AS("conv_transpose2d", conv_transpose2d(f, l, x, w, b, nstride, stride, npadding, padding, noutput_padding,
+                                             output_padding, groups, ndilation, dilation));
 }
 
 kiln_tensor *kiln_max_pool2d_at(const char *f, int l, kiln_tensor *x, int nkernel, const int64_t *kernel_size,

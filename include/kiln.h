@@ -1419,9 +1419,13 @@ KILN_API kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_
  * dilation and groups (depthwise: groups = channels); bias may be NULL. Each
  * (n, values) argument takes n = 1 (both spatial dims) or n = 2 for conv2d,
  * n = 1 for conv1d, and n = 0 for the default (stride 1, padding 0,
- * dilation 1). Today a convolution is one batched GEMM of the weight and the
- * stacked, strided taps of the padded input (an im2col that a kernel of its
- * own stores); the bias and what follows run in one more kernel.
+ * dilation 1). A convolution is an implicit GEMM: one batched GEMM (per
+ * group) of the weight and the input's windows, whose packing on the CPU
+ * reads the input directly (no im2col buffer exists), with the bias and the
+ * elementwise ops that follow (relu, gelu, a residual add, a batch norm's
+ * scale and shift) in its epilogue: conv2d + bias + relu is one kernel. On
+ * CUDA the windows are stored by an NVRTC-compiled im2col kernel and the
+ * product runs in cuBLASLt.
  * @{ */
 /** F.conv2d.
  * @at
@@ -1447,7 +1451,33 @@ KILN_API kiln_tensor *kiln_conv2d_at(const char *f, int l, kiln_tensor *x, kiln_
 KILN_API kiln_tensor *kiln_conv1d_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b, int nstride,
                                      const int64_t *stride, int npadding, const int64_t *padding, int ndilation,
                                      const int64_t *dilation, int64_t groups);
+/** F.conv_transpose2d (argument order as OPS-API: output_padding, groups,
+ * then dilation). Computed in the gradient-style, scatter-free form: the
+ * convolution, stride 1, of the input spread stride apart (zeros between
+ * its elements, never stored: the window skips them), padded by
+ * dilation * (k - 1) - padding (output_padding more at the end), with the
+ * weight flipped along kh and kw and transposed to (O, C / groups, kh, kw)
+ * per group; so it is the same implicit GEMM as kiln_conv2d_at, with the
+ * bias and what follows in its epilogue (the flipped weight is rearranged
+ * by one small kernel of its own).
+ * @at
+ * @param x a floating (N, C, H, W) or (C, H, W) input
+ * @param w the weight (C, O / groups, kh, kw), of x's dtype
+ * @param b the bias (O,), or NULL
+ * @param nstride,stride,npadding,padding the transposed window (n = 0: stride 1, padding 0)
+ * @param noutput_padding,output_padding added to the output's end (each smaller than the stride or the dilation)
+ * @param groups divides C and O
+ * @param ndilation,dilation the dilation (n = 0: 1)
+ * @return (N, O, (H - 1) * stride - 2 * padding + dilation * (kh - 1) + output_padding + 1, likewise along W)
+ * @handle KILN_ERR_SHAPE for shapes that do not fit; KILN_ERR_ARG for a bad
+ * stride, padding, output_padding or dilation; KILN_ERR_DTYPE for integer
+ * or mixed dtypes. */
+KILN_API kiln_tensor *kiln_conv_transpose2d_at(const char *f, int l, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b,
+                                               int nstride, const int64_t *stride, int npadding, const int64_t *padding,
+                                               int noutput_padding, const int64_t *output_padding, int64_t groups,
+                                               int ndilation, const int64_t *dilation);
 /** @macros */
+#define kiln_conv_transpose2d(x, w, b, ...) kiln_conv_transpose2d_at(__FILE__, __LINE__, x, w, b, __VA_ARGS__)
 #define kiln_conv2d(x, w, b, ...) kiln_conv2d_at(__FILE__, __LINE__, x, w, b, __VA_ARGS__)
 #define kiln_conv1d(x, w, b, ...) kiln_conv1d_at(__FILE__, __LINE__, x, w, b, __VA_ARGS__)
 /** @} */

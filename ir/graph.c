@@ -455,6 +455,15 @@ static void print_pad(ir_str *b, const ir_node *n) {
   ir_str_printf(b, ") value %g", n->attr.value);
 }
 
+static void print_window(ir_str *b, const ir_node *n) {
+  const int64_t *v[] = {n->attr.win.k, n->attr.win.s, n->attr.win.p, n->attr.win.d, n->attr.win.u};
+  static const char *const names[] = {"kernel", "stride", "padding", "dilation", "step"};
+  for (int i = 0; i < 5; i++) {
+    ir_str_printf(b, " %s ", names[i]);
+    print_ints(b, 2, v[i]);
+  }
+}
+
 /* The attributes that say what a source or movement node produces. */
 static void print_attrs(ir_str *b, const ir_node *n) {
   const ir_attr *a = &n->attr;
@@ -485,6 +494,7 @@ static void print_attrs(ir_str *b, const ir_node *n) {
   case IR_FLIP: print_flip(b, a->flip_mask); break;
   case IR_PAD: print_pad(b, n); break;
   case IR_CAT: ir_str_printf(b, " dim %d", a->dim); break;
+  case IR_UNFOLD: print_window(b, n); break;
   case IR_GATHER: case IR_SCATTER: case IR_SCATTER_ADD: case IR_SCATTER_MUL: case IR_SCATTER_MAX: case IR_SCATTER_MIN:
     ir_str_printf(b, " dim %d", a->dim);
     break;

@@ -27,6 +27,10 @@ typedef struct {
   int64_t stride;                     /* SLICE: source step per output step (> 0) */
   int64_t pad[KILN_MAX_DIMS][2];      /* PAD: elements before and after, per dim; PAD's fill is value */
   unsigned flip_mask;                 /* FLIP: bit d set reverses dim d */
+  /* UNFOLD, per spatial dim (H, W): kernel, stride, padding (negative: it
+   * crops), dilation, the input's step u (a transposed convolution reads its
+   * input spread u apart, zeros between), output size */
+  struct { int64_t k[2], s[2], p[2], d[2], u[2], out[2]; } win;
   unsigned axes;                      /* reductions: bit d set = dim d is reduced; scans, sorts: the one dim */
   int64_t sort_k;                     /* IR_SORTING ops: elements kept per line */
   bool descending;                    /* IR_SORTING ops: largest first */

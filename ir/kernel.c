@@ -572,6 +572,9 @@ static void key_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
     int64_t h[3] = {s->gemm.a_sk, s->gemm.b_sk, s->gemm.b_sn};
     memcpy(f + 12, g, sizeof g);
     ir_str_append(ctx, h, sizeof h);
+    int64_t window = s->gemm.win != NULL;
+    ir_str_append(ctx, &window, sizeof window);
+    if (window) ir_str_append(ctx, s->gemm.win, sizeof(int64_t) * KW_N);
   }
   if (s->kind == KS_CHECK) {
     f[12] = s->check.code;
@@ -584,6 +587,9 @@ static void key_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
     int64_t h[2] = {s->sort.out_stride, s->sort.descending};
     memcpy(f + 12, g, sizeof g);
     ir_str_append(ctx, h, sizeof h);
+    int64_t window = s->gemm.win != NULL;
+    ir_str_append(ctx, &window, sizeof window);
+    if (window) ir_str_append(ctx, s->gemm.win, sizeof(int64_t) * KW_N);
   }
   ir_str_append(ctx, f, sizeof f);
 }
@@ -772,6 +778,11 @@ static void kp_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
                   (long long)s->gemm.n, (long long)s->gemm.kdim, s->gemm.a_buf, s->gemm.a_off->id, s->var,
                   (long long)s->gemm.a_si, (long long)s->gemm.a_sk, s->gemm.b_buf, s->gemm.b_off->id,
                   (long long)s->gemm.b_sk, s->gemm.var_j, (long long)s->gemm.b_sn);
+    if (s->gemm.win) {
+      ir_str_printf(b, "  B is a window:");
+      for (int i = 0; i < KW_N; i++) ir_str_printf(b, " %lld", (long long)s->gemm.win[i]);
+      ir_str_printf(b, "\n");
+    }
     break;
   case KS_CHECK:
     ir_str_printf(b, "check %s if %%%d at %%%d (value %%%d, site %d)\n", kc_infos[s->check.code].message,

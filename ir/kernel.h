@@ -69,6 +69,10 @@ struct kexpr {
   int id;               /* dense number within the kernel, for printers and memo tables */
 };
 
+/* The window geometry of a KS_GEMM whose B is a convolution's window. */
+enum { KW_TAPS, KW_KW, KW_OW, KW_SH, KW_SW, KW_DH, KW_DW, KW_PH, KW_PW, KW_UH, KW_UW, KW_IN_H, KW_IN_W, KW_SC,
+       KW_SY, KW_SX, KW_N };
+
 typedef enum { KS_LOOP, KS_STORE, KS_ACC, KS_UPDATE, KS_GEMM, KS_CHECK, KS_CARRY, KS_SORT } ks_kind;
 
 /* What a failed check means: X(code, message, name of the reported value
@@ -141,13 +145,20 @@ struct kstmt {
    *   acc = sum over k in 0..kdim of A[a_off + i*a_si + k*a_sk] *
    *         B[b_off + k*b_sk + j*b_sn]   (params a_buf, b_buf; type f32/f64)
    *   then body (the epilogue: stores reading KX_ACC acc, vars i and j).
-   * a_off and b_off are i64 expressions of enclosing loop vars (batches). */
+   * a_off and b_off are i64 expressions of enclosing loop vars (batches).
+   * With win (KW_N values, below) B is a convolution's window instead
+   * (ops.def's UNFOLD, b_sk and b_sn unused): its element (k, j) is
+   * B[b_off + c*sc + h*sy + w*sx] for the channel c = k / taps, tap (i, t)
+   * of k % taps (kw wide) and output position (oh, ow) of j (ow_n wide),
+   * where uh*h = oh*sh + i*dh - ph and uw*w = ow*sw + t*dw - pw with
+   * 0 <= h < in_h, 0 <= w < in_w; 0 where there is no such (h, w). */
   struct {
     int var_j;
     int64_t n, kdim;
     int a_buf, b_buf;
     kexpr *a_off, *b_off;
     int64_t a_si, a_sk, b_sk, b_sn;
+    const int64_t *win;
   } gemm;
   /* KS_CHECK: if value (bool) is true, the launch fails with code (kc_code)
    * at site (k->sites), flat position index (i64) and check.what (i64). */

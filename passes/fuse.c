@@ -19,8 +19,10 @@
  *   each other share that kernel, which reads the data once.
  * - A matmul's operands are buffers read in place through a strided view
  *   (transposes, slices, broadcasts fold into the GEMM's strides); any other
- *   operand is materialized. A kernel holds at most one matmul, whose shape is
- *   the kernel's, plus an elementwise epilogue, and no reduction.
+ *   operand is materialized. On the CPU a convolution's window (UNFOLD) as
+ *   B is packed by the GEMM from its input, which follows that rule. A
+ *   kernel holds at most one matmul plus an elementwise epilogue, and no
+ *   reduction; the epilogue may reshape the product (reshaped_epilogue).
  * - A scan (cumsum, cummax, ...) is inlined into the kernel of its
  *   elementwise consumers with its elementwise producers (cumsum(x*2)+1 is
  *   one kernel); it is materialized when any other op reads it (a view, a
@@ -63,7 +65,9 @@ enum {
   HAS_SCATTER = 64, /* a scatter: its kernel writes through an index (lower.c's scatter_nest) */
   HAS_SCAN = 16,   /* a scan: its kernel's loop nest runs the scanned dim innermost, in order */
   HAS_SORT = 32,   /* a sort or top-k: a row kernel of its own */
+  HAS_RESHAPE = 128, /* a reshape of a computed node: a view, but one that keeps the row-major order */
 };
+enum { ANY_VIEW = HAS_VIEW | HAS_RESHAPE };
 
 typedef struct {
   int *parent;          /* union-find over group ids */
@@ -71,6 +75,7 @@ typedef struct {
   bool merge;           /* sibling groups may merge (FUSE_ALL) */
   int *first_user;      /* consumer lists: topo index of the first user */
   int *next_user;       /* per (node, source slot) link: index 3*i + slot */
+  const int *group;     /* per placed node: its group (-1: none) */
 } fuse_ctx;
 
 static int uf_find(int *parent, int x) {
@@ -264,8 +269,9 @@ static bool mark_forced(pass_graph *g, bool merge, bool *mat) {
       if (ir_op_has(s->op, IR_REDUCE)) mat[s->scratch] = true;
     }
     for (int k = 0; n->op == IR_MATMUL && k < 2; k++) {
-      ir_node *leaf = strided_leaf(n->src[k]);
-      ir_node *m = leaf ? leaf : n->src[k];
+      ir_node *operand = k && pass_window_operand(g, n) ? n->src[k]->src[0] : n->src[k];
+      ir_node *leaf = strided_leaf(operand);
+      ir_node *m = leaf ? leaf : operand;
       if (m->op != IR_BUFFER) mat[m->scratch] = true;
     }
   }
@@ -300,18 +306,52 @@ static bool mark_deep(const pass_graph *g, bool *mat) {
   return true;
 }
 
+/* Whether matmul mm may join group r, whose only views are reshapes: its
+ * value reaches the group's outputs through elementwise nodes and at most
+ * one reshape on each path. A reshape keeps the row-major order, so the
+ * epilogue still computes the outputs at the GEMM's own (i, j), each at the
+ * same flat position (lower.c's reshaped_outputs): a convolution's bias and
+ * activation after the reshape to (N, O, OH, OW). */
+static bool reshaped_epilogue(pass_graph *g, fuse_ctx *c, int r, const ir_node *mm) {
+  if (ir_numel(mm->ndim, mm->shape) != ir_numel(g->groups[r].outs[0]->ndim, g->groups[r].outs[0]->shape)) return false;
+  int *stack = ir_malloc(sizeof *stack * ((size_t)g->n + 1));
+  unsigned char *seen = ir_calloc((size_t)g->n + 1, 2);   /* per node: seen before / after the reshape */
+  bool ok = stack && seen;
+  int n = 0;
+  if (ok) stack[n++] = mm->scratch;
+  while (ok && n) {
+    int x = stack[--n], i = x % g->n;
+    bool after = x >= g->n;
+    for (int u = c->first_user[i]; ok && u >= 0; u = c->next_user[u]) {
+      int j = u / 3;
+      if (c->group[j] < 0 || uf_find(c->parent, c->group[j]) != r) continue;
+      bool reshape = g->topo[j]->op == IR_RESHAPE;
+      ok = !(reshape && after) && (reshape || ir_op_has(g->topo[j]->op, IR_EW));
+      int next = j + (after || reshape ? g->n : 0);
+      if (ok && !seen[next]) {
+        seen[next] = 1;
+        stack[n++] = next;
+      }
+    }
+  }
+  free(stack);
+  free(seen);
+  return ok;
+}
+
 /* Whether a node of kind `kind` and shape `n` may join group r. A GEMM's
  * epilogue computes the group's outputs at the GEMM's own (i, j): no view
- * may sit between them, even one that keeps the shape (flip(relu(x @ w))). */
+ * may sit between them, even one that keeps the shape (flip(relu(x @ w))),
+ * but a reshape (above). */
 static bool fits(pass_graph *g, fuse_ctx *c, int r, unsigned kind, const ir_node *n) {
   unsigned k = c->kinds[r];
-  if (k & HAS_SCATTER) return (kind & HAS_VIEW) != 0;  /* its operands' views only */
+  if (k & HAS_SCATTER) return (kind & ANY_VIEW) != 0;  /* its operands' views only */
   if ((k | kind) & HAS_SORT) return false;
   if (kind & HAS_SCAN) return !(k & NOT_WITH_SCAN) && same_shape(g->groups[r].outs[0], n);
   if ((k & HAS_SCAN) && (kind & NOT_WITH_SCAN)) return false;
-  if (kind & HAS_CONTRACT) return !k && same_shape(g->groups[r].outs[0], n);
+  if (kind & HAS_CONTRACT) return !k ? same_shape(g->groups[r].outs[0], n) : k == HAS_RESHAPE && reshaped_epilogue(g, c, r, n);
   if (kind & HAS_REDUCE) return !(k & (HAS_CONTRACT | HAS_GRID));
-  if (kind & HAS_VIEW) return !(k & HAS_CONTRACT);
+  if (kind & ANY_VIEW) return !(k & HAS_CONTRACT);
   return true;
 }
 
@@ -326,7 +366,8 @@ static bool mergeable(pass_graph *g, fuse_ctx *c, int r, int s) {
 
 /* What node n brings to a group (node_kind, plus the flags above). */
 static unsigned group_kind(const pass_graph *g, const ir_node *n) {
-  return node_kind(n) | (ir_op_has(n->op, IR_MOVE) ? HAS_VIEW : 0) | (grid_reduce(g, n) ? HAS_GRID : 0) |
+  unsigned view = n->op == IR_RESHAPE ? HAS_RESHAPE : ir_op_has(n->op, IR_MOVE) ? HAS_VIEW : 0;
+  return node_kind(n) | view | (grid_reduce(g, n) ? HAS_GRID : 0) |
          (ir_op_is_scatter(n->op) ? HAS_SCATTER : 0);
 }
 
@@ -360,8 +401,10 @@ static int place(pass_graph *g, fuse_ctx *c, int i, int *group, int *ngroups, bo
   /* a GEMM's epilogue reads its value at the GEMM's own (i, j), and a
    * scan's consumers read it where its loop is: only elementwise users keep
    * that index */
-  for (int u = c->first_user[i]; (kind & (HAS_CONTRACT | HAS_SCAN)) && u >= 0; u = c->next_user[u])
-    if (!ir_op_has(g->topo[u / 3]->op, IR_EW)) conflict = true;
+  for (int u = c->first_user[i]; (kind & (HAS_CONTRACT | HAS_SCAN)) && u >= 0; u = c->next_user[u]) {
+    ir_op op = g->topo[u / 3]->op;
+    if (!ir_op_has(op, IR_EW) && !((kind & HAS_CONTRACT) && op == IR_RESHAPE)) conflict = true;
+  }
   /* a column reduction is its own kernel, lowered with its loop outside */
   if ((kind & HAS_REDUCE) && !pass_reduce_trailing(g->topo[i])) conflict = true;
   if (root >= 0 && !conflict && fits(g, c, root, kind, g->topo[i])) {
@@ -499,7 +542,7 @@ void pass_fuse(pass_graph *g, pass_fuse_mode mode) {
   bool *mat = ir_calloc((size_t)n + 1, sizeof *mat);
   int *group = ir_calloc((size_t)n + 1, sizeof *group);
   fuse_ctx c = {ir_calloc((size_t)n + 1, sizeof(int)), ir_calloc((size_t)n + 1, 1), siblings,
-                ir_calloc((size_t)n + 1, sizeof(int)), ir_calloc(3 * (size_t)n + 3, sizeof(int))};
+                ir_calloc((size_t)n + 1, sizeof(int)), ir_calloc(3 * (size_t)n + 3, sizeof(int)), group};
   bool *recompute = ir_calloc((size_t)n + 1, sizeof *recompute);
   g->groups = ir_arena_alloc(g->arena, sizeof(pass_group) * (size_t)(n + 1));
   g->oom = !(mat && group && c.parent && c.kinds && c.first_user && c.next_user && recompute && g->groups);

@@ -423,6 +423,40 @@ static kexpr *step_pad(lower_ctx *c, task *t) {
   return ask(t, 0);
 }
 
+/* UNFOLD (ops.def) reads the window's input element where one lies in
+ * range (keep: the in-range condition), else 0; the position is clamped
+ * into the input so the load stays in bounds, as a pad's is. Division and
+ * remainder only see non-negative values. */
+static kexpr *step_unfold(lower_ctx *c, task *t) {
+  const ir_node *n = t->n, *s = n->src[0];
+  const ir_attr *a = &n->attr;
+  kernel *k = c->k;
+  kiln_dtype vt = ct(n->dtype);
+  if (t->step) return kx_op(k, IR_WHERE, vt, t->keep[1], t->got, kx_float(k, vt, 0));
+  kexpr **sidx = t->need_idx, *valid = NULL;
+  int64_t cg = s->shape[1] / n->shape[1], taps = a->win.k[0] * a->win.k[1];
+  kexpr *tap = kx_imod(k, t->idx[2], kx_dim(k, taps));
+  kexpr *tp[2] = {kx_idiv(k, tap, i64(k, a->win.k[1])), kx_imod(k, tap, i64(k, a->win.k[1]))};
+  kexpr *o[2] = {kx_idiv(k, t->idx[3], i64(k, a->win.out[1])), kx_imod(k, t->idx[3], i64(k, a->win.out[1]))};
+  sidx[0] = t->idx[0];
+  sidx[1] = kx_iadd(k, kx_imul(k, t->idx[1], kx_dim(k, cg)), kx_idiv(k, t->idx[2], kx_dim(k, taps)));
+  for (int d = 0; d < 2; d++) {
+    kexpr *at = kx_iadd(k, kx_iadd(k, kx_imul(k, o[d], i64(k, a->win.s[d])), kx_imul(k, tp[d], i64(k, a->win.d[d]))),
+                        i64(k, -a->win.p[d]));
+    valid = and_cond(k, valid, kx_op(k, IR_GE, KILN_BOOL, at, i64(k, 0), NULL));
+    kexpr *pos = kx_op(k, IR_MAXIMUM, KILN_I64, at, i64(k, 0), NULL), *u = i64(k, a->win.u[d]);
+    if (a->win.u[d] > 1) {
+      valid = and_cond(k, valid, kx_op(k, IR_EQ, KILN_BOOL, kx_imod(k, pos, u), i64(k, 0), NULL));
+      pos = kx_idiv(k, pos, u);
+    }
+    kexpr *len = kx_dim(k, s->shape[2 + d]);
+    valid = and_cond(k, valid, kx_op(k, IR_LT, KILN_BOOL, pos, len, NULL));
+    sidx[2 + d] = kx_op(k, IR_MINIMUM, KILN_I64, pos, kx_dim(k, s->shape[2 + d] - 1), NULL);
+  }
+  t->keep[1] = valid;
+  return ask(t, 0);
+}
+
 /* Cat reads the first source below its size along dim, the second above;
  * when both have elements both indices are clamped so neither load can
  * leave its buffer. An empty side is never read. Each side converts to the
@@ -783,6 +817,7 @@ static kexpr *step(lower_ctx *c, task *t) {
   if (ir_op_has(n->op, IR_SRC)) return emit_source(c, n, t->idx);
   if (n->op == IR_PAD) return step_pad(c, t);
   if (n->op == IR_CAT) return step_cat(c, t);
+  if (n->op == IR_UNFOLD) return step_unfold(c, t);
   if (n->op == IR_GATHER) return step_gather(c, t);
   if (ir_op_has(n->op, IR_MOVE)) return step_view(c, t);
   if (n->op == IR_CAST) return step_cast(c, t);
@@ -881,20 +916,41 @@ static void gemm_operand(lower_ctx *c, ir_node *n, kexpr *const *idx, int *buf, 
   *s1 = st[n->ndim - 1];
 }
 
+/* B as a convolution's window (ir/kernel.h's win): the UNFOLD's input read
+ * through its strides, the batch and group in b_off. */
+static void gemm_window(lower_ctx *c, const ir_node *n, kexpr *const *idx, kstmt *gs) {
+  const ir_attr *a = &n->attr;
+  const ir_node *x = n->src[0];
+  int64_t st[KILN_MAX_DIMS], o = 0, cg = x->shape[1] / n->shape[1];
+  ir_node *leaf = gemm_view(c, (ir_node *)x, st, &o);
+  gs->gemm.b_buf = input_param(c, leaf);
+  gs->gemm.b_off = linear(c->k, 2, (int64_t[]){st[0], cg * st[1]}, o, idx);
+  int64_t *w = ir_arena_alloc(c->k->arena, sizeof(int64_t) * KW_N);
+  int64_t v[KW_N] = {[KW_TAPS] = a->win.k[0] * a->win.k[1], [KW_KW] = a->win.k[1], [KW_OW] = a->win.out[1],
+                     [KW_SH] = a->win.s[0], [KW_SW] = a->win.s[1], [KW_DH] = a->win.d[0], [KW_DW] = a->win.d[1],
+                     [KW_PH] = a->win.p[0], [KW_PW] = a->win.p[1], [KW_UH] = a->win.u[0], [KW_UW] = a->win.u[1],
+                     [KW_IN_H] = x->shape[2], [KW_IN_W] = x->shape[3], [KW_SC] = st[1], [KW_SY] = st[2], [KW_SX] = st[3]};
+  memcpy(w, v, sizeof v);
+  gs->gemm.win = w;
+}
+
 /* Batch loops around one KS_GEMM; the epilogue stores go in its body, where
  * the matmul's value at (i, j) is the GEMM's accumulator. */
-static void gemm_nest(lower_ctx *c, const pass_group *pg, ir_node *mm, kexpr **idx) {
+static void gemm_nest(lower_ctx *c, ir_node *mm, kexpr **idx) {
   kernel *k = c->k;
-  int nd = pg->ndim;
-  loop_nest(c, pg, nd - 2, idx);
+  int nd = mm->ndim;
+  push_frame(c, -1, &k->body);
+  nest(c, nd - 2, mm->shape, KL_PARALLEL, KL_SERIAL, idx);
   kiln_dtype at = ct(mm->dtype);
   int acc = k_acc(k);
-  kstmt *gs = ks_gemm(k, acc, at, pg->shape[nd - 2], pg->shape[nd - 1], mm->src[0]->shape[nd - 1]);
+  kstmt *gs = ks_gemm(k, acc, at, mm->shape[nd - 2], mm->shape[nd - 1], mm->src[0]->shape[nd - 1]);
   frame_set_inner(&c->frames[c->nframes - 1], gs);
   idx[nd - 2] = kx_var(k, gs->var);
   idx[nd - 1] = kx_var(k, gs->gemm.var_j);
   gemm_operand(c, mm->src[0], idx, &gs->gemm.a_buf, &gs->gemm.a_off, &gs->gemm.a_si, &gs->gemm.a_sk);
-  gemm_operand(c, mm->src[1], idx, &gs->gemm.b_buf, &gs->gemm.b_off, &gs->gemm.b_sk, &gs->gemm.b_sn);
+  const ir_node *b = mm->src[1];
+  if (b->op == IR_UNFOLD && !c->g->materialized[b->scratch]) gemm_window(c, b, idx, gs);
+  else gemm_operand(c, mm->src[1], idx, &gs->gemm.b_buf, &gs->gemm.b_off, &gs->gemm.b_sk, &gs->gemm.b_sn);
   memo_put(c, mm, idx, kx_acc(k, acc, at));
   push_frame(c, gs->gemm.var_j, &gs->body);
 }
@@ -1093,20 +1149,48 @@ static ir_node *group_matmul(const pass_graph *g, int gi) {
   return NULL;
 }
 
-/* The group's kernel: every output stored at the group's index. */
+static bool same_shape(int ndim, const int64_t *shape, const ir_node *n) {
+  return ndim == n->ndim && !memcmp(shape, n->shape, sizeof(int64_t) * (size_t)ndim);
+}
+
+/* A GEMM group whose outputs are a reshape of its product (fuse.c's
+ * reshaped_epilogue): the outputs' index oidx from the GEMM's idx, and each
+ * reshape of a node of the product's shape to the outputs' is that node's
+ * value at idx (put in the memo table), so the epilogue reads the GEMM's
+ * accumulator. */
+static void reshaped_outputs(lower_ctx *c, const pass_group *pg, const ir_node *mm, kexpr *const *idx, kexpr **oidx) {
+  ir_node out = {.ndim = pg->ndim}, view = {.op = IR_RESHAPE, .ndim = mm->ndim, .nsrc = 1, .src = {&out}};
+  memcpy(out.shape, pg->shape, sizeof out.shape);
+  memcpy(view.shape, mm->shape, sizeof view.shape);
+  reshape_index(c->k, &view, idx, oidx);
+  for (int i = 0; i < c->g->n; i++) {
+    const ir_node *r = c->g->topo[i], *s = r->src[0];
+    bool seeded = r->op == IR_RESHAPE && c->g->group_of[i] == c->gi && c->g->group_of[s->scratch] == c->gi;
+    /* other reshapes in the group read their source at oidx's reshape */
+    if (seeded && same_shape(s->ndim, s->shape, mm) && same_shape(r->ndim, r->shape, &out))
+      memo_put(c, r, oidx, emit(c, s, idx));
+  }
+}
+
+/* The group's kernel: every output stored at the group's index (a GEMM
+ * group's: the product's, at the same flat position). */
 static void store_outputs(lower_ctx *c, const pass_group *pg) {
   kernel *k = c->k;
-  kexpr *idx[KILN_MAX_DIMS];
+  kexpr *idx[KILN_MAX_DIMS], *oidx[KILN_MAX_DIMS];
   ir_node *mm = group_matmul(c->g, c->gi);
   const ir_node *scan = group_scan(c->g, c->gi);
-  if (mm) gemm_nest(c, pg, mm, idx);
+  int nd = mm ? mm->ndim : pg->ndim;
+  const int64_t *shape = mm ? mm->shape : pg->shape;
+  if (mm) gemm_nest(c, mm, idx);
   else if (scan) scan_nest(c, pg, scan_dim(scan), idx);
   else loop_nest(c, pg, pg->ndim, idx);
+  bool reshaped = mm && !same_shape(pg->ndim, pg->shape, mm);
+  if (reshaped) reshaped_outputs(c, pg, mm, idx, oidx);
   int64_t st[KILN_MAX_DIMS];
-  ir_contiguous_strides(pg->ndim, pg->shape, st);
-  kexpr *at = linear(k, pg->ndim, st, 0, idx);
+  ir_contiguous_strides(nd, shape, st);
+  kexpr *at = linear(k, nd, st, 0, idx);
   for (int o = 0; o < pg->nout; o++) {
-    kexpr *v = emit(c, pg->outs[o], idx);
+    kexpr *v = emit(c, pg->outs[o], reshaped ? oidx : idx);
     frame_insert(&c->frames[c->nframes - 1], ks_store(k, o, at, v));
   }
 }

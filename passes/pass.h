@@ -63,6 +63,10 @@ void pass_graph_release(pass_graph *g);
 /* view.c: the strided-view algebra of movement ops. pass_view_strides gives
  * n's strides and (in *off, updated) offset from its source's strides s;
  * false when n is not a strided view of its source. */
+/* Whether matmul mm's B is a convolution's window (an UNFOLD) that the
+ * CPU GEMM packs from the input in place (its input is then the operand
+ * read through strides); on CUDA the window is stored, for cuBLASLt. */
+bool pass_window_operand(const pass_graph *g, const ir_node *mm);
 bool pass_view_affine(const ir_node *n);
 /* A reduction whose reduced dims all come after the dims it keeps (a row
  * reduction): its loop runs innermost over contiguous data. Otherwise

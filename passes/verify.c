@@ -60,6 +60,18 @@ static bool cat_ok(const ir_node *n) {
          n->shape[d] == a->shape[d] + b->shape[d];
 }
 
+/* UNFOLD: the window geometry is valid and gives the node's shape. */
+static bool unfold_ok(const ir_node *n, const ir_node *s) {
+  const ir_attr *a = &n->attr;
+  if (n->ndim != 4 || s->ndim != 4 || n->shape[0] != s->shape[0] || n->shape[1] < 1 || s->shape[1] % n->shape[1])
+    return false;
+  for (int i = 0; i < 2; i++)
+    if (a->win.k[i] < 1 || a->win.s[i] < 1 || a->win.d[i] < 1 || a->win.u[i] < 1 || a->win.out[i] < 1)
+      return false;
+  return n->shape[2] == s->shape[1] / n->shape[1] * a->win.k[0] * a->win.k[1] &&
+         n->shape[3] == a->win.out[0] * a->win.out[1];
+}
+
 /* Movement nodes read their sources where ops.def says, and nowhere else. */
 static bool movement_ok(const ir_node *n) {
   const ir_node *s = n->src[0];
@@ -69,6 +81,7 @@ static bool movement_ok(const ir_node *n) {
   case IR_PERMUTE: return permute_ok(n, s);
   case IR_FLIP: return same_except(n, s, -1);
   case IR_CAT: return cat_ok(n);
+  case IR_UNFOLD: return unfold_ok(n, s);
   default: return reads_in_range(n, s);
   }
 }

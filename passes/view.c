@@ -60,6 +60,10 @@ bool pass_view_strides(const ir_node *n, const int64_t *s, int64_t *st, int64_t 
   return true;
 }
 
+bool pass_window_operand(const pass_graph *g, const ir_node *mm) {
+  return mm->src[1]->op == IR_UNFOLD && pass_target(g, mm) == KILN_CPU;
+}
+
 bool pass_reduce_trailing(const ir_node *n) {
   const ir_node *s = n->src[0];
   bool reduced = false;

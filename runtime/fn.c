@@ -216,6 +216,10 @@ static const char *variant_shape(const ir_node *o, ir_node *const *src, int64_t 
     memcpy(shape, s0->shape, sizeof(int64_t) * (size_t)o->ndim);
     shape[o->attr.dim] += src[1]->shape[o->attr.dim];
     return NULL;
+  case IR_UNFOLD:   /* the window's geometry is fixed: so is the input it fits */
+    for (int d = 0; d < s0->ndim; d++)
+      if (is_dynamic(o->src[0]->shape[d])) return "a convolution over a dynamic shape";
+    return NULL;
   case IR_GATHER:   /* the index's shape */
     memcpy(shape, src[1]->shape, sizeof(int64_t) * (size_t)o->ndim);
     return NULL;

@@ -127,6 +127,17 @@ static kiln_tensor *g_zero_k(kiln_dtype dt) {
   return kiln_relu(kiln_mm(in(dt, KILN_SHAPE(3, 0)), in(dt, KILN_SHAPE(0, 4))));
 }
 
+/* Convolutions: the window (UNFOLD) is stored for cuBLASLt, then a batched
+ * product per image (and group). */
+static kiln_tensor *g_conv(kiln_dtype dt) {
+  return kiln_relu(kiln_conv2d(in(dt, KILN_SHAPE(2, 3, 6, 5)), in(dt, KILN_SHAPE(4, 3, 3, 3)), in(dt, KILN_SHAPE(4)), 0,
+                               NULL, 1, (int64_t[]){1}, 0, NULL, 1));
+}
+static kiln_tensor *g_conv_groups(kiln_dtype dt) {
+  return kiln_conv2d(in(dt, KILN_SHAPE(2, 4, 5, 5)), in(dt, KILN_SHAPE(6, 2, 2, 3)), NULL, 1, (int64_t[]){2}, 0, NULL, 0,
+                     NULL, 2);
+}
+
 typedef kiln_tensor *(*graph_fn)(kiln_dtype dt);
 
 enum { ANY = -1 };
@@ -163,9 +174,13 @@ static const gemm_row rows[] = {
   {"dot", g_dot, KILN_F32, 0, NONE, ANY, ANY, ANY, 1, 0, true},
   {"linear", g_linear, KILN_F32, 1, NONE, 0, 1, 0, 1, 0, true},
   {"linear, no bias", g_linear_nobias, KILN_F32, 0, NONE, 0, 1, 0, 1, 0, true},
-  /* the rows merge into a 2-D product whose reshaped view the epilogue
-   * reads: fuse keeps the bias and relu in a kernel of their own */
-  {"relu(linear 3-d)", g_linear_3d, KILN_F32, 0, NONE, 0, 1, 0, 1, 0, true},
+  /* the rows merge into a 2-D product; the reshape back to 3-d keeps the
+   * row-major order, so the bias and relu stay in its epilogue */
+  {"relu(linear 3-d)", g_linear_3d, KILN_F32, 1, RELU, 0, 1, 0, 1, 0, true},
+  /* a convolution on CUDA: its window stored by an im2col kernel, the bias
+   * along kiln's rows (the output channels) in the rest */
+  {"relu(conv2d + b)", g_conv, KILN_F32, 0, NONE, 1, 0, 0, 2, 0, true},
+  {"conv2d, groups 2", g_conv_groups, KILN_F32, 0, NONE, 0, 0, 0, 2, 1, true},
   {"relu(linear)", g_relu_linear, KILN_F32, 1, RELU, 0, 1, 0, 1, 0, true},
   {"gelu_tanh(linear)", g_gelu_tanh_linear, KILN_F32, 1, GELU, 0, 1, 0, 1, 0, true},
   {"gelu(linear)", g_gelu_linear, KILN_F32, 1, NONE, 1, 1, 0, 1, 0, true},

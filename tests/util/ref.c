@@ -358,6 +358,22 @@ static int64_t flatten(int ndim, const int64_t *shape, const int64_t *idx) {
   return k;
 }
 
+/* UNFOLD's element (n, g, (c, i, j), (oh, ow)), written out from ops.def:
+ * the source element, or 0 where the window reads none. */
+static rv unfold_value(const ir_node *n, const ref_tensor *s, const int64_t *idx) {
+  const ir_attr *a = &n->attr;
+  int64_t cg = s->shape[1] / n->shape[1], taps = a->win.k[0] * a->win.k[1];
+  int64_t tap[2] = {idx[2] % taps / a->win.k[1], idx[2] % a->win.k[1]};
+  int64_t o[2] = {idx[3] / a->win.out[1], idx[3] % a->win.out[1]};
+  int64_t sidx[4] = {idx[0], idx[1] * cg + idx[2] / taps, 0, 0};
+  for (int d = 0; d < 2; d++) {
+    int64_t at = o[d] * a->win.s[d] + tap[d] * a->win.d[d] - a->win.p[d];
+    if (at < 0 || at % a->win.u[d] || at / a->win.u[d] >= s->shape[2 + d]) return const_value(0);
+    sidx[2 + d] = at / a->win.u[d];
+  }
+  return ref_rv(s, flatten(4, s->shape, sidx));
+}
+
 /* Element k of a movement node other than EXPAND: the source element it
  * reads (ops.def), or PAD's fill where it reads none. */
 static rv movement_value(const ir_node *n, ref_tensor *const *src, int64_t k) {
@@ -366,6 +382,7 @@ static rv movement_value(const ir_node *n, ref_tensor *const *src, int64_t k) {
   int64_t idx[KILN_MAX_DIMS], sidx[KILN_MAX_DIMS];
   if (n->op == IR_RESHAPE) return ref_rv(s, k);
   unflatten(n->ndim, n->shape, k, idx);
+  if (n->op == IR_UNFOLD) return unfold_value(n, s, idx);
   memcpy(sidx, idx, sizeof idx);
   if (n->op == IR_SELECT) {
     memmove(sidx + a->dim + 1, idx + a->dim, (size_t)(n->ndim - a->dim) * sizeof *idx);

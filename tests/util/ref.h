@@ -61,4 +61,17 @@ int64_t ref_load_i(kiln_dtype dt, const void *p, int64_t k);
 void ref_store_f(kiln_dtype dt, void *p, int64_t k, double v);
 void ref_store_i(kiln_dtype dt, void *p, int64_t k, int64_t v);
 
+/* ---- ref_conv.c: convolutions as direct loops ---- */
+/* Batch n (>= 1), channels c in and o out, input h x w, kernel kh x kw,
+ * stride, padding, output padding (transposed only), dilation, groups. */
+typedef struct {
+  int64_t n, c, h, w, o, kh, kw, s[2], p[2], op[2], d[2], g;
+} ref_conv;
+/* The output's (H, W). */
+void ref_conv_out(const ref_conv *q, bool transposed, int64_t out[2]);
+/* F.conv2d (w: (o, c/g, kh, kw)) and F.conv_transpose2d (w: (c, o/g, kh,
+ * kw)) of contiguous x into contiguous y; b (o,) or NULL. */
+void ref_conv2d(const ref_conv *q, const double *x, const double *w, const double *b, double *y);
+void ref_conv_transpose2d(const ref_conv *q, const double *x, const double *w, const double *b, double *y);
+
 #endif
