@@ -141,4 +141,15 @@ extern const cpu_libm_sym cpu_libm_syms[];
 void cpu_sort_row(const void *in, int64_t in_stride, int64_t n, int32_t dtype, int32_t descending, int64_t k,
                   void *vals, int64_t *idx, int64_t out_stride);
 
+/* attention.c: rows row0 .. row0 + desc[CPU_ATTN_ROWS] (clipped to L) of one
+ * KS_ATTN (kernel.h) statement, q, k, v, mask (NULL: none) and out pointing
+ * at their (batch, head)'s row 0; desc holds the statement's sizes, dtypes
+ * (mask: -1 when none) and its ten strides. Kernels call it by the name
+ * CPU_ATTN_SYMBOL, which the JIT defines with the other symbols above. */
+#define CPU_ATTN_SYMBOL "kiln.attention"
+enum { CPU_ATTN_DTYPE, CPU_ATTN_MASK_DTYPE, CPU_ATTN_CAUSAL, CPU_ATTN_ROWS, CPU_ATTN_L, CPU_ATTN_S, CPU_ATTN_E,
+       CPU_ATTN_EV, CPU_ATTN_STRIDES, CPU_ATTN_WORDS = CPU_ATTN_STRIDES + 10 };
+void cpu_attention(const void *q, const void *k, const void *v, const void *mask, void *out, int64_t row0,
+                   const int64_t *desc, double scale);
+
 #endif
