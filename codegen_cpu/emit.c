@@ -543,11 +543,12 @@ static void emit_sort(emitter *em, const kstmt *s) {
 
 /* A block of attention rows computed by cpu_attention (attention.c), which
  * the JIT resolves as "kiln.attention": element pointers of the (batch,
- * head), the first row, and the statement's fields as a constant array. */
+ * head), the first row, the statement's fields as a constant array and the
+ * GEMM driver it calls for its products. */
 static void emit_attn(emitter *em, const kstmt *s) {
   cpu_cg *g = &em->g;
-  LLVMTypeRef params[8] = {g->ptr, g->ptr, g->ptr, g->ptr, g->ptr, g->i64, g->ptr, g->f64};
-  LLVMTypeRef ft = LLVMFunctionType(g->vd, params, 8, 0);
+  LLVMTypeRef params[9] = {g->ptr, g->ptr, g->ptr, g->ptr, g->ptr, g->i64, g->ptr, g->f64, g->ptr};
+  LLVMTypeRef ft = LLVMFunctionType(g->vd, params, 9, 0);
   LLVMValueRef fn = LLVMGetNamedFunction(g->mod, CPU_ATTN_SYMBOL);
   if (!fn) fn = LLVMAddFunction(g->mod, CPU_ATTN_SYMBOL, ft);
   int64_t d[CPU_ATTN_WORDS] = {em->k->params[s->attn.q].dtype, s->attn.mask >= 0 ? (int64_t)em->k->params[s->attn.mask].dtype : -1,
@@ -559,14 +560,17 @@ static void emit_attn(emitter *em, const kstmt *s) {
   LLVMSetInitializer(desc, LLVMConstArray(g->i64, words, CPU_ATTN_WORDS));
   LLVMSetGlobalConstant(desc, 1);
   LLVMSetLinkage(desc, LLVMPrivateLinkage);
-  LLVMValueRef args[8] = {
+  cpu_gemm_driver driver = cpu_gemm_driver_of(em->k, s);
+  LLVMValueRef gemm = LLVMGetNamedFunction(g->mod, driver.name);
+  if (!gemm) gemm = LLVMAddFunction(g->mod, driver.name, cpu_gemm_driver_type(g));
+  LLVMValueRef args[9] = {
       cpu_elem_ptr(em, s->attn.q, emit_expr(em, s->attn.q_off)),
       cpu_elem_ptr(em, s->attn.k, emit_expr(em, s->attn.k_off)),
       cpu_elem_ptr(em, s->attn.v, emit_expr(em, s->attn.v_off)),
       s->attn.mask >= 0 ? cpu_elem_ptr(em, s->attn.mask, emit_expr(em, s->attn.m_off)) : LLVMConstNull(g->ptr),
       cpu_elem_ptr(em, s->attn.out, emit_expr(em, s->attn.o_off)),
-      emit_expr(em, s->attn.row0), desc, LLVMConstReal(g->f64, s->attn.scale)};
-  LLVMBuildCall2(g->b, ft, fn, args, 8, "");
+      emit_expr(em, s->attn.row0), desc, LLVMConstReal(g->f64, s->attn.scale), gemm};
+  LLVMBuildCall2(g->b, ft, fn, args, 9, "");
 }
 
 static void emit_store(emitter *em, const kstmt *s) {

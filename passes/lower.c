@@ -1070,7 +1070,7 @@ static void sort_nest(lower_ctx *c, const pass_group *pg, const ir_node *n) {
  * a single head split across threads too, around one KS_ATTN that reads q,
  * k, v and the mask in place through their strides, as a GEMM reads its
  * operands; key/value head h / group serves query head h (GQA). */
-enum { ATTN_ROWS = 32 };
+enum { ATTN_ROWS = 48 };   /* the GEMM driver's row block (gemm.c's MC) */
 
 static void attention_nest(lower_ctx *c, const ir_node *n) {
   kernel *k = c->k;
