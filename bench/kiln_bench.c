@@ -6,6 +6,7 @@
  * there and set against a device-to-device copy and cuBLASLt (gpu.c). */
 #include <kiln.h>
 
+#include "attention.h"
 #include "common.h"
 #include "gpu.h"
 #include "hand.h"
@@ -1178,6 +1179,12 @@ static const workload workloads[] = {
   {"W11-sort", "sort(x, 0) values, x f32[16M]", 8.0 * (double)W11_N, 0,
    w11_sort_setup, w11_sort_build, w11_expected, w11_teardown,
    {KILN_FUSED, {"c-qsort", 0, w11_sort_hand, 0}}, 0, 0, NULL},
+  {"W15-1024", "causal sdpa, q k v f32[4,8,1024,64]: fused kernel vs the composition (kiln-plain) vs C", 0, 0,
+   w15_setup_1024, w15_build, w15_expected, w15_teardown,
+   {KILN_FUSED, {"kiln-plain", 0, w15_plain, 0}, {"c-hand", 0, w15_hand, 0}}, W15_FLOPS(1024), 1e-4, NULL},
+  {"W15-4096", "causal sdpa, q k v f32[4,8,4096,64]: fused kernel vs the composition (kiln-plain) vs C", 0, 3,
+   w15_setup_4096, w15_build, w15_expected, w15_teardown,
+   {KILN_FUSED, {"kiln-plain", 0, w15_plain, 0}, {"c-hand", 0, w15_hand, 0}}, W15_FLOPS(4096), 1e-4, NULL},
 };
 #define NUM_WORKLOADS ((int)(sizeof workloads / sizeof workloads[0]))
 

@@ -126,7 +126,7 @@ static inline float exp_f32(float x) {
     const attn *a = w->a;                                                                                            \
     int64_t i = a->row0 + r, seen = keys_of(a, i) - w->j0;                                                           \
     T *sc = (T *)w->sc + r * KEYS, *acc = (T *)w->acc + r * a->ev, mx = -INFINITY, scale = (T)a->scale;              \
-    if (seen > nb) seen = nb;                                                                                        \
+    seen = seen < 0 ? 0 : seen > nb ? nb : seen;   /* a causal row before j0 sees none of the block */             \
     for (int64_t j = 0; j < seen; j++) sc[j] *= scale;                                                               \
     for (int64_t j = 0; a->mask && j < seen; j++) sc[j] = (T)masked(a, i, w->j0 + j, sc[j]);                          \
     for (int64_t j = seen; j < nb; j++) sc[j] = -INFINITY;                                                           \

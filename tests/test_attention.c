@@ -27,6 +27,7 @@ static const attn_case cases[] = {
   {1, 2, 2, 40, 1, 5, 3, 1, KILN_F32, false},      /* S = 1, causal: every row sees key 0 */
   {2, 3, 3, 20, 12, 6, 7, 1, KILN_F32, true},      /* L > S causal, transposed views */
   {1, 2, 1, 17, 90, 12, 9, 2, KILN_F64, true},     /* GQA, bool mask, transposed */
+  {1, 2, 2, 150, 300, 64, 64, 1, KILN_F32, false}, /* causal over 3 key blocks, 4 row blocks */
 };
 #define NCASES (int)(sizeof cases / sizeof *cases)
 
@@ -44,7 +45,7 @@ static kiln_tensor *input(const attn_case *c, int h, int seq, int e, uint64_t se
 }
 
 static kiln_tensor *mask_of(const attn_case *c) {
-  static double mv[200 * 200];
+  static double mv[300 * 300];
   for (int i = 0; i < c->l; i++)
     for (int j = 0; j < c->s; j++) mv[i * c->s + j] = mask_value(c, i, j);
   kiln_tensor *m = kiln_from_data(mv, KILN_F64, KILN_SHAPE(c->l, c->s));
@@ -66,7 +67,7 @@ static kiln_tensor *sdpa(const void *ctx) { return sdpa_of(ctx, inputs_of(ctx));
 
 /* softmax(q k^T / sqrt(e) + mask) v from matmul, softmax and add (no GQA). */
 static kiln_tensor *composition(const attn_case *c, inputs in) {
-  static double mv[200 * 200];
+  static double mv[300 * 300];
   for (int i = 0; i < c->l; i++)
     for (int j = 0; j < c->s; j++) mv[i * c->s + j] = mask_value(c, i, j);
   kiln_tensor *add = kiln_cast(kiln_from_data(mv, KILN_F64, KILN_SHAPE(c->l, c->s)), c->dt);
