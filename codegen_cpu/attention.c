@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { KEYS = 128,     /* keys per block: the scores of a block of rows stay in L1/L2 */
-       LANES = 8 };    /* independent chains of a max or sum over a block's keys */
+enum { KEYS = 64,      /* keys per block: each product's packed blocks fit gemm.c's stack buffers */
+       LANES = 8,      /* independent chains of a max or sum over a block's keys */
+       STACK_SCRATCH = 32 * 1024 };   /* the scratch of a block up to this lives on the stack */
 
 /* The statement's fields (cpu_impl.h's CPU_ATTN_* words) and pointers. */
 typedef struct {
@@ -57,12 +58,15 @@ typedef struct {
   int64_t rows, j0;          /* the key block being added */
 } scratch;
 
-static bool scratch_alloc(scratch *w, const attn *a, int64_t rows) {
+static size_t scratch_bytes(const attn *a, int64_t rows) {
   size_t es = a->dt == KILN_F32 ? sizeof(float) : sizeof(double);
-  double *p = malloc(sizeof *p * (size_t)(2 * rows) + es * (size_t)(rows * (KEYS + a->ev)));
-  if (!p) return false;
+  return sizeof(double) * (size_t)(2 * rows) + es * (size_t)(rows * (KEYS + a->ev));
+}
+
+/* The scratch in p (scratch_bytes of it, aligned for doubles). */
+static void scratch_at(scratch *w, const attn *a, int64_t rows, double *p) {
+  size_t es = a->dt == KILN_F32 ? sizeof(float) : sizeof(double);
   *w = (scratch){a, p, p + rows, p + 2 * rows, (char *)(p + 2 * rows) + es * (size_t)(rows * KEYS), rows, 0};
-  return true;
 }
 
 /* e^x for x <= 0 or nan in f32, vectorizable (no call, no branch): x = n
@@ -207,12 +211,16 @@ void cpu_attention(const void *q, const void *k, const void *v, const void *mask
             desc[CPU_ATTN_EV], desc + CPU_ATTN_STRIDES, (int32_t)desc[CPU_ATTN_DTYPE],
             (int32_t)desc[CPU_ATTN_MASK_DTYPE], desc[CPU_ATTN_CAUSAL] != 0, scale};
   int64_t rows = a.l - row0 < a.rows ? a.l - row0 : a.rows;
-  scratch w;
+  double stack[STACK_SCRATCH / sizeof(double)];
   if (rows <= 0) return;
-  if (!scratch_alloc(&w, &a, rows)) {
+  size_t bytes = scratch_bytes(&a, rows);
+  double *p = bytes <= sizeof stack ? stack : malloc(bytes);
+  if (!p) {
     rows_direct(&a, rows);
     return;
   }
+  scratch w;
+  scratch_at(&w, &a, rows, p);
   block(&a, &w, gemm);
-  free(w.m);
+  if (p != stack) free(p);
 }
