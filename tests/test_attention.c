@@ -142,6 +142,32 @@ START_TEST(projections_then_one_kernel) {
 }
 END_TEST
 
+/* Where the fused kernel does not apply the composition computes it (more
+ * than one kernel), with the same values: f16 inputs, and k, v whose batch
+ * dim broadcasts against q's. */
+static kiln_tensor *half_inputs(const void *ctx) {
+  (void)ctx;
+  kiln_tensor *q = tu_data(KILN_F16, KILN_SHAPE(2, 5, 4), 11, TU_SMALL), *k = tu_data(KILN_F16, KILN_SHAPE(2, 6, 4), 12, TU_SMALL);
+  return kiln_scaled_dot_product_attention(q, k, tu_data(KILN_F16, KILN_SHAPE(2, 6, 3), 13, TU_SMALL), NULL, 1, 0, 0);
+}
+
+static kiln_tensor *broadcast_batch(const void *ctx) {
+  (void)ctx;
+  kiln_tensor *q = tu_data(KILN_F32, KILN_SHAPE(3, 5, 4), 14, TU_SMALL), *k = tu_data(KILN_F32, KILN_SHAPE(1, 6, 4), 15, TU_SMALL);
+  return kiln_scaled_dot_product_attention(q, k, tu_data(KILN_F32, KILN_SHAPE(1, 6, 3), 16, TU_SMALL), NULL, 0, 0, 0);
+}
+
+START_TEST(composition_where_not_fused) {
+  char why[512];
+  kiln_scope_begin();
+  ck_assert_uint_gt(tu_kernels_of(half_inputs(NULL)), 1);
+  ck_assert_uint_gt(tu_kernels_of(broadcast_batch(NULL)), 1);
+  ck_assert_msg(tu_check_fused_eager(half_inputs, NULL, KILN_F16, ref_tol_dtype(KILN_F16), why, sizeof why), "%s", why);
+  ck_assert_msg(tu_check_fused_eager(broadcast_batch, NULL, KILN_F32, (ref_tol){2e-5, 2e-5}, why, sizeof why), "%s", why);
+  kiln_scope_end();
+}
+END_TEST
+
 /* Peak memory of realizing attention over realized q, k, v. */
 static uint64_t peak_of(kiln_tensor *y) {
   kiln_memory_stats_t before, after;
@@ -180,6 +206,7 @@ static Suite *attention_suite(void) {
   tcase_add_loop_test(t, fused_matches_composition, 0, NCASES);
   tcase_add_test(t, fully_masked_rows_nan);
   tcase_add_test(t, projections_then_one_kernel);
+  tcase_add_test(t, composition_where_not_fused);
   tcase_add_test(t, peak_memory_is_o_s_d);
   suite_add_tcase(s, t);
   return s;
