@@ -6,6 +6,7 @@
  * (gemm.c: packing, register-blocked FMA micro-kernel) handed in by the
  * kernel; the softmax step between them is plain C. */
 #include "codegen_cpu/cpu_impl.h"
+#include "ir/alloc.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -214,7 +215,7 @@ void cpu_attention(const void *q, const void *k, const void *v, const void *mask
   double stack[STACK_SCRATCH / sizeof(double)];
   if (rows <= 0) return;
   size_t bytes = scratch_bytes(&a, rows);
-  double *p = bytes <= sizeof stack ? stack : malloc(bytes);
+  double *p = bytes <= sizeof stack ? stack : ir_malloc(bytes);
   if (!p) {
     rows_direct(&a, rows);
     return;

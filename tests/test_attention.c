@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check_main.h"
+#include "ir/alloc.h"
 #include "util/testutil.h"
 
 typedef struct {
@@ -27,7 +28,7 @@ static const attn_case cases[] = {
   {1, 2, 2, 40, 1, 5, 3, 1, KILN_F32, false},      /* S = 1, causal: every row sees key 0 */
   {2, 3, 3, 20, 12, 6, 7, 1, KILN_F32, true},      /* L > S causal, transposed views */
   {1, 2, 1, 17, 90, 12, 9, 2, KILN_F64, true},     /* GQA, bool mask, transposed */
-  {1, 2, 2, 150, 300, 64, 64, 1, KILN_F32, false}, /* causal over 3 key blocks, 4 row blocks */
+  {1, 1, 1, 100, 200, 64, 64, 1, KILN_F32, false}, /* causal over 4 key blocks, 3 row blocks */
 };
 #define NCASES (int)(sizeof cases / sizeof *cases)
 
@@ -44,11 +45,17 @@ static kiln_tensor *input(const attn_case *c, int h, int seq, int e, uint64_t se
   return kiln_transpose(tu_data(c->dt, KILN_SHAPE(c->b, seq, h, e), seed, TU_SMALL), 1, 2);
 }
 
-static kiln_tensor *mask_of(const attn_case *c) {
-  static double mv[300 * 300];
+/* The additive mask as an f64 tensor [L, S]. */
+static kiln_tensor *mask_values(const attn_case *c) {
+  static double mv[200 * 200];
   for (int i = 0; i < c->l; i++)
     for (int j = 0; j < c->s; j++) mv[i * c->s + j] = mask_value(c, i, j);
-  kiln_tensor *m = kiln_from_data(mv, KILN_F64, KILN_SHAPE(c->l, c->s));
+  return kiln_from_data(mv, KILN_F64, KILN_SHAPE(c->l, c->s));
+}
+
+/* The mask SDPA is given: bool (true keeps) or of the case's dtype. */
+static kiln_tensor *mask_of(const attn_case *c) {
+  kiln_tensor *m = mask_values(c);
   return c->mode == 2 ? kiln_eqs(m, 0) : kiln_cast(m, c->dt);
 }
 
@@ -67,10 +74,7 @@ static kiln_tensor *sdpa(const void *ctx) { return sdpa_of(ctx, inputs_of(ctx));
 
 /* softmax(q k^T / sqrt(e) + mask) v from matmul, softmax and add (no GQA). */
 static kiln_tensor *composition(const attn_case *c, inputs in) {
-  static double mv[300 * 300];
-  for (int i = 0; i < c->l; i++)
-    for (int j = 0; j < c->s; j++) mv[i * c->s + j] = mask_value(c, i, j);
-  kiln_tensor *add = kiln_cast(kiln_from_data(mv, KILN_F64, KILN_SHAPE(c->l, c->s)), c->dt);
+  kiln_tensor *add = kiln_cast(mask_values(c), c->dt);
   kiln_tensor *scores = kiln_muls(kiln_matmul(in.q, kiln_transpose(in.k, -2, -1)), 1 / sqrt(c->e));
   return kiln_matmul(kiln_softmax(kiln_add(scores, add), -1), in.v);
 }
@@ -168,6 +172,41 @@ START_TEST(composition_where_not_fused) {
 }
 END_TEST
 
+/* Head dims of 200 (f64) need a scratch too big for the stack: when its
+ * allocation fails, the rows are computed one at a time without it, with
+ * the same values. Every allocation of a realize is failed in turn (the
+ * kernel compiled before): each run ends right or with KILN_ERR_MEMORY,
+ * and at least one failed allocation (the scratch) still ends right. */
+START_TEST(scratch_allocation_failure) {
+  kiln_scope_begin();
+  kiln_tensor *q = tu_data(KILN_F64, KILN_SHAPE(1, 50, 200), 21, TU_SMALL);
+  kiln_tensor *k = tu_data(KILN_F64, KILN_SHAPE(1, 70, 200), 22, TU_SMALL);
+  kiln_tensor *v = tu_data(KILN_F64, KILN_SHAPE(1, 70, 200), 23, TU_SMALL);
+  kiln_tensor *in[3] = {q, k, v};
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(kiln_realize(in[i]), KILN_OK);
+  const double *want = kiln_data(kiln_scaled_dot_product_attention(q, k, v, NULL, 1, 0, 0));
+  ck_assert_msg(want, "%s", kiln_last_error());
+  ir_alloc_fail_at(0, false);
+  ck_assert_int_eq(kiln_realize(kiln_scaled_dot_product_attention(q, k, v, NULL, 1, 0, 0)), KILN_OK);
+  uint64_t n = ir_alloc_count();
+  int recovered = 0;
+  for (uint64_t at = 1; at <= n; at++) {
+    kiln_tensor *y = kiln_scaled_dot_product_attention(q, k, v, NULL, 1, 0, 0);
+    ir_alloc_fail_at(at, false);
+    kiln_status st = kiln_realize(y);
+    bool hit = ir_alloc_failed() > 0;
+    ir_alloc_fail_at(0, false);
+    ck_assert_msg(st == KILN_OK || st == KILN_ERR_MEMORY, "allocation %llu: %s", (unsigned long long)at, kiln_last_error());
+    if (st != KILN_OK) continue;
+    const double *got = kiln_data(y);
+    for (int i = 0; i < 50 * 200; i++) ck_assert_msg(fabs(got[i] - want[i]) <= 1e-12, "[%d] %g vs %g", i, got[i], want[i]);
+    recovered += hit;
+  }
+  ck_assert_int_ge(recovered, 1);
+  kiln_scope_end();
+}
+END_TEST
+
 /* Peak memory of realizing attention over realized q, k, v. */
 static uint64_t peak_of(kiln_tensor *y) {
   kiln_memory_stats_t before, after;
@@ -178,12 +217,12 @@ static uint64_t peak_of(kiln_tensor *y) {
   return after.peak_bytes - before.allocated_bytes;
 }
 
-/* S = 2048, d = 16, 2 heads: the scores would be 32 MiB, q, k, v and the
- * output 256 KiB each. The fused kernel allocates its output only; the
+/* S = 1024, d = 16, 2 heads: the scores would be 8 MiB, q, k, v and the
+ * output 128 KiB each. The fused kernel allocates its output only; the
  * composition stores the scores (which shows the check can fail). */
 START_TEST(peak_memory_is_o_s_d) {
   kiln_scope_begin();
-  const int64_t h = 2, s = 2048, d = 16, out = h * s * d * 4, scores = h * s * s * 4;
+  const int64_t h = 2, s = 1024, d = 16, out = h * s * d * 4, scores = h * s * s * 4;
   kiln_tensor *q = tu_data(KILN_F32, KILN_SHAPE(h, s, d), 7, TU_SMALL);
   kiln_tensor *k = tu_data(KILN_F32, KILN_SHAPE(h, s, d), 8, TU_SMALL);
   kiln_tensor *v = tu_data(KILN_F32, KILN_SHAPE(h, s, d), 9, TU_SMALL);
@@ -207,6 +246,7 @@ static Suite *attention_suite(void) {
   tcase_add_test(t, fully_masked_rows_nan);
   tcase_add_test(t, projections_then_one_kernel);
   tcase_add_test(t, composition_where_not_fused);
+  tcase_add_test(t, scratch_allocation_failure);
   tcase_add_test(t, peak_memory_is_o_s_d);
   suite_add_tcase(s, t);
   return s;
