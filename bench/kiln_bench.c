@@ -6,6 +6,7 @@
  * there and set against a device-to-device copy and cuBLASLt (gpu.c). */
 #include <kiln.h>
 
+#include "attention.h"
 #include "common.h"
 #include "gpu.h"
 #include "hand.h"
@@ -1271,6 +1272,12 @@ static const workload workloads[] = {
    {KILN_FUSED, KILN_EAGER, {"im2col+openblas", 0, w14_im2col_sgemm, 0}, {"openblas-sgemm-only", 0, w14_sgemm_only, 0}},
    W14_FLOPS, 1e-3, NULL},
 #endif
+  {"W15-1024", "causal sdpa, q k v f32[4,8,1024,64]: fused kernel vs the composition (kiln-plain) vs C", 0, 0,
+   w15_setup_1024, w15_build, w15_expected, w15_teardown,
+   {KILN_FUSED, {"kiln-plain", 0, w15_plain, 0}, {"c-hand", 0, w15_hand, 0}}, W15_FLOPS(1024), 1e-4, NULL},
+  {"W15-4096", "causal sdpa, q k v f32[4,8,4096,64]: fused kernel vs the composition (kiln-plain) vs C", 0, 3,
+   w15_setup_4096, w15_build, w15_expected, w15_teardown,
+   {KILN_FUSED, {"kiln-plain", 0, w15_plain, 0}, {"c-hand", 0, w15_hand, 0}}, W15_FLOPS(4096), 1e-4, NULL},
 };
 #define NUM_WORKLOADS ((int)(sizeof workloads / sizeof workloads[0]))
 

@@ -112,13 +112,21 @@ typedef struct {
   char name[40];        /* its symbol */
 } cpu_gemm_driver;
 
+cpu_gemm_driver cpu_gemm_driver_for(kiln_dtype t, kiln_dtype a, kiln_dtype b, bool win);
+/* The driver a KS_GEMM calls, or the one a KS_ATTN's cpu_attention calls. */
 cpu_gemm_driver cpu_gemm_driver_of(const kernel *k, const kstmt *gemm);
+/* The C view of a driver and of its epilogue, T the compute type (void
+ * here: cpu_attention calls the f32 and the f64 ones). */
+typedef void cpu_gemm_epilogue(void *ctx, const void *sums, int64_t ld, int64_t i, int64_t j, int64_t rows,
+                               int64_t cols);
+typedef void cpu_gemm_fn(const void *a, int64_t a_si, int64_t a_sk, const void *b, int64_t b_sk, int64_t b_sn,
+                         int64_t i0, int64_t i1, int64_t n, int64_t k, cpu_gemm_epilogue *epi, void *ctx);
 LLVMTypeRef cpu_gemm_driver_type(cpu_cg *g);
 LLVMTypeRef cpu_gemm_epilogue_type(cpu_cg *g);
 /* The module defining driver d (to be optimised and added to the JIT once). */
 LLVMModuleRef cpu_gemm_driver_module(LLVMContextRef ctx, const cpu_gemm_driver *d, const char *triple,
                                      const char *datalayout, const char *cpu, const char *features);
-/* Calls fn on the driver of each KS_GEMM of k (the JIT must hold them
+/* Calls fn on the driver of each KS_GEMM and KS_ATTN of k (the JIT must hold them
  * before it links k); stops at the first call that fails (false), and
  * then returns false. */
 typedef bool (*cpu_gemm_visit)(void *ctx, const cpu_gemm_driver *d);
@@ -152,5 +160,18 @@ extern const cpu_libm_sym cpu_libm_syms[];
 #define CPU_SORT_SYMBOL "kiln.sort_row"
 void cpu_sort_row(const void *in, int64_t in_stride, int64_t n, int32_t dtype, int32_t descending, int64_t k,
                   void *vals, int64_t *idx, int64_t out_stride);
+
+/* attention.c: rows row0 .. row0 + desc[CPU_ATTN_ROWS] (clipped to L) of one
+ * KS_ATTN (kernel.h) statement, q, k, v, mask (NULL: none) and out pointing
+ * at their (batch, head)'s row 0; desc holds the statement's sizes, dtypes
+ * (mask: -1 when none) and its ten strides; gemm is the GEMM driver of q's
+ * dtype (cpu_gemm_driver_of), which computes its two products. Kernels call
+ * it by the name CPU_ATTN_SYMBOL, which the JIT defines with the other
+ * symbols above. */
+#define CPU_ATTN_SYMBOL "kiln.attention"
+enum { CPU_ATTN_DTYPE, CPU_ATTN_MASK_DTYPE, CPU_ATTN_CAUSAL, CPU_ATTN_ROWS, CPU_ATTN_L, CPU_ATTN_S, CPU_ATTN_E,
+       CPU_ATTN_EV, CPU_ATTN_STRIDES, CPU_ATTN_WORDS = CPU_ATTN_STRIDES + 10 };
+void cpu_attention(const void *q, const void *k, const void *v, const void *mask, void *out, int64_t row0,
+                   const int64_t *desc, double scale, cpu_gemm_fn *gemm);
 
 #endif

@@ -546,6 +546,38 @@ static void emit_sort(emitter *em, const kstmt *s) {
   LLVMBuildCall2(g->b, ft, fn, args, 9, "");
 }
 
+/* A block of attention rows computed by cpu_attention (attention.c), which
+ * the JIT resolves as "kiln.attention": element pointers of the (batch,
+ * head), the first row, the statement's fields as a constant array and the
+ * GEMM driver it calls for its products. */
+static void emit_attn(emitter *em, const kstmt *s) {
+  cpu_cg *g = &em->g;
+  LLVMTypeRef params[9] = {g->ptr, g->ptr, g->ptr, g->ptr, g->ptr, g->i64, g->ptr, g->f64, g->ptr};
+  LLVMTypeRef ft = LLVMFunctionType(g->vd, params, 9, 0);
+  LLVMValueRef fn = LLVMGetNamedFunction(g->mod, CPU_ATTN_SYMBOL);
+  if (!fn) fn = LLVMAddFunction(g->mod, CPU_ATTN_SYMBOL, ft);
+  int64_t d[CPU_ATTN_WORDS] = {em->k->params[s->attn.q].dtype, s->attn.mask >= 0 ? (int64_t)em->k->params[s->attn.mask].dtype : -1,
+                               s->attn.causal, s->attn.rows, s->attn.l, s->attn.s, s->attn.e, s->attn.ev};
+  memcpy(d + CPU_ATTN_STRIDES, s->attn.st, sizeof s->attn.st);
+  LLVMValueRef words[CPU_ATTN_WORDS];
+  for (int i = 0; i < CPU_ATTN_WORDS; i++) words[i] = LLVMConstInt(g->i64, (unsigned long long)d[i], 1);
+  LLVMValueRef desc = LLVMAddGlobal(g->mod, LLVMArrayType(g->i64, CPU_ATTN_WORDS), "attn.desc");
+  LLVMSetInitializer(desc, LLVMConstArray(g->i64, words, CPU_ATTN_WORDS));
+  LLVMSetGlobalConstant(desc, 1);
+  LLVMSetLinkage(desc, LLVMPrivateLinkage);
+  cpu_gemm_driver driver = cpu_gemm_driver_of(em->k, s);
+  LLVMValueRef gemm = LLVMGetNamedFunction(g->mod, driver.name);
+  if (!gemm) gemm = LLVMAddFunction(g->mod, driver.name, cpu_gemm_driver_type(g));
+  LLVMValueRef args[9] = {
+      cpu_elem_ptr(em, s->attn.q, emit_expr(em, s->attn.q_off)),
+      cpu_elem_ptr(em, s->attn.k, emit_expr(em, s->attn.k_off)),
+      cpu_elem_ptr(em, s->attn.v, emit_expr(em, s->attn.v_off)),
+      s->attn.mask >= 0 ? cpu_elem_ptr(em, s->attn.mask, emit_expr(em, s->attn.m_off)) : LLVMConstNull(g->ptr),
+      cpu_elem_ptr(em, s->attn.out, emit_expr(em, s->attn.o_off)),
+      emit_expr(em, s->attn.row0), desc, LLVMConstReal(g->f64, s->attn.scale), gemm};
+  LLVMBuildCall2(g->b, ft, fn, args, 9, "");
+}
+
 static void emit_store(emitter *em, const kstmt *s) {
   kiln_dtype st = em->k->params[s->buf].dtype;
   LLVMValueRef v = emit_cast(&em->g, emit_expr(em, s->value), s->value->type, ir_compute_dtype(st));
@@ -712,6 +744,7 @@ static void emit_block(emitter *em, const kstmt *s) {
     case KS_GEMM: cpu_emit_gemm(em, s); break;
     case KS_CHECK: emit_check(em, s); break;
     case KS_SORT: emit_sort(em, s); break;
+    case KS_ATTN: emit_attn(em, s); break;
     }
   }
 }

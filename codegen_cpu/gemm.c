@@ -522,18 +522,26 @@ LLVMTypeRef cpu_gemm_driver_type(cpu_cg *g) {
   return LLVMFunctionType(g->vd, p, NPARAMS, 0);
 }
 
-cpu_gemm_driver cpu_gemm_driver_of(const kernel *k, const kstmt *s) {
-  cpu_gemm_driver d = {.t = s->type, .a = k->params[s->gemm.a_buf].dtype, .b = k->params[s->gemm.b_buf].dtype,
-                       .win = s->gemm.win != NULL};
+cpu_gemm_driver cpu_gemm_driver_for(kiln_dtype t, kiln_dtype a, kiln_dtype b, bool win) {
+  cpu_gemm_driver d = {.t = t, .a = a, .b = b, .win = win};
   IR_ASSERT((d.t == KILN_F32 || d.t == KILN_F64) && ir_compute_dtype(d.a) == d.t && ir_compute_dtype(d.b) == d.t);
   snprintf(d.name, sizeof d.name, "kiln.gemm.%s.%s.%s%s", ir_dtypes[d.t].short_name, ir_dtypes[d.a].short_name,
            ir_dtypes[d.b].short_name, d.win ? ".win" : "");
   return d;
 }
 
+cpu_gemm_driver cpu_gemm_driver_of(const kernel *k, const kstmt *s) {
+  if (s->kind == KS_ATTN) {   /* its products: q k^T and p v, all of q's dtype */
+    kiln_dtype t = k->params[s->attn.q].dtype;
+    return cpu_gemm_driver_for(t, t, t, false);
+  }
+  return cpu_gemm_driver_for(s->type, k->params[s->gemm.a_buf].dtype, k->params[s->gemm.b_buf].dtype,
+                             s->gemm.win != NULL);
+}
+
 static bool each_driver(const kernel *k, const kstmt *s, cpu_gemm_visit fn, void *ctx) {
   for (; s; s = s->next) {
-    if (s->kind == KS_GEMM) {
+    if (s->kind == KS_GEMM || s->kind == KS_ATTN) {
       cpu_gemm_driver d = cpu_gemm_driver_of(k, s);
       if (!fn(ctx, &d)) return false;
     }

@@ -20,6 +20,7 @@ const cpu_libm_sym cpu_libm_syms[] = {
   {"acos", (void *)acos}, {"atan", (void *)atan}, {"sinh", (void *)sinh}, {"cosh", (void *)cosh},
   {"asinh", (void *)asinh}, {"acosh", (void *)acosh}, {"atanh", (void *)atanh}, {"atan2", (void *)atan2},
   {CPU_SORT_SYMBOL, (void *)cpu_sort_row},   /* not libm: kiln's row sort (sort.c) */
+  {CPU_ATTN_SYMBOL, (void *)cpu_attention},  /* nor this: the fused attention (attention.c) */
   {NULL, NULL},
 };
 

@@ -780,6 +780,7 @@ static void emit_block(cuda_em *em, const kstmt *s) {
     case KS_GEMM: IR_ASSERT(!"KS_GEMM reaches the CUDA emitter"); break;
     case KS_CHECK: emit_check(em, s); break;
     case KS_SORT: emit_sort(em, s); break;
+    case KS_ATTN: IR_ASSERT(!"KS_ATTN reaches the CUDA emitter"); break;   /* CUDA attention is the composition */
     }
   }
 }

@@ -55,6 +55,14 @@ bool fe_npy_parse(const unsigned char *bytes, size_t len, fe_npy_header *h, char
 #define FE_NPY_HEADER_MAX 320
 size_t fe_npy_header_write(char *out, kiln_dtype dt, int ndim, const int64_t *shape);
 
+/* ---- attention.c ------------------------------------------------------- */
+/* softmax(q k^T * scale + mask) v as one IR_ATTN node, for arguments that
+ * nn.c checked; NULL where the fused kernel does not cover the case
+ * (dtypes other than f32/f64 or mixed, a CUDA device, placeholders, empty
+ * tensors, batch dims that broadcast), which the composition computes. */
+ir_node *fe_attention_fused(const char *f, int l, ir_node *q, ir_node *k, ir_node *v, ir_node *mask, bool causal,
+                            double scale, bool gqa);
+
 /* ---- tensor.c: handles, scopes, errors ---------------------------------- */
 /* Records a handle about to be returned to the user in the innermost scope
  * (if one is open) and returns it. */

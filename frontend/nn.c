@@ -1,7 +1,8 @@
 /* nn.c: the normalizations, attention and losses of torch.nn.functional,
  * as compositions of elementwise ops, reductions and products that the
  * fuser turns into row kernels (one per normalization, one per loss, GEMMs
- * and a softmax for attention); every error names the function called. */
+ * and a softmax for attention where attention.c's fused kernel does not
+ * apply); every error names the function called. */
 #include "frontend/frontend.h"
 
 #include <math.h>
@@ -408,19 +409,22 @@ static ir_node *masked(const char *f, int l, ir_node *scores, ir_node *mask, int
   return fe_keep(s, kiln_where_at(f, l, mask, scores, ninf));
 }
 
-/* softmax(q k^T * scale + mask) v, the plain composition: a GEMM whose
- * epilogue scales and masks, a row softmax and a second GEMM. A fully
- * masked row is NaN, as in torch's math backend. */
+/* softmax(q k^T * scale + mask) v: one fused node where attention.c covers
+ * the case, else the plain composition: a GEMM whose epilogue scales and
+ * masks, a row softmax and a second GEMM. A fully masked row is NaN, as in
+ * torch's math backend. */
 static ir_node *attention(const char *f, int l, ir_node *q, ir_node *k, ir_node *v, ir_node *mask, int causal,
                           double scale, int gqa) {
   ir_node *e = check_attention(f, l, q, k, v, mask, causal, gqa);
   if (e) return e;
+  double sc = scale != 0 ? scale : 1 / sqrt((double)q->shape[q->ndim - 1]);
+  ir_node *fused = fe_attention_fused(f, l, q, k, v, mask, causal, sc, gqa);
+  if (fused) return fused;
   fe_temps s = {0};
   if (gqa) {
     k = repeat_heads(f, l, k, q->shape[q->ndim - 3], &s);
     v = repeat_heads(f, l, v, q->shape[q->ndim - 3], &s);
   }
-  double sc = scale != 0 ? scale : 1 / sqrt((double)q->shape[q->ndim - 1]);
   ir_node *kt = fe_keep(&s, kiln_transpose_at(f, l, k, -2, -1));
   ir_node *scores = fe_keep(&s, kiln_muls_at(f, l, fe_keep(&s, kiln_matmul_at(f, l, q, kt)), sc));
   ir_node *p = fe_keep(&s, kiln_softmax_at(f, l, masked(f, l, scores, mask, causal, &s), -1));

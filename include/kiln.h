@@ -1610,10 +1610,18 @@ KILN_API kiln_tensor *kiln_batch_norm_at(const char *f, int l, kiln_tensor *x, k
 KILN_API kiln_tensor *kiln_group_norm_at(const char *f, int l, kiln_tensor *x, int64_t num_groups, kiln_tensor *weight,
                                          kiln_tensor *bias, double eps);
 /** F.scaled_dot_product_attention: softmax(q k^T * scale + mask) v over the
- * last two dims. Today this is the plain composition (a GEMM whose epilogue
- * scales and masks, a row softmax, a second GEMM), so the L x S scores are
- * stored. A row whose every position is masked is NaN, as in torch's math
- * backend.
+ * last two dims. On the CPU, for float32 or float64 q, k, v of one dtype
+ * whose batch dims match (k and v with Hq / Hkv times fewer heads under
+ * enable_gqa) and a mask of their dtype or bool, it is one kernel: blocks
+ * of 48 query rows of each (batch, head) run on the thread pool against
+ * blocks of 64 keys with an online softmax (the FlashAttention recurrence),
+ * so the L x S scores never exist and the memory it allocates is its
+ * output. Otherwise (float16/bfloat16, mixed dtypes, CUDA tensors, batch
+ * dims that broadcast, an empty q, k or v, kiln_fn placeholders) it is the
+ * plain composition: a GEMM whose epilogue scales and masks, a row softmax
+ * and a second GEMM, storing the scores. Either way a row whose every
+ * position is masked is NaN, as in torch's math backend (0/0: no key has
+ * any weight).
  * @at
  * @param q queries (..., L, E)
  * @param k keys (..., S, E)

@@ -102,7 +102,7 @@ static void reserve_refill(void) {
 
 ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
                      int nsrc, ir_node *const *src, const char *file, int line) {
-  IR_ASSERT(ndim >= 0 && ndim <= KILN_MAX_DIMS && nsrc >= 0 && nsrc <= 3);
+  IR_ASSERT(ndim >= 0 && ndim <= KILN_MAX_DIMS && nsrc >= 0 && nsrc <= IR_MAX_SRC);
   reserve_refill();
   ir_node *n = ir_malloc(sizeof *n);
   if (!n) {
@@ -386,7 +386,7 @@ bool ir_graph_clone(int n, ir_node *const *topo, ir_node **clones) {
       ir_node_retain(clones[i] = o);
       continue;
     }
-    ir_node *src[3];
+    ir_node *src[IR_MAX_SRC];
     for (int s = 0; s < o->nsrc; s++) src[s] = clones[o->src[s]->scratch];
     ir_node *c = ir_node_new(o->op, o->dtype, o->ndim, o->shape, o->nsrc, src, o->file, o->line);
     if (c && o->msg && !(c->msg = ir_strdup(o->msg))) ir_node_release(c), c = NULL;

@@ -8,6 +8,9 @@
 
 typedef struct rt_buffer rt_buffer;   /* runtime/buffer.h */
 
+/* Sources a node may have (a masked attention reads q, k, v and the mask). */
+#define IR_MAX_SRC 4
+
 typedef struct {
   double value;         /* CONST */
   double start, step;   /* ARANGE, LINSPACE; LINSPACE also uses end */
@@ -34,6 +37,8 @@ typedef struct {
   unsigned axes;                      /* reductions: bit d set = dim d is reduced; scans, sorts: the one dim */
   int64_t sort_k;                     /* IR_SORTING ops: elements kept per line */
   bool descending;                    /* IR_SORTING ops: largest first */
+  bool causal;                        /* IR_ATTN ops: query i sees keys j <= i only */
+  int64_t group;                      /* IR_ATTN ops: query heads per key/value head (dim -3) */
 } ir_attr;
 
 struct kiln_tensor {
@@ -46,7 +51,7 @@ struct kiln_tensor {
   int ndim;
   int64_t shape[KILN_MAX_DIMS];
   int nsrc;
-  struct kiln_tensor *src[3];
+  struct kiln_tensor *src[IR_MAX_SRC];
   ir_attr attr;
   /* BUFFER: a strided view of buf (element units). Movement nodes: the
    * strides PyTorch would give the same view (kiln_view checks them); other

@@ -37,7 +37,7 @@ int64_t ir_load_i64(const void *p, kiln_dtype d);
 /* ---- the op table ------------------------------------------------------- */
 enum { IR_SRC = 1, IR_MOVE = 2, IR_EW = 4, IR_COMM = 8, IR_NOBOOL = 16, IR_REDUCE = 32, IR_CONTRACT = 64,
        IR_XFER = 128, IR_COSTLY = 256, IR_NOFLOAT = 512, IR_SCAN = 1024,
-       IR_SORTING = 2048 };
+       IR_SORTING = 2048, IR_ATTN = 4096 };
 typedef enum { TR_ATTR, TR_SAME, TR_FLOAT, TR_BOOL, TR_WHERE } ir_typing;
 typedef enum {
 #define X(e, name, arity, flags, typing) IR_##e,

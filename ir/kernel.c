@@ -407,6 +407,14 @@ kstmt *ks_sort(kernel *k, int64_t n, int64_t keep, bool descending) {
   return s;
 }
 
+kstmt *ks_attn(kernel *k, int64_t rows) {
+  kstmt *s = ir_arena_alloc(k->arena, sizeof *s);
+  *s = (kstmt){.kind = KS_ATTN, .acc = -1, .acc2 = -1};
+  s->attn.rows = rows;
+  s->attn.q = s->attn.k = s->attn.v = s->attn.mask = s->attn.out = -1;
+  return s;
+}
+
 kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t kdim) {
   kstmt *s = new_stmt(k, (kstmt){.kind = KS_GEMM, .acc = acc, .acc2 = -1, .type = t, .var = k_var(k), .extent = m});
   s->gemm.var_j = k_var(k);
@@ -433,6 +441,7 @@ static int64_t block_cost(const kstmt *s) {
     if (s->kind == KS_LOOP) c += s->extent * block_cost(s->body);
     else if (s->kind == KS_GEMM) c += s->extent * s->gemm.n * (s->gemm.kdim + 1);
     else if (s->kind == KS_SORT) c += 16 * s->sort.n;   /* a few passes over the line */
+    else if (s->kind == KS_ATTN) c += s->attn.rows * s->attn.s * (s->attn.e + s->attn.ev + 8);   /* 8: the exp */
     else c += 1;
   }
   return c;
@@ -525,6 +534,12 @@ static void walk_block(kwalk *w, const kstmt *s, int depth) {
       w->on_stmt(w->ctx, s, depth, false);
       continue;
     }
+    if (s->kind == KS_ATTN) {
+      kexpr *const offs[6] = {s->attn.q_off, s->attn.k_off, s->attn.v_off, s->attn.m_off, s->attn.o_off, s->attn.row0};
+      for (int i = 0; i < 6; i++) walk_expr(w, offs[i], depth);
+      w->on_stmt(w->ctx, s, depth, false);
+      continue;
+    }
     if (s->kind == KS_LOOP || s->kind == KS_GEMM) {
       w->on_stmt(w->ctx, s, depth, true);
       walk_block(w, s->body, depth + 1);
@@ -561,6 +576,17 @@ static void key_expr(void *ctx, const kexpr *e, int depth) {
   ir_str_append(ctx, v, sizeof v);
 }
 
+/* KS_ATTN's fields: f's free words, then the strides and the scale's bits. */
+static void key_attn(ir_str *key, const kstmt *s, int64_t *f) {
+  const kexpr *offs[6] = {s->attn.q_off, s->attn.k_off, s->attn.v_off, s->attn.m_off, s->attn.o_off, s->attn.row0};
+  int64_t g[8] = {s->attn.q | (int64_t)s->attn.k << 16 | (int64_t)s->attn.v << 32 | (int64_t)s->attn.out << 48,
+                  s->attn.mask, s->attn.rows, s->attn.l, s->attn.s, s->attn.e, s->attn.ev, s->attn.causal};
+  memcpy(f + 12, g, sizeof g);
+  for (int i = 0; i < 6; i++) ir_str_append(key, &offs[i]->id, sizeof offs[i]->id);
+  ir_str_append(key, s->attn.st, sizeof s->attn.st);
+  ir_str_append(key, &s->attn.scale, sizeof s->attn.scale);
+}
+
 static void key_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
   (void)enter;
   int64_t f[20] = {s->kind, depth, s->var, s->bound ? -1 - s->bound->id : s->extent, s->loop, s->buf,
@@ -591,6 +617,7 @@ static void key_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
     ir_str_append(ctx, &window, sizeof window);
     if (window) ir_str_append(ctx, s->gemm.win, sizeof(int64_t) * KW_N);
   }
+  if (s->kind == KS_ATTN) key_attn(ctx, s, f);
   ir_str_append(ctx, f, sizeof f);
 }
 
@@ -637,6 +664,7 @@ static void desc_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
   if (s->kind == KS_CARRY) desc_add(ctx, s->op);
   if (s->kind == KS_SORT) desc_add(ctx, s->sort.k < s->sort.n ? IR_TOPK : IR_SORT);
   if (s->kind == KS_GEMM) desc_add(ctx, IR_MATMUL);
+  if (s->kind == KS_ATTN) desc_add(ctx, IR_ATTENTION);
 }
 
 static const struct {
@@ -767,6 +795,14 @@ static void kp_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
                   s->sort.descending ? " descending" : "", s->sort.in, s->sort.in_off->id, (long long)s->sort.in_stride,
                   (long long)s->sort.n, (long long)s->sort.k, s->sort.vals, s->sort.idx, s->sort.out_off->id,
                   (long long)s->sort.out_stride);
+    break;
+  case KS_ATTN:
+    ir_str_printf(b, "attention%s rows %%%d + 0..%lld of %lld: q p%d[%%%d], k p%d[%%%d], v p%d[%%%d], mask p%d[%%%d] "
+                  "(s %lld, e %lld, ev %lld, scale %g) -> p%d[%%%d]\n",
+                  s->attn.causal ? " causal" : "", s->attn.row0->id, (long long)s->attn.rows, (long long)s->attn.l,
+                  s->attn.q, s->attn.q_off->id, s->attn.k, s->attn.k_off->id, s->attn.v, s->attn.v_off->id,
+                  s->attn.mask, s->attn.m_off->id, (long long)s->attn.s, (long long)s->attn.e, (long long)s->attn.ev,
+                  s->attn.scale, s->attn.out, s->attn.o_off->id);
     break;
   case KS_CARRY:
     ir_str_printf(b, "carry %lld (%s): a%d = %%%d\n", (long long)s->var, ir_ops[s->op].name, s->acc, s->value->id);

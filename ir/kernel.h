@@ -73,7 +73,7 @@ struct kexpr {
 enum { KW_TAPS, KW_KW, KW_OW, KW_SH, KW_SW, KW_DH, KW_DW, KW_PH, KW_PW, KW_UH, KW_UW, KW_IN_H, KW_IN_W, KW_SC,
        KW_SY, KW_SX, KW_N };
 
-typedef enum { KS_LOOP, KS_STORE, KS_ACC, KS_UPDATE, KS_GEMM, KS_CHECK, KS_CARRY, KS_SORT } ks_kind;
+typedef enum { KS_LOOP, KS_STORE, KS_ACC, KS_UPDATE, KS_GEMM, KS_CHECK, KS_CARRY, KS_SORT, KS_ATTN } ks_kind;
 
 /* What a failed check means: X(code, message, name of the reported value
  * or NULL when the value says nothing). Codes start at 1 (0: no failure). */
@@ -178,6 +178,22 @@ struct kstmt {
     int64_t n, k, in_stride, out_stride;
     bool descending;
   } sort;
+  /* KS_ATTN: query rows row0 .. min(row0 + rows, l) of one (batch, head):
+   *   out[r, c] = sum over j < s of softmax_j(q[r, :] . k[j, :] * scale +
+   *   mask[r, j]) * v[j, c], c < ev, the dots over e elements; causal: only
+   *   j <= r; a bool mask (param dtype bool) drops j where it is false; a
+   *   row with no key left is nan. Param q's element (r, x) is at q_off +
+   *   r*st[0] + x*st[1]; k's (j, x), v's (j, c), mask's (r, j) and out's
+   *   (r, c) likewise with st[2..9]; mask -1: none. The offsets (of row 0)
+   *   and row0 are i64 expressions of the enclosing loop vars. */
+  struct {
+    int q, k, v, mask, out;
+    kexpr *q_off, *k_off, *v_off, *m_off, *o_off, *row0;
+    int64_t rows, l, s, e, ev;
+    int64_t st[10];
+    double scale;
+    bool causal;
+  } attn;
 };
 
 typedef struct {
@@ -306,6 +322,9 @@ kstmt *ks_check(kernel *k, kc_code code, int site, kexpr *fail, kexpr *pos, kexp
 
 /* A KS_SORT; the caller fills the params and offsets. */
 kstmt *ks_sort(kernel *k, int64_t n, int64_t keep, bool descending);
+
+/* A KS_ATTN over blocks of `rows` query rows; the caller fills the rest. */
+kstmt *ks_attn(kernel *k, int64_t rows);
 
 /* The kernel's identity: a compact binary serialization of its normalized
  * IR (params, loops, every expression once in post-order by id) appended to

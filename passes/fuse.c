@@ -30,6 +30,8 @@
  *   reduction or matmul: its loop nest runs the scanned dim innermost.
  * - A sort or top-k is a kernel of its own (a row kernel) reading a buffer
  *   or a stored node; the values and positions of one sort share it.
+ * - An attention (IR_ATTN) is a kernel of its own too; its q, k, v and mask
+ *   are read in place through strided views, as a matmul's operands are.
  * - A transfer (TO, kiln_to) is a group of its own and its source is stored:
  *   realize runs it as a copy between devices.
  * - A gather is inlined like an elementwise node (its index is read at the
@@ -64,7 +66,7 @@ enum {
   HAS_VIEW = 8,    /* a view of a computed node: it reads its source at other indices */
   HAS_SCATTER = 64, /* a scatter: its kernel writes through an index (lower.c's scatter_nest) */
   HAS_SCAN = 16,   /* a scan: its kernel's loop nest runs the scanned dim innermost, in order */
-  HAS_SORT = 32,   /* a sort or top-k: a row kernel of its own */
+  HAS_SORT = 32,   /* a sort, top-k or attention: a kernel of its own */
   HAS_RESHAPE = 128, /* a reshape of a computed node: a view, but one that keeps the row-major order */
 };
 enum { ANY_VIEW = HAS_VIEW | HAS_RESHAPE };
@@ -74,7 +76,7 @@ typedef struct {
   unsigned char *kinds; /* per group root: HAS_REDUCE | HAS_CONTRACT */
   bool merge;           /* sibling groups may merge (FUSE_ALL) */
   int *first_user;      /* consumer lists: topo index of the first user */
-  int *next_user;       /* per (node, source slot) link: index 3*i + slot */
+  int *next_user;       /* per (node, source slot) link: index IR_MAX_SRC*i + slot */
   const int *group;     /* per placed node: its group (-1: none) */
 } fuse_ctx;
 
@@ -119,7 +121,7 @@ static bool same_shape(const ir_node *a, const ir_node *b) {
 }
 
 static unsigned node_kind(const ir_node *n) {
-  if (ir_op_has(n->op, IR_SORTING)) return HAS_SORT;
+  if (ir_op_has(n->op, IR_SORTING | IR_ATTN)) return HAS_SORT;
   if (ir_op_has(n->op, IR_SCAN)) return HAS_SCAN;
   return ir_op_has(n->op, IR_REDUCE) ? HAS_REDUCE : ir_op_has(n->op, IR_CONTRACT) ? HAS_CONTRACT : 0;
 }
@@ -143,10 +145,17 @@ static bool trailing_broadcast(const ir_node *n) {
 }
 
 /* Views a GEMM reads in place (view.c): the first node under them, or NULL
- * when a view in the chain is not a strided view of its source. */
-static ir_node *strided_leaf(ir_node *n) {
-  for (; ir_op_has(n->op, IR_MOVE); n = n->src[0])
+ * when a view in the chain is not a strided view of its source. With
+ * `reshaped`, reshapes of a computing node (stored contiguously, so any
+ * reshape of it is a strided view: an attention's heads split from its
+ * projection) end the chain too. */
+static ir_node *strided_leaf(ir_node *n, bool reshaped) {
+  for (; ir_op_has(n->op, IR_MOVE); n = n->src[0]) {
+    ir_node *s = n->src[0];
+    while (reshaped && n->op == IR_RESHAPE && s->op == IR_RESHAPE) s = s->src[0];
+    if (reshaped && n->op == IR_RESHAPE && !ir_op_has(s->op, IR_MOVE | IR_SRC)) return s;
     if (!pass_view_affine(n)) return NULL;
+  }
   return n;
 }
 
@@ -268,9 +277,10 @@ static bool mark_forced(pass_graph *g, bool merge, bool *mat) {
       while (ir_op_has(s->op, IR_MOVE)) s = s->src[0];
       if (ir_op_has(s->op, IR_REDUCE)) mat[s->scratch] = true;
     }
-    for (int k = 0; n->op == IR_MATMUL && k < 2; k++) {
-      ir_node *operand = k && pass_window_operand(g, n) ? n->src[k]->src[0] : n->src[k];
-      ir_node *leaf = strided_leaf(operand);
+    if (ir_op_has(n->op, IR_ATTN)) mat[i] = true;
+    for (int k = 0; (n->op == IR_MATMUL && k < 2) || (ir_op_has(n->op, IR_ATTN) && k < n->nsrc); k++) {
+      ir_node *operand = n->op == IR_MATMUL && k && pass_window_operand(g, n) ? n->src[k]->src[0] : n->src[k];
+      ir_node *leaf = strided_leaf(operand, n->op != IR_MATMUL);
       ir_node *m = leaf ? leaf : operand;
       if (m->op != IR_BUFFER) mat[m->scratch] = true;
     }
@@ -323,7 +333,7 @@ static bool reshaped_epilogue(pass_graph *g, fuse_ctx *c, int r, const ir_node *
     int x = stack[--n], i = x % g->n;
     bool after = x >= g->n;
     for (int u = c->first_user[i]; ok && u >= 0; u = c->next_user[u]) {
-      int j = u / 3;
+      int j = u / IR_MAX_SRC;
       if (c->group[j] < 0 || uf_find(c->parent, c->group[j]) != r) continue;
       bool reshape = g->topo[j]->op == IR_RESHAPE;
       ok = !(reshape && after) && (reshape || ir_op_has(g->topo[j]->op, IR_EW));
@@ -385,8 +395,8 @@ static int place(pass_graph *g, fuse_ctx *c, int i, int *group, int *ngroups, bo
   int root = -1;
   bool conflict = false;
   for (int u = c->first_user[i]; u >= 0; u = c->next_user[u]) {
-    if (group[u / 3] < 0) continue;  /* a recomputed user belongs to no kernel */
-    int r = uf_find(c->parent, group[u / 3]);
+    if (group[u / IR_MAX_SRC] < 0) continue;  /* a recomputed user belongs to no kernel */
+    int r = uf_find(c->parent, group[u / IR_MAX_SRC]);
     if (root < 0) root = r;
     else if (r != root) {
       if (c->merge && mergeable(g, c, r, root)) {
@@ -402,7 +412,7 @@ static int place(pass_graph *g, fuse_ctx *c, int i, int *group, int *ngroups, bo
    * scan's consumers read it where its loop is: only elementwise users keep
    * that index */
   for (int u = c->first_user[i]; (kind & (HAS_CONTRACT | HAS_SCAN)) && u >= 0; u = c->next_user[u]) {
-    ir_op op = g->topo[u / 3]->op;
+    ir_op op = g->topo[u / IR_MAX_SRC]->op;
     if (!ir_op_has(op, IR_EW) && !((kind & HAS_CONTRACT) && op == IR_RESHAPE)) conflict = true;
   }
   /* a column reduction is its own kernel, lowered with its loop outside */
@@ -422,8 +432,8 @@ static void build_users(pass_graph *g, fuse_ctx *c) {
     ir_node *n = g->topo[i];
     for (int s = 0; s < n->nsrc; s++) {
       int j = n->src[s]->scratch;
-      c->next_user[3 * i + s] = c->first_user[j];
-      c->first_user[j] = 3 * i + s;
+      c->next_user[IR_MAX_SRC * i + s] = c->first_user[j];
+      c->first_user[j] = IR_MAX_SRC * i + s;
     }
   }
 }
@@ -542,7 +552,7 @@ void pass_fuse(pass_graph *g, pass_fuse_mode mode) {
   bool *mat = ir_calloc((size_t)n + 1, sizeof *mat);
   int *group = ir_calloc((size_t)n + 1, sizeof *group);
   fuse_ctx c = {ir_calloc((size_t)n + 1, sizeof(int)), ir_calloc((size_t)n + 1, 1), siblings,
-                ir_calloc((size_t)n + 1, sizeof(int)), ir_calloc(3 * (size_t)n + 3, sizeof(int)), group};
+                ir_calloc((size_t)n + 1, sizeof(int)), ir_calloc(IR_MAX_SRC * ((size_t)n + 1), sizeof(int)), group};
   bool *recompute = ir_calloc((size_t)n + 1, sizeof *recompute);
   g->groups = ir_arena_alloc(g->arena, sizeof(pass_group) * (size_t)(n + 1));
   g->oom = !(mat && group && c.parent && c.kinds && c.first_user && c.next_user && recompute && g->groups);

@@ -1104,9 +1104,9 @@ static void scatter_nest(lower_ctx *c, const ir_node *n) {
  * A sort group (fuse.c: a sort or top-k, with its positions' sibling) is a
  * loop over its lines (every dim but the sorted one, the first parallel)
  * around one KS_SORT reading its source in place through its strides. */
-static const ir_node *group_sort(const pass_graph *g, int gi) {
+static const ir_node *group_with(const pass_graph *g, int gi, unsigned flag) {
   for (int i = 0; i < g->n; i++)
-    if (ir_op_has(g->topo[i]->op, IR_SORTING) && g->group_of[i] == gi) return g->topo[i];
+    if (ir_op_has(g->topo[i]->op, flag) && g->group_of[i] == gi) return g->topo[i];
   return NULL;
 }
 
@@ -1140,6 +1140,52 @@ static void sort_nest(lower_ctx *c, const pass_group *pg, const ir_node *n) {
     if (op == IR_SORT || op == IR_TOPK) st->sort.vals = o;
     else st->sort.idx = o;
   }
+  frame_insert(&c->frames[c->nframes - 1], st);
+}
+
+/* ---- attention --------------------------------------------------------------
+ * An attention group (fuse.c: the node alone) is one parallel loop over
+ * (batch dims, block of ATTN_ROWS query rows), flattened so that the rows of
+ * a single head split across threads too, around one KS_ATTN that reads q,
+ * k, v and the mask in place through their strides, as a GEMM reads its
+ * operands; key/value head h / group serves query head h (GQA). */
+enum { ATTN_ROWS = 48 };   /* the GEMM driver's row block (gemm.c's MC) */
+
+static void attention_nest(lower_ctx *c, const ir_node *n) {
+  kernel *k = c->k;
+  int nd = n->ndim;
+  int64_t lq = n->shape[nd - 2], blocks = (lq + ATTN_ROWS - 1) / ATTN_ROWS, ost[KILN_MAX_DIMS];
+  push_frame(c, -1, &k->body);
+  int u = k_var(k);
+  kstmt *loop = ks_loop(k, u, ir_numel(nd - 2, n->shape) * blocks, KL_PARALLEL);
+  frame_set_inner(&c->frames[c->nframes - 1], loop);
+  push_frame(c, u, &loop->body);
+  kexpr *idx[KILN_MAX_DIMS], *kidx[KILN_MAX_DIMS], *rest = kx_var(k, u);
+  kstmt *st = ks_attn(k, ATTN_ROWS);
+  st->attn.row0 = kx_imul(k, kx_imod(k, rest, i64(k, blocks)), i64(k, ATTN_ROWS));
+  rest = kx_idiv(k, rest, i64(k, blocks));
+  for (int d = nd - 3; d >= 0; d--) {
+    kidx[d] = idx[d] = kx_imod(k, rest, i64(k, n->shape[d]));
+    rest = kx_idiv(k, rest, i64(k, n->shape[d]));
+  }
+  if (n->attr.group > 1) kidx[nd - 3] = kx_idiv(k, idx[nd - 3], i64(k, n->attr.group));
+  gemm_operand(c, n->src[0], idx, &st->attn.q, &st->attn.q_off, &st->attn.st[0], &st->attn.st[1]);
+  gemm_operand(c, n->src[1], kidx, &st->attn.k, &st->attn.k_off, &st->attn.st[2], &st->attn.st[3]);
+  gemm_operand(c, n->src[2], kidx, &st->attn.v, &st->attn.v_off, &st->attn.st[4], &st->attn.st[5]);
+  st->attn.m_off = i64(k, 0);
+  if (n->nsrc > 3)
+    gemm_operand(c, n->src[3], idx, &st->attn.mask, &st->attn.m_off, &st->attn.st[6], &st->attn.st[7]);
+  ir_contiguous_strides(nd, n->shape, ost);
+  st->attn.out = 0;
+  st->attn.o_off = linear(k, nd - 2, ost, 0, idx);
+  st->attn.st[8] = ost[nd - 2];
+  st->attn.st[9] = ost[nd - 1];
+  st->attn.l = lq;
+  st->attn.s = n->src[1]->shape[nd - 2];
+  st->attn.e = n->src[0]->shape[nd - 1];
+  st->attn.ev = n->shape[nd - 1];
+  st->attn.scale = n->attr.value;
+  st->attn.causal = n->attr.causal;
   frame_insert(&c->frames[c->nframes - 1], st);
 }
 
@@ -1201,12 +1247,13 @@ static void lower_group(lower_ctx *c, const pass_group *pg, bool generic) {
   for (int o = 0; o < pg->nout; o++) k_param(k, pg->outs[o]->dtype, true, numel);
   int p = -1, q = -1;
   bool column = column_reduction(c, pg, &p, &q);
-  const ir_node *sort = group_sort(c->g, c->gi);
+  const ir_node *sort = group_with(c->g, c->gi, IR_SORTING), *attn = group_with(c->g, c->gi, IR_ATTN);
   /* a GEMM's and a column reduction's blocking follow their shape, a sort's
-   * line sizes are its statement's: specialised */
-  k->generic = generic && !group_matmul(c->g, c->gi) && !column && !sort;
+   * line sizes and an attention's are its statement's: specialised */
+  k->generic = generic && !group_matmul(c->g, c->gi) && !column && !sort && !attn;
   if (ir_op_is_scatter(pg->outs[0]->op)) scatter_nest(c, pg->outs[0]);
   else if (sort) sort_nest(c, pg, sort);
+  else if (attn) attention_nest(c, attn);
   else if (column) column_nest(c, pg, p, q);
   else store_outputs(c, pg);
   k->work = numel;

@@ -34,7 +34,7 @@ struct kiln_fn {
   int nin, nout;
   int ntmpl;
   ir_node **tmpl;           /* retained: the graph as built (sources first) */
-  int (*src_pos)[3];        /* per tmpl node: its sources' positions in tmpl */
+  int (*src_pos)[IR_MAX_SRC];        /* per tmpl node: its sources' positions in tmpl */
   int *out_node;            /* per output: its position in tmpl */
   int *leaf_pos;            /* per leaf: its position in tmpl, -1 when no output reads it */
   int nleaves;              /* the placeholders (nin), then the constants */
@@ -141,7 +141,7 @@ static bool per_call(const ir_node *n) {
 static kiln_status realize_constants(int nout, kiln_tensor *const *out) {
   ir_node **topo, **c;
   int n = ir_graph_collect(nout, out, &topo), nc = 0;
-  c = n >= 0 ? ir_malloc(sizeof *c * ((size_t)(3 * n) + 1)) : NULL;
+  c = n >= 0 ? ir_malloc(sizeof *c * ((size_t)(IR_MAX_SRC * n) + 1)) : NULL;
   if (!c) {
     free(topo);
     return ir_error_oom(out[0]);
@@ -271,7 +271,7 @@ static ir_node **variant_graph(const kiln_fn *fn, int64_t size, kiln_status *st)
   for (int i = 0; g && i < fn->ntmpl; i++) {
     ir_node *o = fn->tmpl[i];
     int64_t shape[KILN_MAX_DIMS];
-    ir_node *src[3];
+    ir_node *src[IR_MAX_SRC];
     for (int s = 0; s < o->nsrc; s++) src[s] = g[fn->src_pos[i][s]];
     const char *why = variant_shape(o, src, size, shape);
     if (why) {

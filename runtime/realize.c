@@ -206,6 +206,8 @@ static void attr_words(node_words *k, const ir_node *n) {
     word(k, a->dim);
   } else if (ir_op_has(n->op, IR_SORTING)) {
     word(k, a->sort_k), word(k, a->descending);
+  } else if (ir_op_has(n->op, IR_ATTN)) {
+    word_f(k, a->value), word(k, a->causal), word(k, a->group);
   }
   double code;
   if (n->op == IR_POW && pass_value_is_code(n, 1, &code)) word_f(k, code);

@@ -581,11 +581,57 @@ static void sort_eval(const ir_node *n, ref_tensor *const *src, ref_tensor *r) {
   free(items);
 }
 
+/* Attention in its plain form: per (batch, head) the full L x S matrix of
+ * scores q k^T * scale, masked (causal: j > i is -inf; bool: false is -inf;
+ * float: added), a row softmax (a row of -inf is nan: -inf - -inf) times v.
+ * Key/value head h / group serves query head h. */
+static int64_t attn_kv_batch(const ir_node *n, const ir_node *kv, int64_t b) {
+  int64_t at = 0, scale = 1;
+  for (int d = n->ndim - 3; d >= 0; d--) {
+    int64_t i = b % n->shape[d];
+    b /= n->shape[d];
+    at += (d == n->ndim - 3 ? i / n->attr.group : i) * scale;
+    scale *= kv->shape[d];
+  }
+  return at;
+}
+
+static void attention_eval(const ir_node *n, ref_tensor *const *src, ref_tensor *r) {
+  int nd = n->ndim;
+  int64_t lq = n->shape[nd - 2], ev = n->shape[nd - 1], s = src[1]->shape[nd - 2], e = src[0]->shape[nd - 1];
+  double *sc = malloc(sizeof *sc * (size_t)(lq * s));
+  IR_ASSERT(sc);
+  for (int64_t b = 0; b < ir_numel(nd - 2, n->shape); b++) {
+    int64_t kb = attn_kv_batch(n, n->src[1], b), vb = attn_kv_batch(n, n->src[2], b);
+    for (int64_t i = 0; i < lq; i++)
+      for (int64_t j = 0; j < s; j++) {
+        double dot = 0;
+        for (int64_t x = 0; x < e; x++) dot += src[0]->f[(b * lq + i) * e + x] * src[1]->f[(kb * s + j) * e + x];
+        double v = dot * n->attr.value;
+        if (n->attr.causal && j > i) v = -INFINITY;
+        if (n->nsrc > 3 && src[3]->f) v += src[3]->f[(b * lq + i) * s + j];
+        if (n->nsrc > 3 && !src[3]->f && !src[3]->i[(b * lq + i) * s + j]) v = -INFINITY;
+        sc[i * s + j] = v;
+      }
+    for (int64_t i = 0; i < lq; i++) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < s; j++) mx = fmax(mx, sc[i * s + j]);
+      for (int64_t j = 0; j < s; j++) sum += sc[i * s + j] = exp(sc[i * s + j] - mx);
+      for (int64_t c = 0; c < ev; c++) {
+        double acc = 0;
+        for (int64_t j = 0; j < s; j++) acc += sc[i * s + j] / sum * src[2]->f[(vb * s + j) * ev + c];
+        ref_put(r, (b * lq + i) * ev + c, rv_f(acc));
+      }
+    }
+  }
+  free(sc);
+}
+
 static bool op_supported(const ir_node *n) {
   if (n->status != KILN_OK) return false;
   if (n->op == IR_BUFFER)  /* an empty buffer may have no storage */
     return (n->buf || ir_numel(n->ndim, n->shape) == 0) && n->device.type == KILN_CPU;
-  return ir_op_has(n->op, IR_SRC | IR_EW | IR_MOVE | IR_CONTRACT | IR_REDUCE | IR_SCAN | IR_SORTING) ||
+  return ir_op_has(n->op, IR_SRC | IR_EW | IR_MOVE | IR_CONTRACT | IR_REDUCE | IR_SCAN | IR_SORTING | IR_ATTN) ||
          ir_op_is_indexed(n->op);
 }
 
@@ -596,8 +642,8 @@ static ref_tensor *eval_node(const ir_node *n, ref_tensor *const *src) {
     scatter_values(n, src, r);
     return r;
   }
-  if (ir_op_has(n->op, IR_SCAN | IR_SORTING)) {
-    (ir_op_has(n->op, IR_SCAN) ? scan_eval : sort_eval)(n, src, r);
+  if (ir_op_has(n->op, IR_SCAN | IR_SORTING | IR_ATTN)) {
+    (ir_op_has(n->op, IR_SCAN) ? scan_eval : ir_op_has(n->op, IR_SORTING) ? sort_eval : attention_eval)(n, src, r);
     return r;
   }
   for (int64_t k = 0; k < r->numel; k++) {
@@ -671,7 +717,7 @@ static bool memo_eval(ref_memo *m, const ir_node *root) {
     top--;
     if (memo_find(m, n) >= 0) continue;
     ok = op_supported(n);
-    ref_tensor *src[3] = {0};
+    ref_tensor *src[IR_MAX_SRC] = {0};
     for (int s = 0; ok && s < n->nsrc; s++) src[s] = m->val[memo_find(m, n->src[s])];
     if (ok) memo_add(m, n, eval_node(n, src));
   }
