@@ -80,7 +80,7 @@ typedef struct {
  * long enough for the vector loop. */
 static kiln_tensor *extremes(kiln_dtype dt, bool divisor) {
   const ir_dtype_info *d = &ir_dtypes[dt];
-  int64_t hi = d->is_signed ? (INT64_C(1) << (8 * d->size - 1)) - 1 : (INT64_C(1) << 8 * d->size) - 1;
+  int64_t hi = (int64_t)((UINT64_C(1) << (8 * d->size - (d->is_signed ? 1 : 0))) - 1);   /* u8: 255 */
   int64_t lo = d->is_signed ? -hi - 1 : 0;
   const int64_t v[] = {lo, lo + 1, hi, hi - 1, hi / 2, lo / 3, 1, -1, 2, -2, 3, -7, 46341, 65537, 0, 99991};
   enum { NV = sizeof v / sizeof *v };
