@@ -39,6 +39,8 @@ typedef struct {
   LLVMValueRef *args;
   int *live;
   bool oom;                           /* an epilogue's emitter could not be made: the module is dropped */
+  const kstmt *check_body;            /* body of the loop being emitted whose checks are deferred (check.c) */
+  LLVMValueRef check_flag;            /* its i8 alloca: some check there failed */
 } emitter;
 
 /* ---- emit.c ---- */
@@ -93,6 +95,24 @@ void cpu_param_attr(cpu_cg *g, LLVMValueRef fn, unsigned idx, const char *name);
 LLVMValueRef cpu_intrin(cpu_cg *g, LLVMBuilderRef b, const char *name, LLVMTypeRef *over,
                         unsigned nover, LLVMValueRef *args, unsigned nargs);
 LLVMTypeRef cpu_type(cpu_cg *g, kiln_dtype t);  /* compute type: bool is i1 */
+
+/* ---- check.c: KS_CHECK ---- */
+/* The branching form: on failure, claim the status slot and record. */
+void cpu_emit_check(emitter *em, const kstmt *s);
+/* In loop (emit.c's emit_loop): cpu_check_enter, before the loop, decides
+ * whether the checks directly in its body are deferred (em->check_body is
+ * then that body, and each of them is emitted by cpu_emit_check_deferred:
+ * a failure only sets em->check_flag); cpu_check_leave, after the loop
+ * over start..end, re-scans that range for the first failure when the
+ * flag is set, and restores the enclosing loop's scope. */
+typedef struct {
+  const kstmt *body;
+  LLVMValueRef flag;
+} cpu_check_scope;
+cpu_check_scope cpu_check_enter(emitter *em, const kstmt *loop);
+void cpu_emit_check_deferred(emitter *em, const kstmt *s);
+void cpu_check_leave(emitter *em, const kstmt *loop, cpu_check_scope outer, LLVMValueRef start,
+                     LLVMValueRef end);
 
 /* ---- gemm.c: the shape-generic GEMM driver ---- */
 /* One driver per compute type t (f32/f64), storage dtypes of A and B and

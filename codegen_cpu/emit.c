@@ -195,6 +195,21 @@ static LLVMValueRef ieq(cpu_cg *g, LLVMValueRef v, long long c) {
   return LLVMBuildICmp(g->b, LLVMIntEQ, v, LLVMConstInt(LLVMTypeOf(v), (unsigned long long)c, 1), "");
 }
 
+/* a / d rounded toward zero, d != 0 and not INT_MIN / -1. Up to 32 bits it
+ * is the f64 quotient truncated: exact, because |a| < 2^32 puts the f64
+ * rounding error (< 2^-21 / |d|) below the quotient's distance from the
+ * next integer (>= 1 / |d|), and vdivpd vectorizes where x86 has no vector
+ * integer division (LLVM leaves a loop with idiv scalar). */
+static LLVMValueRef narrow_quotient(cpu_cg *g, LLVMValueRef a, LLVMValueRef d, bool sg) {
+  LLVMBuilderRef B = g->b;
+  LLVMTypeRef t = LLVMTypeOf(a);
+  if (LLVMGetIntTypeWidth(t) > 32) return sg ? LLVMBuildSDiv(B, a, d, "") : LLVMBuildUDiv(B, a, d, "");
+  LLVMValueRef fa = sg ? LLVMBuildSIToFP(B, a, g->f64, "") : LLVMBuildUIToFP(B, a, g->f64, "");
+  LLVMValueRef fd = sg ? LLVMBuildSIToFP(B, d, g->f64, "") : LLVMBuildUIToFP(B, d, g->f64, "");
+  LLVMValueRef fq = LLVMBuildFDiv(B, fa, fd, "");
+  return sg ? LLVMBuildFPToSI(B, fq, t, "") : LLVMBuildFPToUI(B, fq, t, "");
+}
+
 /* a / b and a % b rounded toward zero that cannot trap: x86 faults on a
  * zero divisor and on INT_MIN / -1, so both divide by 1 instead; b == -1
  * gives -a (wrapping) and 0, as PyTorch, and b == 0 is a kernel check's
@@ -204,13 +219,14 @@ static void int_divmod(cpu_cg *g, LLVMValueRef a, LLVMValueRef b, bool sg, LLVMV
   LLVMValueRef one = one_of(b);
   if (!sg) {
     LLVMValueRef d = LLVMBuildSelect(B, ieq(g, b, 0), one, b, "");
-    *q = LLVMBuildUDiv(B, a, d, "");
-    *r = LLVMBuildURem(B, a, d, "");
+    *q = narrow_quotient(g, a, d, false);
+    *r = LLVMBuildSub(B, a, LLVMBuildMul(B, *q, d, ""), "");
     return;
   }
   LLVMValueRef m1 = ieq(g, b, -1), d = LLVMBuildSelect(B, LLVMBuildOr(B, ieq(g, b, 0), m1, ""), one, b, "");
-  *q = LLVMBuildSelect(B, m1, LLVMBuildNeg(B, a, ""), LLVMBuildSDiv(B, a, d, ""), "");
-  *r = LLVMBuildSelect(B, m1, zero_of(a), LLVMBuildSRem(B, a, d, ""), "");
+  LLVMValueRef qd = narrow_quotient(g, a, d, true);
+  *q = LLVMBuildSelect(B, m1, LLVMBuildNeg(B, a, ""), qd, "");
+  *r = LLVMBuildSelect(B, m1, zero_of(a), LLVMBuildSub(B, a, LLVMBuildMul(B, qd, d, ""), ""), "");
 }
 
 /* The remainder has the divisor's sign: r != 0 and r, b of opposite signs. */
@@ -585,35 +601,6 @@ static void emit_store(emitter *em, const kstmt *s) {
   LLVMBuildStore(em->g.b, narrow(&em->g, v, st), p);
 }
 
-/* if (fail) { if (cmpxchg(slot[KC_CODE], 0, code) succeeded) slot[site,
- * pos, value] = ...; }: the branch is marked unlikely and the failing path
- * stays out of the loop's way. The operands are emitted before the branch
- * so they dominate what follows. */
-static void emit_check(emitter *em, const kstmt *s) {
-  cpu_cg *g = &em->g;
-  LLVMBuilderRef b = g->b;
-  LLVMValueRef fail = emit_expr(em, s->value), pos = emit_expr(em, s->index), what = emit_expr(em, s->check.what);
-  fail = intr(em, "llvm.expect", fail, LLVMConstInt(g->i1, 0, 0));
-  LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(g->ctx, em->fn, "check.fail");
-  LLVMBasicBlockRef won = LLVMAppendBasicBlockInContext(g->ctx, em->fn, "check.first");
-  LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(g->ctx, em->fn, "check.ok");
-  LLVMBuildCondBr(b, fail, bad, cont);
-  LLVMPositionBuilderAtEnd(b, bad);
-  LLVMValueRef slot = em->bufs[k_status_param(em->k)];
-  LLVMValueRef x = LLVMBuildAtomicCmpXchg(b, slot, LLVMConstInt(g->i64, 0, 0),
-                                          LLVMConstInt(g->i64, (unsigned long long)s->check.code, 0),
-                                          LLVMAtomicOrderingMonotonic, LLVMAtomicOrderingMonotonic, 0);
-  LLVMBuildCondBr(b, LLVMBuildExtractValue(b, x, 1, ""), won, cont);
-  LLVMPositionBuilderAtEnd(b, won);
-  LLVMValueRef words[] = {LLVMConstInt(g->i64, (unsigned long long)s->check.site, 0), pos, what};
-  for (int w = KC_SITE; w <= KC_VALUE; w++) {
-    LLVMValueRef i = LLVMConstInt(g->i64, (unsigned long long)w, 0);
-    LLVMBuildStore(b, words[w - KC_SITE], LLVMBuildInBoundsGEP2(b, g->i64, slot, &i, 1, ""));
-  }
-  LLVMBuildBr(b, cont);
-  LLVMPositionBuilderAtEnd(b, cont);
-}
-
 /* Values computed inside a loop body do not dominate what follows the loop. */
 static void forget_since(emitter *em, int mark) {
   while (em->ndefined > mark) em->memo[em->defined[--em->ndefined]] = NULL;
@@ -703,6 +690,7 @@ static void emit_loop(emitter *em, const kstmt *s) {
   LLVMValueRef start = par ? em->lo : LLVMConstInt(g->i64, 0, 0);
   LLVMValueRef end = par ? em->hi : s->bound ? emit_expr(em, s->bound)
                    : LLVMConstInt(g->i64, (unsigned long long)s->extent, 0);
+  cpu_check_scope checks = cpu_check_enter(em, s);
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b);
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(g->ctx, em->fn, "loop");
   LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(g->ctx, em->fn, "endloop");
@@ -728,9 +716,11 @@ static void emit_loop(emitter *em, const kstmt *s) {
     cpu_latency_hint(em, br, wide);
   LLVMAddIncoming(iv, (LLVMValueRef[]){start, next}, (LLVMBasicBlockRef[]){pre, latch}, 2);
   LLVMPositionBuilderAtEnd(g->b, exit);
+  cpu_check_leave(em, s, checks, start, end);
 }
 
 static void emit_block(emitter *em, const kstmt *s) {
+  bool deferred = s && s == em->check_body;   /* the body of a loop whose checks are re-scanned after it */
   for (; s; s = s->next) {
     switch (s->kind) {
     case KS_LOOP: emit_loop(em, s); break;
@@ -742,7 +732,7 @@ static void emit_block(emitter *em, const kstmt *s) {
       em->folds++;
       break;
     case KS_GEMM: cpu_emit_gemm(em, s); break;
-    case KS_CHECK: emit_check(em, s); break;
+    case KS_CHECK: (deferred ? cpu_emit_check_deferred : cpu_emit_check)(em, s); break;
     case KS_SORT: emit_sort(em, s); break;
     case KS_ATTN: emit_attn(em, s); break;
     }

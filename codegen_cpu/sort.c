@@ -2,7 +2,8 @@
  * by the JIT like libm). Every dtype sorts through one order-preserving
  * 64-bit key (nan the largest, -0 equal to +0, as PyTorch), with the
  * position breaking ties: the order is stable. Short rows take insertion
- * sort, long ones an LSD radix sort, top-k a bounded heap of k entries. */
+ * sort, long ones an LSD radix sort, top-k a bounded heap of k entries
+ * (a contiguous f32 row offers it only the blocks that can beat its root). */
 #include "codegen_cpu/cpu_impl.h"
 
 #include <math.h>
@@ -147,24 +148,74 @@ static void heap_sort(item *h, int64_t n) {
   }
 }
 
+/* Element j (key x) replaces the root when it comes first. */
+static void heap_offer(item *h, int64_t k, uint64_t x, int64_t j) {
+  if (x >= h[0].key) return;   /* equal keys: the earlier position stays */
+  h[0] = (item){x, j};
+  sift_down(h, k, 0);
+}
+
+/* The first k elements as a heap, and the elements from..to offered to it. */
+static inline void heap_start(key_fn key, const line *l, item *h, int64_t k, uint64_t flip) {
+  for (int64_t j = 0; j < k; j++) h[j] = (item){key(elem(l, j)) ^ flip, j};
+  for (int64_t i = k / 2; i-- > 0;) sift_down(h, k, i);
+}
+
+static inline void heap_scan(key_fn key, const line *l, int64_t from, int64_t to, item *h, int64_t k,
+                             uint64_t flip) {
+  for (int64_t j = from; j < to; j++) heap_offer(h, k, key(elem(l, j)) ^ flip, j);
+}
+
 /* The k first items of the line into h (k entries), in order. Inlined per
  * key function (top_k's switch), so the scan of the line, which rejects
  * almost every element by its key alone, makes no call. */
 static inline void top_k_with(key_fn key, const line *l, int64_t n, item *h, int64_t k) {
   uint64_t flip = l->desc ? UINT64_MAX : 0;
-  for (int64_t j = 0; j < k; j++) h[j] = (item){key(elem(l, j)) ^ flip, j};
-  for (int64_t i = k / 2; i-- > 0;) sift_down(h, k, i);
-  for (int64_t j = k; j < n; j++) {
-    uint64_t x = key(elem(l, j)) ^ flip;
-    if (x >= h[0].key) continue;   /* equal keys: the earlier position stays */
-    h[0] = (item){x, j};
-    sift_down(h, k, 0);
+  heap_start(key, l, h, k, flip);
+  heap_scan(key, l, k, n, h, k, flip);
+  heap_sort(h, k);
+}
+
+/* A contiguous f32 row block by block: whether any element of a block can
+ * beat the heap's root, whose value is t, is tested on the floats, over a
+ * fixed count so that it vectorizes (gcc's cheap model at -O2 takes it).
+ * The test may pass an element that does not beat t (a nan t; a nan
+ * element when ascending), never miss one: descending, x beats t only if
+ * x > t or x is nan, ascending only if x < t. Almost every block has none;
+ * in those that pass, only the elements that pass enter the heap, by key. */
+enum { F32_BLOCK = 32 };
+
+static inline bool f32_may_beat(float x, float t, bool desc) { return desc ? !(x <= t) : !(x >= t); }
+
+static bool f32_block_beats(const float *x, bool desc, float t) {
+  int any = 0;
+  if (desc)
+    for (int i = 0; i < F32_BLOCK; i++) any |= f32_may_beat(x[i], t, true);
+  else
+    for (int i = 0; i < F32_BLOCK; i++) any |= f32_may_beat(x[i], t, false);
+  return any;
+}
+
+static void top_k_f32_contiguous(const line *l, int64_t n, item *h, int64_t k) {
+  const float *x = (const float *)(const void *)l->in;   /* the row's own f32 elements */
+  uint64_t flip = l->desc ? UINT64_MAX : 0;
+  heap_start(key_f32, l, h, k, flip);
+  float t = x[h[0].at];
+  for (int64_t j = k; j < n; j += F32_BLOCK) {
+    int64_t end = n - j < F32_BLOCK ? n : j + F32_BLOCK;
+    if (end - j == F32_BLOCK && !f32_block_beats(x + j, l->desc, t)) continue;
+    for (int64_t i = j; i < end; i++) {
+      if (!f32_may_beat(x[i], t, l->desc)) continue;
+      heap_offer(h, k, key_f32(elem(l, i)) ^ flip, i);
+      t = x[h[0].at];
+    }
   }
   heap_sort(h, k);
 }
 
 static void top_k(const line *l, int64_t n, item *h, int64_t k) {
-  if (l->key == key_f32) top_k_with(key_f32, l, n, h, k);
+  if (l->key == key_f32 && l->stride == 1) top_k_f32_contiguous(l, n, h, k);
+  else if (l->key == key_f32) top_k_with(key_f32, l, n, h, k);
   else if (l->key == key_i64) top_k_with(key_i64, l, n, h, k);
   else top_k_with(l->key, l, n, h, k);
 }
