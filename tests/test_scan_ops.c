@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "check_main.h"
+#include "runtime/inspect.h"
+#include "runtime/rt.h"
 #include "util/testutil.h"
 
 typedef enum { S_CUMSUM, S_CUMPROD, S_LOGCUMSUMEXP, S_CUMMAX, S_CUMMAX_I, S_CUMMIN, S_CUMMIN_I, S_NOPS } scan_op;
@@ -411,6 +413,90 @@ START_TEST(compiled_dynamic) {
 }
 END_TEST
 
+/* ---- scans along a dim that is not innermost (lane accumulators) -------------
+ * The CPU carries a row of accumulators along the innermost dim, whole, in
+ * blocks the threads split (no dim outside), in blocks run in turn (a row
+ * above 4096), or, a long row without a block size, as lines. */
+START_TEST(lane_shapes) {
+  const struct { int ndim; int64_t s[3]; int64_t dim; } shapes[] = {
+    {3, {2, 7, 3}, 0}, {3, {2, 7, 3}, 1}, {3, {1, 5, 1}, 1}, {3, {5, 4, 1}, 0}, {3, {2, 0, 3}, 0},
+    {3, {3, 1, 2}, 1}, {2, {7, 2048}, 0}, {3, {2, 3, 4100}, 1}, {3, {2, 2, 4099}, 0},
+  };
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int cons = 0; cons < 2; cons++) {
+      ctx_t c = {(scan_op)_i, KILN_F32, shapes[s].ndim, {0}, shapes[s].dim, cons ? IN_TRANSPOSED : IN_PLAIN,
+                 TU_SMALL, cons};
+      memcpy(c.shape, shapes[s].s, sizeof shapes[s].s);
+      check(&c);
+    }
+}
+END_TEST
+
+/* The planned kernel's text, for target (KILN_CPU or KILN_CUDA). */
+static void plan_text(kiln_device_type target, kiln_tensor *t, ir_str *text) {
+  rt_planned *plan;
+  ck_assert_int_eq(rt_plan_for(target, 1, &t, &plan), 1);
+  k_print(text, plan[0].k);
+  rt_plan_free(plan, 1);
+}
+
+/* Whether cumsum(x * 2, dim) + 1 of x f32[shape] is one kernel for target
+ * whose accumulator is a row of `lanes` lanes (0: one accumulator). */
+static void expect_lanes(kiln_device_type target, int ndim, const int64_t *shape, int64_t dim, int64_t lanes) {
+  kiln_scope_begin();
+  kiln_tensor *x = tu_data(KILN_F32, ndim, shape, 1, TU_SMALL);
+  ir_str text = {0};
+  plan_text(target, kiln_adds(kiln_cumsum(kiln_muls(x, 2), dim), 1), &text);
+  char want[64];
+  snprintf(want, sizeof want, " of %lld] = ", (long long)lanes);
+  ck_assert_msg((strstr(text.s, want) != NULL) == (lanes > 0) && (strstr(text.s, " of ") != NULL) == (lanes > 0),
+                "target %d dim %lld, want %lld lanes:\n%s", target, (long long)dim, (long long)lanes, text.s);
+  ck_assert_msg(strstr(text.s, "carry 1 (cumsum): a0") != NULL, "%s", text.s);
+  ir_str_free(&text);
+  kiln_scope_end();
+}
+
+START_TEST(lane_structure) {
+  expect_lanes(KILN_CPU, KILN_SHAPE(64, 512, 64), 1, 64);     /* the whole last dim */
+  expect_lanes(KILN_CPU, KILN_SHAPE(64, 512, 64), 0, 64);
+  expect_lanes(KILN_CPU, KILN_SHAPE(4096, 4096), 0, 1024);    /* blocks for the threads */
+  expect_lanes(KILN_CPU, KILN_SHAPE(3, 4, 5000), 1, 1000);    /* blocks in turn */
+  expect_lanes(KILN_CPU, KILN_SHAPE(64, 512, 64), 2, 0);      /* innermost: lines */
+  expect_lanes(KILN_CPU, KILN_SHAPE(5, 4099), 0, 0);          /* no block size */
+  expect_lanes(KILN_CPU, KILN_SHAPE(8, 1), 0, 0);
+  /* a GPU thread per line, side by side along the kept dims */
+  expect_lanes(KILN_CUDA, KILN_SHAPE(64, 512, 64), 1, 0);
+}
+END_TEST
+
+/* cumsum, cummax's positions and logcumsumexp along dim 0 of f32[600, 2048]
+ * (two blocks of lanes, one per thread) on 1 and on 2 threads: the same
+ * bits; and cumsum's values against the oracle. */
+static kiln_tensor *lane_run(scan_op op, int threads) {
+  rt_opts()->num_threads = threads;
+  rt_pool_shutdown();
+  kiln_tensor *r = kiln_adds(apply(op, tu_data(KILN_F32, KILN_SHAPE(600, 2048), 9, TU_SMALL), 0), 1);
+  ck_assert_int_eq(kiln_realize(r), KILN_OK);
+  return r;
+}
+
+START_TEST(lane_threads) {
+  kiln_scope_begin();
+  int saved = rt_opts()->num_threads;
+  const scan_op ops[] = {S_CUMSUM, S_CUMMAX_I, S_LOGCUMSUMEXP};
+  for (int o = 0; o < 3; o++) {
+    kiln_tensor *one = lane_run(ops[o], 1), *two = lane_run(ops[o], 2);
+    size_t bytes = (size_t)kiln_numel(one) * (ops[o] == S_CUMMAX_I ? 8 : 4);
+    ck_assert_msg(memcmp(kiln_data(one), kiln_data(two), bytes) == 0, "%s", scan_names[ops[o]]);
+  }
+  rt_opts()->num_threads = saved;
+  rt_pool_shutdown();
+  ctx_t c = {S_CUMSUM, KILN_F32, 2, {600, 2048}, 0, IN_PLAIN, TU_SMALL, true};
+  check(&c);
+  kiln_scope_end();
+}
+END_TEST
+
 static Suite *scan_suite(void) {
   Suite *s = suite_create("scan_ops");
   tcase_add_loop_test(tu_tcase(s, "dtypes"), every_dtype_every_dim, 0, S_NOPS);
@@ -428,6 +514,10 @@ static Suite *scan_suite(void) {
   tcase_add_test(st, sort_hand_worked);
   tcase_add_test(st, sort_errors);
   tcase_add_test(tu_tcase(s, "compiled"), compiled_dynamic);
+  tcase_add_loop_test(tu_tcase(s, "lane_shapes"), lane_shapes, 0, S_NOPS);
+  TCase *lt = tu_tcase(s, "lanes");
+  tcase_add_test(lt, lane_structure);
+  tcase_add_test(lt, lane_threads);
   return s;
 }
 
