@@ -687,17 +687,29 @@ static const ir_node *group_scan(const pass_graph *g, int gi) {
   return NULL;
 }
 
-/* The loops over the group's dims, scan dim d last; idx[e] is dim e's var. */
-static void scan_nest(lower_ctx *c, const pass_group *pg, int d, kexpr **idx) {
+/* A loop to extent inside the innermost frame, and its frame; its variable. */
+static kexpr *open_loop(lower_ctx *c, int64_t extent, kl_kind kind) {
   kernel *k = c->k;
+  int v = k_var(k);
+  kstmt *loop = ks_loop(k, v, extent, kind);
+  frame_set_inner(&c->frames[c->nframes - 1], loop);
+  push_frame(c, v, &loop->body);
+  return kx_var(k, v);
+}
+
+/* The loops over the group's dims, the first parallel, scan dim d last;
+ * idx[e] is dim e's index. A segmented scan (split_scan.c) runs its
+ * segments outermost, in parallel, and d within each. */
+static void scan_nest(lower_ctx *c, const pass_group *pg, const ir_node *scan, kexpr **idx) {
+  kernel *k = c->k;
+  int d = scan_dim(scan);
+  int64_t seg = scan->attr.segment, len = pg->shape[d];
   push_frame(c, -1, &k->body);
-  for (int j = 0; j < pg->ndim; j++) {
-    int e = j < pg->ndim - 1 ? j + (j >= d) : d, v = k_var(k);
-    kstmt *loop = ks_loop(k, v, pg->shape[e], j == 0 && e != d ? KL_PARALLEL : KL_SERIAL);
-    frame_set_inner(&c->frames[c->nframes - 1], loop);
-    push_frame(c, v, &loop->body);
-    idx[e] = kx_var(k, v);
-  }
+  kexpr *start = seg ? kx_imul(k, open_loop(c, len / seg, KL_PARALLEL), kx_dim(k, seg)) : NULL;
+  for (int e = 0; e < pg->ndim; e++)
+    if (e != d) idx[e] = open_loop(c, pg->shape[e], c->nframes == 1 ? KL_PARALLEL : KL_SERIAL);
+  idx[d] = open_loop(c, seg ? seg : len, KL_SERIAL);
+  if (seg) idx[d] = kx_iadd(k, start, idx[d]);
 }
 
 /* The lanes of a CPU scan along d of group pg: the innermost dim, whole or
@@ -710,15 +722,6 @@ static int64_t scan_lanes(const pass_graph *g, const pass_group *pg, int d) {
   int64_t w = pg->shape[nd - 1];
   int64_t bs = nd > 2 && w <= SCAN_LANES_MAX ? w : row_block(w);
   return w > 1 && bs <= SCAN_LANES_MAX ? bs : 0;
-}
-
-static kexpr *open_loop(lower_ctx *c, int64_t extent, kl_kind kind) {
-  kernel *k = c->k;
-  int v = k_var(k);
-  kstmt *loop = ks_loop(k, v, extent, kind);
-  frame_set_inner(&c->frames[c->nframes - 1], loop);
-  push_frame(c, v, &loop->body);
-  return kx_var(k, v);
 }
 
 /* for the dims but d and the last (the first parallel) { for blocks of the
@@ -802,7 +805,7 @@ static kexpr *scan_step(lower_ctx *c, task *t) {
     return ask(t, 0);
   }
   int d = scan_dim(n), home = c->nframes - 2;
-  IR_ASSERT(home >= 0 && t->idx[d]->kind == KX_VAR && t->idx[d]->var == c->frames[home + !c->lanes].var);
+  IR_ASSERT(home >= 0 && uses_var(t->idx[d], c->frames[home + !c->lanes].var));
   kiln_dtype at = ct(n->attr.compute);
   kexpr *x = kx_cast(k, t->got, at);
   int acc = k_acc(k);
@@ -1151,7 +1154,7 @@ static void store_outputs(lower_ctx *c, const pass_group *pg) {
   const ir_node *scan = group_scan(c->g, c->gi);
   if (mm) gemm_nest(c, pg, mm, idx);
   else if (c->lanes) scan_lane_nest(c, pg, scan_dim(scan), c->lanes, idx);
-  else if (scan) scan_nest(c, pg, scan_dim(scan), idx);
+  else if (scan) scan_nest(c, pg, scan, idx);
   else loop_nest(c, pg, pg->ndim, idx);
   int64_t st[KILN_MAX_DIMS];
   ir_contiguous_strides(pg->ndim, pg->shape, st);
@@ -1175,8 +1178,10 @@ kernel *pass_lower(pass_graph *g, int gi, ir_node **inputs, int *ninputs, bool g
   const ir_node *sort = group_sort(g, gi), *scan = group_scan(g, gi);
   c.lanes = scan ? scan_lanes(g, pg, scan_dim(scan)) : 0;
   /* a GEMM's, a column reduction's and a lane scan's blocking follow their
-   * shape, a sort's line sizes are its statement's: specialised */
-  k->generic = generic && !group_matmul(g, gi) && !column && !sort && !c.lanes;
+   * shape, a sort's line sizes are its statement's: specialised; so is a
+   * segmented scan, whose block index (i / segment) is then a shift or a
+   * multiply, not a division per element */
+  k->generic = generic && !group_matmul(g, gi) && !column && !sort && !c.lanes && !(scan && scan->attr.segment);
   if (ir_op_is_scatter(pg->outs[0]->op)) scatter_nest(&c, pg->outs[0]);
   else if (sort) sort_nest(&c, pg, sort);
   else if (column) column_nest(&c, pg, p, q);

@@ -472,9 +472,13 @@ END_TEST
 /* cumsum, cummax's positions and logcumsumexp along dim 0 of f32[600, 2048]
  * (two blocks of lanes, one per thread) on 1 and on 2 threads: the same
  * bits; and cumsum's values against the oracle. */
-static kiln_tensor *lane_run(scan_op op, int threads) {
+static void set_threads(int threads) {
   rt_opts()->num_threads = threads;
-  rt_pool_shutdown();
+  rt_pool_shutdown();   /* restarted with threads - 1 workers */
+}
+
+static kiln_tensor *lane_run(scan_op op, int threads) {
+  set_threads(threads);
   kiln_tensor *r = kiln_adds(apply(op, tu_data(KILN_F32, KILN_SHAPE(600, 2048), 9, TU_SMALL), 0), 1);
   ck_assert_int_eq(kiln_realize(r), KILN_OK);
   return r;
@@ -489,10 +493,82 @@ START_TEST(lane_threads) {
     size_t bytes = (size_t)kiln_numel(one) * (ops[o] == S_CUMMAX_I ? 8 : 4);
     ck_assert_msg(memcmp(kiln_data(one), kiln_data(two), bytes) == 0, "%s", scan_names[ops[o]]);
   }
-  rt_opts()->num_threads = saved;
-  rt_pool_shutdown();
+  set_threads(saved);
   ctx_t c = {S_CUMSUM, KILN_F32, 2, {600, 2048}, 0, IN_PLAIN, TU_SMALL, true};
   check(&c);
+  kiln_scope_end();
+}
+END_TEST
+
+/* ---- long scans in two passes (passes/split_scan.c) ---------------------------
+ * A line of 2^20 or more (few lines) runs as block totals, their scan and a
+ * rescan of each block from its offset; just below, as one serial line
+ * (logcumsumexp and cummax's and cummin's positions: serial at any length).
+ * cumprod scans 1 + x/1000, which neither overflows nor reaches 0. */
+typedef struct {
+  scan_op op;
+  int64_t lines, len;
+} long_t;
+
+static kiln_tensor *long_scan(const void *p) {
+  const long_t *c = p;
+  kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(c->lines, c->len), 3 + (uint64_t)c->op, TU_SMALL);
+  if (c->op == S_CUMPROD) x = kiln_adds(kiln_muls(x, 1e-3), 1);
+  kiln_tensor *s = apply(c->op, x, -1);
+  return c->op == S_CUMMAX_I || c->op == S_CUMMIN_I ? s : kiln_adds(s, 1);
+}
+
+/* the scans split: cumsum (two lines), cumprod, cummax, cummin */
+static const scan_op split_ops[] = {S_CUMSUM, S_CUMPROD, S_CUMMAX, S_CUMMIN};
+
+START_TEST(long_scans) {
+  const int64_t lens[] = {1 << 20, (1 << 20) - 16};
+  for (int l = 0; l < 2; l++) {
+    long_t c = {split_ops[_i], _i == 0 ? 2 : 1, lens[l]};
+    char why[512];
+    ck_assert_msg(tu_check_fused_eager(long_scan, &c, KILN_NUM_DTYPES, tolerance(c.op, KILN_F32), why, sizeof why),
+                  "%s length %lld: %s", scan_names[c.op], (long long)c.len, why);
+  }
+}
+END_TEST
+
+static kiln_tensor *long_run(scan_op op, int threads) {
+  set_threads(threads);
+  long_t c = {op, 1, 1 << 21};
+  kiln_tensor *r = long_scan(&c);
+  ck_assert_int_eq(kiln_realize(r), KILN_OK);
+  return r;
+}
+
+/* the blocks follow the shape: 1 and 2 threads give the same bits */
+START_TEST(long_threads) {
+  kiln_scope_begin();
+  int saved = rt_opts()->num_threads;
+  const scan_op ops[] = {S_CUMSUM, S_CUMPROD, S_CUMMIN};
+  for (int o = 0; o < 3; o++) {
+    kiln_tensor *one = long_run(ops[o], 1), *two = long_run(ops[o], 2);
+    ck_assert_msg(memcmp(kiln_data(one), kiln_data(two), (size_t)kiln_numel(one) * 4) == 0, "%s", scan_names[ops[o]]);
+  }
+  set_threads(saved);
+  kiln_scope_end();
+}
+END_TEST
+
+/* cumsum(x * 2) + 1: three kernels split (block totals, their scan, the
+ * rescan fused with the producer and the consumer), one below the length,
+ * with the pass off, or planned for a GPU */
+START_TEST(long_kernels) {
+  kiln_scope_begin();
+  kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(1 << 20), 1, TU_SMALL);
+  kiln_tensor *y = kiln_adds(kiln_cumsum(kiln_muls(x, 2), 0), 1);
+  rt_planned *plan;
+  ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &y, &plan), 1);
+  rt_plan_free(plan, 1);
+  ck_assert_int_eq(tu_kernels_of(y), 3);
+  ck_assert_int_eq(tu_kernels_of(kiln_adds(kiln_cumsum(kiln_muls(kiln_slice(x, 0, 16, 1 << 20, 1), 2), 0), 1)), 1);
+  rt_opts()->passes = "-split_scan";
+  ck_assert_int_eq(tu_kernels_of(kiln_adds(kiln_cumsum(kiln_muls(x, 2), 0), 1)), 1);
+  rt_opts()->passes = NULL;
   kiln_scope_end();
 }
 END_TEST
@@ -518,6 +594,10 @@ static Suite *scan_suite(void) {
   TCase *lt = tu_tcase(s, "lanes");
   tcase_add_test(lt, lane_structure);
   tcase_add_test(lt, lane_threads);
+  tcase_add_loop_test(tu_tcase(s, "long_scans"), long_scans, 0, 4);
+  TCase *lk = tu_tcase(s, "long");
+  tcase_add_test(lk, long_threads);
+  tcase_add_test(lk, long_kernels);
   return s;
 }
 
