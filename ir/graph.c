@@ -287,17 +287,6 @@ void ir_node_set_const(ir_node *n, double value) {
   n->attr.value = value;
 }
 
-void ir_node_set_reshape(ir_node *n, ir_node *of) {
-  ir_node_retain(of);   /* before the sources go: of may be reachable only through them */
-  ir_node_release(n->src[0]);
-  for (int i = 1; i < n->nsrc; i++) ir_node_release(n->src[i]);
-  n->op = IR_RESHAPE;
-  n->nsrc = 1;
-  n->src[0] = of;
-  n->src[1] = n->src[2] = NULL;
-  n->attr = (ir_attr){0};
-}
-
 void ir_node_set_storage(ir_node *n, rt_buffer *buf, const int64_t *strides, int64_t offset) {
   ir_node_set_buffer(n, buf);
   memcpy(n->strides, strides, sizeof(int64_t) * (size_t)n->ndim);

@@ -29,7 +29,7 @@ typedef struct {
   unsigned flip_mask;                 /* FLIP: bit d set reverses dim d */
   unsigned axes;                      /* reductions: bit d set = dim d is reduced; scans, sorts: the one dim */
   int64_t segment;                    /* scans: the accumulator restarts every segment elements along the
-                                         dim (0: never; only passes/split_scan.c makes them) */
+                                         dim, from src[1] (0: never; only passes/split_scan.c makes them) */
   int64_t sort_k;                     /* IR_SORTING ops: elements kept per line */
   bool descending;                    /* IR_SORTING ops: largest first */
 } ir_attr;
@@ -111,8 +111,6 @@ void ir_node_set_buffer(ir_node *n, rt_buffer *buf);
  * n's value (the passes that call them prove it). */
 void ir_node_set_src(ir_node *n, int slot, ir_node *src);
 void ir_node_set_const(ir_node *n, double value);
-/* n becomes a RESHAPE of of (as many elements), its sources dropped. */
-void ir_node_set_reshape(ir_node *n, ir_node *of);
 /* Turns n into a BUFFER sharing of's storage through strides and offset
  * (elements): a zero-copy view. */
 void ir_node_set_view(ir_node *n, const ir_node *of, const int64_t *strides, int64_t offset);

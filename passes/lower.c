@@ -57,6 +57,7 @@ typedef struct {
   int64_t lanes;        /* a scan's lane accumulators (scan_lane_nest), 0: none */
   frame lane_init;      /* where they start: the body of the loop over lanes before the scan loop */
   kexpr *lane;          /* the lane in the scan loop's body */
+  kexpr *block;         /* a segmented scan's block (scan_nest) */
 } lower_ctx;
 
 static kiln_dtype ct(kiln_dtype d) { return ir_compute_dtype(d); }
@@ -699,13 +700,15 @@ static kexpr *open_loop(lower_ctx *c, int64_t extent, kl_kind kind) {
 
 /* The loops over the group's dims, the first parallel, scan dim d last;
  * idx[e] is dim e's index. A segmented scan (split_scan.c) runs its
- * segments outermost, in parallel, and d within each. */
+ * segments outermost, in parallel, and d within each; its accumulator
+ * starts at each segment from src[1] there. */
 static void scan_nest(lower_ctx *c, const pass_group *pg, const ir_node *scan, kexpr **idx) {
   kernel *k = c->k;
   int d = scan_dim(scan);
   int64_t seg = scan->attr.segment, len = pg->shape[d];
   push_frame(c, -1, &k->body);
-  kexpr *start = seg ? kx_imul(k, open_loop(c, len / seg, KL_PARALLEL), kx_dim(k, seg)) : NULL;
+  c->block = seg ? open_loop(c, len / seg, KL_PARALLEL) : NULL;
+  kexpr *start = seg ? kx_imul(k, c->block, kx_dim(k, seg)) : NULL;
   for (int e = 0; e < pg->ndim; e++)
     if (e != d) idx[e] = open_loop(c, pg->shape[e], c->nframes == 1 ? KL_PARALLEL : KL_SERIAL);
   idx[d] = open_loop(c, seg ? seg : len, KL_SERIAL);
@@ -797,19 +800,26 @@ static kexpr *scan_wins(kernel *k, ir_op op, kiln_dtype t, kexpr *acc, kexpr *x)
                kx_op(k, IR_LOGICAL_AND, KILN_BOOL, acc_ok, cmp, NULL), NULL);
 }
 
+/* Step 0 asks for the source; a segmented scan's step 1 keeps its value and
+ * asks for the segment's start (src[1] at the kept dims and the segment). */
 static kexpr *scan_step(lower_ctx *c, task *t) {
   kernel *k = c->k;
   const ir_node *n = t->n;
-  if (!t->step) {
-    copy_index(t->need_idx, t->idx, n->ndim);
-    return ask(t, 0);
-  }
   int d = scan_dim(n), home = c->nframes - 2;
+  if (t->step < n->nsrc) {
+    copy_index(t->need_idx, t->idx, n->ndim);
+    if (t->step) {
+      t->keep[0] = t->got;
+      t->need_idx[d] = c->block;
+    }
+    return ask(t, t->step);
+  }
   IR_ASSERT(home >= 0 && uses_var(t->idx[d], c->frames[home + !c->lanes].var));
   kiln_dtype at = ct(n->attr.compute);
-  kexpr *x = kx_cast(k, t->got, at);
+  kexpr *x = kx_cast(k, n->nsrc > 1 ? t->keep[0] : t->got, at);
+  kexpr *init = n->nsrc > 1 ? kx_cast(k, t->got, at) : scan_init(k, n->op, at);
   int acc = k_acc(k);
-  kexpr *cur = scan_acc(c, home, acc, at, scan_init(k, n->op, at)), *next;
+  kexpr *cur = scan_acc(c, home, acc, at, init), *next;
   kstmt *pos = NULL;
   switch (n->op) {
   case IR_CUMSUM: next = fop(k, IR_ADD, at, cur, x); break;

@@ -2,22 +2,22 @@
  * in order, each on one thread: cumsum of 16M elements is one serial chain.
  * A scan along the last dim with few lines of a large length L is split in
  * two passes over P blocks of L/P (a reduce, then a scan):
- *   tot = op's reduction of each block            ([kept..., P, 1], threads split the blocks)
- *   ex  = the scan of tot shifted one block on, the identity first
- *   n   = combine(ex, the scan within each block) (a segmented scan: the
- *         threads split the blocks)
+ *   tot     = op's reduction of each block  ([kept..., P, 1]: threads split the blocks)
+ *   offsets = the scan of tot shifted one block on, the identity first
+ *   n       = the scan within each block, starting from its block's offset
+ *             (a segmented scan, src[1] the offsets: threads split the blocks)
  * so tot's kernel reads the source once, the tiny scan of P totals runs
- * alone, and the last kernel rescans each block and combines it with the
- * sum (product, max, min) of the blocks before it, fused with n's
- * consumers. The blocks follow the shape only, so the result is the same on
+ * alone, and n's kernel rescans each block from the sum (product, max, min)
+ * of the blocks before it, fused with n's producers and consumers as
+ * before. The blocks follow the shape only, so the result is the same on
  * every run and thread count; a float sum or product differs from the
- * serial order by rounding (both in the scan's accumulation dtype, f64 for
- * f32). n becomes a reshape of the combination.
+ * serial order by rounding (in the scan's accumulation dtype, f64 for f32).
  *
  * For cumsum and cumprod (any dtype but bool) and cummax and cummin of
  * floats (the identity is an infinity); logcumsumexp and the positions of
- * cummax and cummin stay serial. Needs verified nodes; keeps every node's
- * value. The nodes it makes are held in g->created until the realize ends. */
+ * cummax and cummin stay serial. Needs verified nodes (after it, such a scan
+ * has two sources); keeps every node's value. The nodes it makes are held
+ * in g->created until the realize ends. */
 #include "pass.h"
 
 #include <math.h>
@@ -28,18 +28,18 @@ enum {
 };
 
 typedef struct {
-  ir_op scan, total, combine;
-  double identity;
+  ir_op total;          /* the reduction of a block */
+  double identity;      /* the offset of the first block */
 } scan_split;
 
 static bool split_of(const ir_node *n, scan_split *s) {
   kiln_dtype c = n->attr.compute;
   bool fl = ir_is_float(c);
   switch (n->op) {
-  case IR_CUMSUM: *s = (scan_split){IR_CUMSUM, IR_SUM, IR_ADD, 0}; return c != KILN_BOOL;
-  case IR_CUMPROD: *s = (scan_split){IR_CUMPROD, IR_PROD, IR_MUL, 1}; return c != KILN_BOOL;
-  case IR_CUMMAX: *s = (scan_split){IR_CUMMAX, IR_MAX, IR_MAXIMUM, -INFINITY}; return fl;
-  case IR_CUMMIN: *s = (scan_split){IR_CUMMIN, IR_MIN, IR_MINIMUM, INFINITY}; return fl;
+  case IR_CUMSUM: *s = (scan_split){IR_SUM, 0}; return c != KILN_BOOL;
+  case IR_CUMPROD: *s = (scan_split){IR_PROD, 1}; return c != KILN_BOOL;
+  case IR_CUMMAX: *s = (scan_split){IR_MAX, -INFINITY}; return fl;
+  case IR_CUMMIN: *s = (scan_split){IR_MIN, INFINITY}; return fl;
   default: return false;
   }
 }
@@ -76,7 +76,7 @@ static bool split_one(pass_graph *g, ir_node *n) {
   ir_node *v = make(g, n, IR_RESHAPE, n->src[0]->dtype, q + 2, vs, 1, &n->src[0]);
   ir_node *tot = make(g, n, sp.total, c, q + 2, ts, 1, &v);
   if (tot) tot->attr.axes = 1u << (q + 1);
-  ir_node *inc = make(g, n, sp.scan, c, q + 2, ts, 1, &tot);
+  ir_node *inc = make(g, n, n->op, c, q + 2, ts, 1, &tot);
   if (inc) inc->attr.axes = 1u << q;
   ir_node *ex = make(g, n, IR_PAD, c, q + 2, ts, 1, &inc);
   if (ex) {
@@ -84,24 +84,11 @@ static bool split_one(pass_graph *g, ir_node *n) {
     ex->attr.pad[q][1] = -1;
     ex->attr.value = sp.identity;
   }
-  ir_node *exb = make(g, n, IR_EXPAND, c, q + 2, vs, 1, &ex);
-  ir_node *exl = make(g, n, IR_RESHAPE, c, n->ndim, n->shape, 1, &exb);
-  ir_node *loc = make(g, n, sp.scan, c, n->ndim, n->shape, 1, &n->src[0]);
-  if (loc) {
-    loc->attr.axes = 1u << q;
-    loc->attr.segment = len / p;
-  }
-  ir_node *comb = make(g, n, sp.combine, c, n->ndim, n->shape, 2, (ir_node *const[]){exl, loc});
-  ir_node *out = comb;
-  if (c != n->dtype) {
-    out = make(g, n, IR_CAST, n->dtype, n->ndim, n->shape, 1, &comb);
-    if (out) {
-      out->attr.to = n->dtype;
-      out->attr.compute = c;   /* a cast's operand is converted to its own dtype: none */
-    }
-  }
-  if (!out) return false;
-  ir_node_set_reshape(n, out);
+  ir_node *offsets = make(g, n, IR_RESHAPE, c, q + 1, ts, 1, &ex);
+  if (!offsets) return false;
+  n->nsrc = 2;   /* each block's scan starts from the offset of its block */
+  ir_node_set_src(n, 1, offsets);
+  n->attr.segment = len / p;
   return true;
 }
 
