@@ -132,6 +132,12 @@ WORKLOADS = [
     ("W11-sort", "sort of 16M", {"x": (16 << 20,)},
      {"numpy": lambda t: lambda: np.sort(t["x"]),
       "torch": lambda t: lambda: torch.sort(t["x"]).values}),
+    ("W10-dim0", "cumsum down the columns of 4096x4096", {"x": (4096, 4096)},
+     {"numpy": lambda t: lambda: np.cumsum(t["x"], axis=0),
+      "torch": lambda t: lambda: torch.cumsum(t["x"], dim=0)}),
+    ("W10-long", "cumsum of 16M", {"x": (16 << 20,)},
+     {"numpy": lambda t: lambda: np.cumsum(t["x"]),
+      "torch": lambda t: lambda: torch.cumsum(t["x"], dim=0)}),
 ]
 
 

@@ -164,25 +164,97 @@ void hand_layer_norm_rows(float *out, const float *x, int64_t rows, int64_t cols
   hand_parallel_for(threads, rows, layer_norm_body, &w);
 }
 
-/* W10: the running sum of each row, accumulated in double as PyTorch's CPU
- * cumsum does (and kiln): one dependent add per element. */
+/* The running sum of x[0, n) from acc, accumulated in double as PyTorch's
+ * CPU cumsum does (and kiln): one dependent add per element. */
+static double cumsum_from(float *restrict y, const float *restrict x, int64_t n, double acc) {
+  for (int64_t i = 0; i < n; i++) {
+    acc += x[i];
+    y[i] = (float)acc;
+  }
+  return acc;
+}
+
+/* W10: the running sum of each row. */
 static void cumsum_body(void *ctx, int64_t lo, int64_t hi) {
   const rows_args *w = ctx;
-  int64_t n = w->cols;
-  for (int64_t r = lo; r < hi; r++) {
-    const float *restrict x = w->x + r * n;
-    float *restrict y = w->out + r * n;
-    double acc = 0;
-    for (int64_t j = 0; j < n; j++) {
-      acc += x[j];
-      y[j] = (float)acc;
-    }
-  }
+  for (int64_t r = lo; r < hi; r++) cumsum_from(w->out + r * w->cols, w->x + r * w->cols, w->cols, 0);
 }
 
 void hand_cumsum_rows(float *out, const float *x, int64_t rows, int64_t cols, int threads) {
   rows_args w = {out, x, cols};
   hand_parallel_for(threads, rows, cumsum_body, &w);
+}
+
+/* W10-dim0: cumsum(x, 0), the natural loop: a row of double accumulators
+ * over each thread's columns, the rows in order. */
+typedef struct {
+  float *out;
+  const float *x;
+  int64_t rows, cols;
+} scan_args;
+
+static void cumsum_cols_body(void *ctx, int64_t lo, int64_t hi) {
+  const scan_args *w = ctx;
+  double *acc = calloc((size_t)(hi - lo) + 1, sizeof *acc);
+  if (!acc) abort();
+  for (int64_t r = 0; r < w->rows; r++) {
+    const float *restrict x = w->x + r * w->cols + lo;
+    float *restrict y = w->out + r * w->cols + lo;
+    for (int64_t j = 0; j < hi - lo; j++) {
+      acc[j] += x[j];
+      y[j] = (float)acc[j];
+    }
+  }
+  free(acc);
+}
+
+void hand_cumsum_cols(float *out, const float *x, int64_t rows, int64_t cols, int threads) {
+  scan_args w = {out, x, rows, cols};
+  hand_parallel_for(threads, cols, cumsum_cols_body, &w);
+}
+
+/* W10-long: the serial loop. */
+void hand_cumsum(float *out, const float *x, int64_t n) { cumsum_from(out, x, n, 0); }
+
+/* Two passes: each thread's chunk total (vectorized), a serial scan of the
+ * totals, then each chunk's running sum from its offset. */
+typedef struct {
+  float *out;
+  const float *x;
+  int64_t n;
+  int threads;
+  double *offset;       /* per chunk: its total, then the sum before it */
+} scan2_args;
+
+static void chunk_total(void *ctx, int64_t lo, int64_t hi) {
+  scan2_args *w = ctx;
+  for (int64_t c = lo; c < hi; c++) {
+    double s = 0;
+    for (int64_t i = w->n * c / w->threads; i < w->n * (c + 1) / w->threads; i++) s += w->x[i];
+    w->offset[c] = s;
+  }
+}
+
+static void chunk_scan(void *ctx, int64_t lo, int64_t hi) {
+  scan2_args *w = ctx;
+  for (int64_t c = lo; c < hi; c++) {
+    int64_t a = w->n * c / w->threads, b = w->n * (c + 1) / w->threads;
+    cumsum_from(w->out + a, w->x + a, b - a, w->offset[c]);
+  }
+}
+
+void hand_cumsum_2pass(float *out, const float *x, int64_t n, int threads) {
+  double offset[64];
+  if (threads > 64) threads = 64;
+  scan2_args w = {out, x, n, threads, offset};
+  hand_parallel_for(threads, threads, chunk_total, &w);
+  double before = 0;
+  for (int c = 0; c < threads; c++) {
+    double t = offset[c];
+    offset[c] = before;
+    before += t;
+  }
+  hand_parallel_for(threads, threads, chunk_scan, &w);
 }
 
 /* ---- W6: column standardization ------------------------------------------

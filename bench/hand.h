@@ -33,6 +33,13 @@ hand_matrix_fn hand_layer_norm_rows;
 hand_matrix_fn hand_standardize_cols;
 /* W10: the running sum along each row (cumsum(x, -1)), in double. */
 hand_matrix_fn hand_cumsum_rows;
+/* W10-dim0: the running sum down each column (cumsum(x, 0)), in double. */
+hand_matrix_fn hand_cumsum_cols;
+/* W10-long: the running sum of x[0, n) in double: the serial loop, and two
+ * passes over chunks, one per thread (chunk totals, then each chunk's scan
+ * from the sum of the chunks before it). */
+void hand_cumsum(float *out, const float *x, int64_t n);
+void hand_cumsum_2pass(float *out, const float *x, int64_t n, int threads);
 
 /* W5: the sum of x[0, n): float blocks added in double (the reference), and
  * the STREAM-like read loop (float lanes only, the bandwidth yardstick). */

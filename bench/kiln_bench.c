@@ -412,6 +412,24 @@ static const float *w11_expected(void *p, int64_t *n) {
   return s->out;
 }
 
+/* ---- W10-dim0 and W10-long: cumsum down the columns, and of one long line -- */
+static void *w10d_setup(void) { return mat_setup(4096, 4096, hand_cumsum_cols); }
+static kiln_tensor *w10d_build(void *p) { return kiln_cumsum(mat_x(p), 0); }
+
+static void w10l_hand(void *p, int threads) {
+  w11_state *s = p;
+  (void)threads;   /* the serial loop: one thread */
+  hand_cumsum(s->out, s->x, s->n);
+}
+
+static void w10l_two_pass(void *p, int threads) {
+  w11_state *s = p;
+  hand_cumsum_2pass(s->out, s->x, s->n, threads);
+}
+
+static void *w10l_setup(void) { return w11_setup(W11_N, W11_N, KILN_SHAPE(W11_N), w10l_hand); }
+static kiln_tensor *w10l_build(void *p) { return kiln_cumsum(((w11_state *)p)->tx, 0); }
+
 #define MAT_BYTES(rows, cols, passes) (passes) * 4.0 * (rows) * (cols)
 #define MAT_IMPLS {KILN_FUSED, KILN_EAGER, {"c-hand", 0, mat_hand, 0}}
 #define MAT_IMPLS_GENERIC {KILN_FUSED, KILN_GENERIC, KILN_EAGER, {"c-hand", 0, mat_hand, 0}}
@@ -1278,6 +1296,11 @@ static const workload workloads[] = {
   {"W15-4096", "causal sdpa, q k v f32[4,8,4096,64]: fused kernel vs the composition (kiln-plain) vs C", 0, 3,
    w15_setup_4096, w15_build, w15_expected, w15_teardown,
    {KILN_FUSED, {"kiln-plain", 0, w15_plain, 0}, {"c-hand", 0, w15_hand, 0}}, W15_FLOPS(4096), 1e-4, NULL},
+  {"W10-dim0", "cumsum(x, 0), x f32[4096,4096]", MAT_BYTES(4096, 4096, 2), 0,
+   w10d_setup, w10d_build, mat_expected, mat_teardown, MAT_IMPLS_GENERIC, 0, 0, NULL},
+  {"W10-long", "cumsum(x, 0), x f32[16M]; c-2pass: chunk totals, then each chunk's scan", 8.0 * (double)W11_N, 0,
+   w10l_setup, w10l_build, w11_expected, w11_teardown,
+   {KILN_FUSED, {"c-hand", 0, w10l_hand, 0}, {"c-2pass", 0, w10l_two_pass, 0}}, 0, 1e-5, NULL},
 };
 #define NUM_WORKLOADS ((int)(sizeof workloads / sizeof workloads[0]))
 

@@ -394,6 +394,7 @@ static LLVMValueRef emit_philox(emitter *em, LLVMValueRef ctr, LLVMValueRef key,
 
 /* ---- expressions -------------------------------------------------------- */
 static LLVMValueRef emit_expr(emitter *em, const kexpr *e);
+static LLVMValueRef lane_ptr(emitter *em, int acc, kiln_dtype t, const kexpr *lane);
 
 static LLVMValueRef emit_load(emitter *em, const kexpr *e) {
   kiln_dtype st = em->k->params[e->buf].dtype;
@@ -430,7 +431,7 @@ static LLVMValueRef emit_expr_new(emitter *em, const kexpr *e) {
   case KX_IDIV: return LLVMBuildSDiv(g->b, emit_expr(em, e->a), emit_expr(em, e->b), "");
   case KX_IMOD: return LLVMBuildSRem(g->b, emit_expr(em, e->a), emit_expr(em, e->b), "");
   case KX_PHILOX: return emit_philox(em, emit_expr(em, e->a), emit_expr(em, e->b), (int)e->i);
-  case KX_ACC: return LLVMBuildLoad2(g->b, t, cpu_acc_slot(em, e->var, e->type), "");
+  case KX_ACC: return LLVMBuildLoad2(g->b, t, e->a ? lane_ptr(em, e->var, e->type, e->a) : cpu_acc_slot(em, e->var, e->type), "");
   case KX_ARG: return emit_arg(em, e);
   }
   IR_ASSERT(!"bad expression kind");
@@ -492,11 +493,23 @@ LLVMValueRef cpu_acc_slot(emitter *em, int acc, kiln_dtype t) {
   return em->accs[acc];
 }
 
+/* A lane accumulator is an array on the stack (its first KS_ACC gives the
+ * lanes), 64-byte aligned for the vector loop over its lanes. */
+static LLVMValueRef lane_ptr(emitter *em, int acc, kiln_dtype t, const kexpr *lane) {
+  IR_ASSERT(em->accs[acc]);
+  LLVMValueRef i = emit_expr(em, lane);
+  return LLVMBuildInBoundsGEP2(em->g.b, cpu_type(&em->g, t), em->accs[acc], &i, 1, "");
+}
+
 /* KS_ACC and KS_CARRY: acc = value. A carry's value reads the slot before
  * the store, and every read after it loads again (KX_ACC is not memoised). */
 static void emit_acc(emitter *em, const kstmt *s) {
   LLVMValueRef v = emit_expr(em, s->value);
-  LLVMBuildStore(em->g.b, v, cpu_acc_slot(em, s->acc, s->type));
+  if (s->index && !em->accs[s->acc]) {
+    em->accs[s->acc] = cpu_entry_alloca(em, LLVMArrayType2(cpu_type(&em->g, s->type), (uint64_t)s->extent));
+    LLVMSetAlignment(em->accs[s->acc], 64);
+  }
+  LLVMBuildStore(em->g.b, v, s->index ? lane_ptr(em, s->acc, s->type, s->index) : cpu_acc_slot(em, s->acc, s->type));
 }
 
 /* acc = op(acc, value); float sums and products may be reassociated so the

@@ -371,6 +371,7 @@ static void emit_store(cuda_em *em, const kstmt *s) {
 }
 
 static void emit_acc(cuda_em *em, const kstmt *s) {
+  IR_ASSERT(!s->index);   /* lane accumulators are lowered for CPU kernels only */
   operand v = use(em, s->value);
   indent(em);
   ir_str_printf(em->out, "%s a%d = %s;\n", ctype(s->type), s->acc, v.s);
@@ -387,6 +388,7 @@ static void emit_check(cuda_em *em, const kstmt *s) {
 /* A carried accumulator (a scan): acc = value, in loop order. Expressions
  * reading it are recomputed at each use, so reads after it see the new value. */
 static void emit_carry(cuda_em *em, const kstmt *s) {
+  IR_ASSERT(!s->index);
   operand v = use(em, s->value);
   indent(em);
   ir_str_printf(em->out, "a%d = %s;\n", s->acc, v.s);

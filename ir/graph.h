@@ -35,6 +35,8 @@ typedef struct {
    * input spread u apart, zeros between), output size */
   struct { int64_t k[2], s[2], p[2], d[2], u[2], out[2]; } win;
   unsigned axes;                      /* reductions: bit d set = dim d is reduced; scans, sorts: the one dim */
+  int64_t segment;                    /* scans: the accumulator restarts every segment elements along the
+                                         dim, from src[1] (0: never; only passes/split_scan.c makes them) */
   int64_t sort_k;                     /* IR_SORTING ops: elements kept per line */
   bool descending;                    /* IR_SORTING ops: largest first */
   bool causal;                        /* IR_ATTN ops: query i sees keys j <= i only */

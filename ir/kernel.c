@@ -395,7 +395,18 @@ kstmt *ks_carry(kernel *k, int acc, ir_op scan, kiln_dtype t, kexpr *value) {
 }
 
 kexpr *kx_acc_after(kernel *k, const kstmt *carry) {
-  return kx_intern(k, &(kexpr){.kind = KX_ACC, .type = carry->type, .var = carry->acc, .i = carry->var});
+  return kx_intern(k, &(kexpr){.kind = KX_ACC, .type = carry->type, .var = carry->acc, .i = carry->var,
+                               .a = carry->index});
+}
+
+void ks_lanes(kstmt *s, int64_t lanes, kexpr *lane) {
+  IR_ASSERT(s->kind == KS_ACC || s->kind == KS_CARRY);
+  s->extent = lanes;
+  s->index = lane;
+}
+
+kexpr *kx_acc_lane(kernel *k, int acc, kiln_dtype t, kexpr *lane) {
+  return kx_intern(k, &(kexpr){.kind = KX_ACC, .type = t, .var = acc, .a = lane});
 }
 
 kstmt *ks_sort(kernel *k, int64_t n, int64_t keep, bool descending) {
@@ -763,6 +774,7 @@ static void kp_expr(void *ctx, const kexpr *e, int depth) {
     break;
   case KX_ACC:
     ir_str_printf(b, "acc.%s a%d", t, e->var);
+    if (e->a) ir_str_printf(b, "[%%%d]", e->a->id);
     if (e->i) ir_str_printf(b, " after carry %lld", (long long)e->i);
     break;
   case KX_ARG: ir_str_printf(b, "arg.%s %lld", t, (long long)e->i); break;
@@ -782,7 +794,9 @@ static void kp_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
     break;
   case KS_STORE: ir_str_printf(b, "store p%d[%%%d] = %%%d\n", s->buf, s->index->id, s->value->id); break;
   case KS_ACC:
-    ir_str_printf(b, "acc a%d.%s = %%%d\n", s->acc, ir_dtypes[s->type].short_name, s->value->id);
+    ir_str_printf(b, "acc a%d.%s", s->acc, ir_dtypes[s->type].short_name);
+    if (s->index) ir_str_printf(b, "[%%%d of %lld]", s->index->id, (long long)s->extent);
+    ir_str_printf(b, " = %%%d\n", s->value->id);
     break;
   case KS_UPDATE:
     if (s->acc2 < 0) ir_str_printf(b, "a%d = %s(a%d, %%%d)\n", s->acc, ir_ops[s->op].name, s->acc, s->value->id);
@@ -805,7 +819,9 @@ static void kp_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
                   s->attn.scale, s->attn.out, s->attn.o_off->id);
     break;
   case KS_CARRY:
-    ir_str_printf(b, "carry %lld (%s): a%d = %%%d\n", (long long)s->var, ir_ops[s->op].name, s->acc, s->value->id);
+    ir_str_printf(b, "carry %lld (%s): a%d", (long long)s->var, ir_ops[s->op].name, s->acc);
+    if (s->index) ir_str_printf(b, "[%%%d]", s->index->id);
+    ir_str_printf(b, " = %%%d\n", s->value->id);
     break;
   case KS_GEMM:
     ir_str_printf(b, "gemm a%d.%s v%d in 0..%lld, v%d in 0..%lld, k in 0..%lld: p%d[%%%d + v%d*%lld + k*%lld] * "

@@ -46,7 +46,8 @@ typedef enum {
   KX_ACC,     /* current value of accumulator number .var (of `type`); .i
                  is 0, or after the KS_CARRY number .i of that accumulator
                  (kx_acc_after): its value after that carry, a distinct
-                 expression so hash-consing never takes one for the other */
+                 expression so hash-consing never takes one for the other;
+                 a lane accumulator's lane a (i64), else a is NULL */
   KX_ARG,     /* launch argument .i as a value of `type`: k->args[.i] holds
                  its bits (bool and integers sign-extended to 64 bits, f32 its
                  IEEE bits in the low 32, f64 its 64); read through the one
@@ -137,7 +138,13 @@ struct kstmt {
    *   loop order and are never reassociated, and the reads after it in the
    *   same block (kx_acc_after) see the new value; var is the carry's
    *   number (1, 2, ... in the kernel), op the scan it computes (IR_CUMSUM,
-   *   ...: for the kernel's name). */
+   *   ...: for the kernel's name).
+   * Lane accumulators (ks_lanes; CPU kernels only): a KS_ACC or KS_CARRY
+   *   with index not NULL writes lane index (i64) of accumulator acc, a row
+   *   of extent lanes (the KS_ACC's extent) that lives in the block of its
+   *   first KS_ACC's enclosing loop; KX_ACC reads lane a. A scan along a dim
+   *   that is not innermost carries one lane per position of the kept dims
+   *   after it, so the loop over those is innermost and vectorizes. */
   int acc, acc2;
   ir_op op;
   kiln_dtype type;
@@ -313,6 +320,10 @@ kstmt *ks_argupdate(kernel *k, int acc, int acc_index, ir_op better, kexpr *valu
  * read of acc after it (KX_ACC numbered by that carry). */
 kstmt *ks_carry(kernel *k, int acc, ir_op scan, kiln_dtype t, kexpr *value);
 kexpr *kx_acc_after(kernel *k, const kstmt *carry);
+/* Makes KS_ACC or KS_CARRY s write lane `lane` of a lane accumulator of
+ * `lanes` lanes, and the read of lane `lane` of accumulator acc. */
+void ks_lanes(kstmt *s, int64_t lanes, kexpr *lane);
+kexpr *kx_acc_lane(kernel *k, int acc, kiln_dtype t, kexpr *lane);
 /* A KS_GEMM with loop vars i (returned in s->var) and j (s->gemm.var_j);
  * the caller fills the A/B fields and the epilogue body. */
 kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t kdim);

@@ -371,6 +371,9 @@ static bool mergeable(pass_graph *g, fuse_ctx *c, int r, int s) {
   kinds_ok = kinds_ok && !((a & HAS_GRID) && (b & HAS_REDUCE)) && !((b & HAS_GRID) && (a & HAS_REDUCE));
   kinds_ok = kinds_ok && !((a | b) & HAS_SCATTER);
   kinds_ok = kinds_ok && !((a & HAS_SCAN) && (b & NOT_WITH_SCAN)) && !((b & HAS_SCAN) && (a & NOT_WITH_SCAN));
+  /* a scan is computed at its kernel's own index: a view there may read it
+   * at another (a reshape of its value), which only its stored output has */
+  kinds_ok = kinds_ok && !((a & HAS_SCAN) && (b & HAS_VIEW)) && !((b & HAS_SCAN) && (a & HAS_VIEW));
   return kinds_ok && same_shape(g->groups[r].outs[0], g->groups[s].outs[0]);
 }
 

@@ -57,6 +57,10 @@ typedef struct {
   int nframes, frames_cap;
   task *tasks;          /* the explicit stack of emit, innermost last */
   int ntasks, tasks_cap;
+  int64_t lanes;        /* a scan's lane accumulators (scan_lane_nest), 0: none */
+  frame lane_init;      /* where they start: the body of the loop over lanes before the scan loop */
+  kexpr *lane;          /* the lane in the scan loop's body */
+  kexpr *block;         /* a segmented scan's block (scan_nest) */
 } lower_ctx;
 
 static kiln_dtype ct(kiln_dtype d) { return ir_compute_dtype(d); }
@@ -716,7 +720,16 @@ static kexpr *reduce_close(lower_ctx *c, task *t) {
  * A group holding a scan along dim d runs the other dims outside (the first
  * parallel) and d innermost, in order (scan_nest). The scan's value at the
  * group's index is a carried accumulator: declared before the loop over d,
- * updated by a KS_CARRY in its body before the stores that read it. */
+ * updated by a KS_CARRY in its body before the stores that read it.
+ * On the CPU, when d is not the innermost dim, the innermost dim is a row of
+ * lane accumulators instead (scan_lane_nest): the loop over d runs outside
+ * a vector loop over the row, so the source is read in memory order and
+ * each step of the scan is a vector operation, not a strided walk per line.
+ * (A GPU runs each line on a thread of its own, the threads side by side
+ * along the kept dims, which reads in memory order already.) */
+#define SCAN_LANES_MAX 4096   /* a row of lane accumulators stays in L1 */
+
+static int64_t row_block(int64_t n);
 static int scan_dim(const ir_node *n) {
   int d = 0;
   while (!(n->attr.axes >> d & 1)) d++;
@@ -729,17 +742,86 @@ static const ir_node *group_scan(const pass_graph *g, int gi) {
   return NULL;
 }
 
-/* The loops over the group's dims, scan dim d last; idx[e] is dim e's var. */
-static void scan_nest(lower_ctx *c, const pass_group *pg, int d, kexpr **idx) {
+/* A loop to extent inside the innermost frame, and its frame; its variable. */
+static kexpr *open_loop(lower_ctx *c, int64_t extent, kl_kind kind) {
   kernel *k = c->k;
+  int v = k_var(k);
+  kstmt *loop = ks_loop(k, v, extent, kind);
+  frame_set_inner(&c->frames[c->nframes - 1], loop);
+  push_frame(c, v, &loop->body);
+  return kx_var(k, v);
+}
+
+/* The loops over the group's dims, the first parallel, scan dim d last;
+ * idx[e] is dim e's index. A segmented scan (split_scan.c) runs its
+ * segments outermost, in parallel, and d within each; its accumulator
+ * starts at each segment from src[1] there. */
+static void scan_nest(lower_ctx *c, const pass_group *pg, const ir_node *scan, kexpr **idx) {
+  kernel *k = c->k;
+  int d = scan_dim(scan);
+  int64_t seg = scan->attr.segment, len = pg->shape[d];
   push_frame(c, -1, &k->body);
-  for (int j = 0; j < pg->ndim; j++) {
-    int e = j < pg->ndim - 1 ? j + (j >= d) : d, v = k_var(k);
-    kstmt *loop = ks_loop(k, v, pg->shape[e], j == 0 && e != d ? KL_PARALLEL : KL_SERIAL);
-    frame_set_inner(&c->frames[c->nframes - 1], loop);
-    push_frame(c, v, &loop->body);
-    idx[e] = kx_var(k, v);
+  c->block = seg ? open_loop(c, len / seg, KL_PARALLEL) : NULL;
+  kexpr *start = seg ? kx_imul(k, c->block, kx_dim(k, seg)) : NULL;
+  for (int e = 0; e < pg->ndim; e++)
+    if (e != d) idx[e] = open_loop(c, pg->shape[e], c->nframes == 1 ? KL_PARALLEL : KL_SERIAL);
+  idx[d] = open_loop(c, seg ? seg : len, KL_SERIAL);
+  if (seg) idx[d] = kx_iadd(k, start, idx[d]);
+}
+
+/* The lanes of a CPU scan along d of group pg: the innermost dim, whole or
+ * in blocks (the largest divisor in [16, 1024], which the threads split when
+ * no other dim is outside); 0 when the scan runs as lines: d innermost, a
+ * GPU kernel, nothing to scan, or a long row without such a divisor. */
+static int64_t scan_lanes(const pass_graph *g, const pass_group *pg, int d) {
+  int nd = pg->ndim;
+  if (d == nd - 1 || pass_target(g, pg->outs[0]) != KILN_CPU || ir_numel(nd, pg->shape) == 0) return 0;
+  int64_t w = pg->shape[nd - 1];
+  int64_t bs = nd > 2 && w <= SCAN_LANES_MAX ? w : row_block(w);
+  return w > 1 && bs <= SCAN_LANES_MAX ? bs : 0;
+}
+
+/* for the dims but d and the last (the first parallel) { for blocks of the
+ * last dim (parallel when no dim is outside) { for lanes: acc = init;
+ * for d { for lanes (vector) { carries, stores } } } }. */
+static void scan_lane_nest(lower_ctx *c, const pass_group *pg, int d, int64_t bs, kexpr **idx) {
+  kernel *k = c->k;
+  int nd = pg->ndim;
+  push_frame(c, -1, &k->body);
+  for (int e = 0; e < nd - 1; e++)
+    if (e != d) idx[e] = open_loop(c, pg->shape[e], c->nframes == 1 ? KL_PARALLEL : KL_SERIAL);
+  kexpr *t = i64(k, 0);
+  if (pg->shape[nd - 1] > bs)
+    t = kx_imul(k, open_loop(c, pg->shape[nd - 1] / bs, c->nframes == 1 ? KL_PARALLEL : KL_SERIAL), i64(k, bs));
+  int vi = k_var(k);
+  kstmt *init = ks_loop(k, vi, bs, KL_VECTOR);
+  frame_insert(&c->frames[c->nframes - 1], init);
+  c->lane_init = (frame){vi, &init->body};
+  idx[d] = open_loop(c, pg->shape[d], KL_SERIAL);
+  c->lane = open_loop(c, bs, KL_VECTOR);
+  c->lanes = bs;
+  idx[nd - 1] = kx_iadd(k, t, c->lane);
+}
+
+/* A new accumulator of a scan (type t, starting at init) and its value
+ * before the carry; in scan_lane_nest's lanes, lane accumulators. */
+static kexpr *scan_acc(lower_ctx *c, int home, int acc, kiln_dtype t, kexpr *init) {
+  kernel *k = c->k;
+  kstmt *s = ks_acc(k, acc, t, init);
+  if (!c->lanes) {
+    frame_insert(&c->frames[home], s);
+    return kx_acc(k, acc, t);
   }
+  ks_lanes(s, c->lanes, kx_var(k, c->lane_init.var));
+  frame_insert(&c->lane_init, s);
+  return kx_acc_lane(k, acc, t, c->lane);
+}
+
+static kstmt *scan_carry(lower_ctx *c, int acc, ir_op op, kiln_dtype t, kexpr *value) {
+  kstmt *s = ks_carry(c->k, acc, op, t, value);
+  if (c->lanes) ks_lanes(s, c->lanes, c->lane);
+  frame_insert(&c->frames[c->nframes - 1], s);
+  return s;
 }
 
 static kexpr *scan_init(kernel *k, ir_op op, kiln_dtype t) {
@@ -772,20 +854,26 @@ static kexpr *scan_wins(kernel *k, ir_op op, kiln_dtype t, kexpr *acc, kexpr *x)
                kx_op(k, IR_LOGICAL_AND, KILN_BOOL, acc_ok, cmp, NULL), NULL);
 }
 
+/* Step 0 asks for the source; a segmented scan's step 1 keeps its value and
+ * asks for the segment's start (src[1] at the kept dims and the segment). */
 static kexpr *scan_step(lower_ctx *c, task *t) {
   kernel *k = c->k;
   const ir_node *n = t->n;
-  if (!t->step) {
-    copy_index(t->need_idx, t->idx, n->ndim);
-    return ask(t, 0);
-  }
   int d = scan_dim(n), home = c->nframes - 2;
-  IR_ASSERT(home >= 0 && t->idx[d]->kind == KX_VAR && t->idx[d]->var == c->frames[c->nframes - 1].var);
+  if (t->step < n->nsrc) {
+    copy_index(t->need_idx, t->idx, n->ndim);
+    if (t->step) {
+      t->keep[0] = t->got;
+      t->need_idx[d] = c->block;
+    }
+    return ask(t, t->step);
+  }
+  IR_ASSERT(home >= 0 && uses_var(t->idx[d], c->frames[home + !c->lanes].var));
   kiln_dtype at = ct(n->attr.compute);
-  kexpr *x = kx_cast(k, t->got, at);
+  kexpr *x = kx_cast(k, n->nsrc > 1 ? t->keep[0] : t->got, at);
+  kexpr *init = n->nsrc > 1 ? kx_cast(k, t->got, at) : scan_init(k, n->op, at);
   int acc = k_acc(k);
-  kexpr *cur = kx_acc(k, acc, at), *next;
-  frame_insert(&c->frames[home], ks_acc(k, acc, at, scan_init(k, n->op, at)));
+  kexpr *cur = scan_acc(c, home, acc, at, init), *next;
   kstmt *pos = NULL;
   switch (n->op) {
   case IR_CUMSUM: next = fop(k, IR_ADD, at, cur, x); break;
@@ -796,14 +884,12 @@ static kexpr *scan_step(lower_ctx *c, task *t) {
   default: {  /* CUMARGMAX, CUMARGMIN: the position first, from the old acc */
     kexpr *wins = scan_wins(k, n->op, at, cur, x);
     int ia = k_acc(k);
-    frame_insert(&c->frames[home], ks_acc(k, ia, KILN_I64, i64(k, 0)));
-    pos = ks_carry(k, ia, n->op, KILN_I64, kx_op(k, IR_WHERE, KILN_I64, wins, t->idx[d], kx_acc(k, ia, KILN_I64)));
-    frame_insert(&c->frames[c->nframes - 1], pos);
+    kexpr *where = scan_acc(c, home, ia, KILN_I64, i64(k, 0));
+    pos = scan_carry(c, ia, n->op, KILN_I64, kx_op(k, IR_WHERE, KILN_I64, wins, t->idx[d], where));
     next = kx_op(k, IR_WHERE, at, wins, x, cur);
   }
   }
-  kstmt *carry = ks_carry(k, acc, n->op, at, next);
-  frame_insert(&c->frames[c->nframes - 1], carry);
+  kstmt *carry = scan_carry(c, acc, n->op, at, next);
   return kx_cast(k, kx_acc_after(k, pos ? pos : carry), ct(n->dtype));
 }
 
@@ -1228,7 +1314,8 @@ static void store_outputs(lower_ctx *c, const pass_group *pg) {
   int nd = mm ? mm->ndim : pg->ndim;
   const int64_t *shape = mm ? mm->shape : pg->shape;
   if (mm) gemm_nest(c, mm, idx);
-  else if (scan) scan_nest(c, pg, scan_dim(scan), idx);
+  else if (c->lanes) scan_lane_nest(c, pg, scan_dim(scan), c->lanes, idx);
+  else if (scan) scan_nest(c, pg, scan, idx);
   else loop_nest(c, pg, pg->ndim, idx);
   bool reshaped = mm && !same_shape(pg->ndim, pg->shape, mm);
   if (reshaped) reshaped_outputs(c, pg, mm, idx, oidx);
@@ -1248,9 +1335,14 @@ static void lower_group(lower_ctx *c, const pass_group *pg, bool generic) {
   int p = -1, q = -1;
   bool column = column_reduction(c, pg, &p, &q);
   const ir_node *sort = group_with(c->g, c->gi, IR_SORTING), *attn = group_with(c->g, c->gi, IR_ATTN);
-  /* a GEMM's and a column reduction's blocking follow their shape, a sort's
-   * line sizes and an attention's are its statement's: specialised */
-  k->generic = generic && !group_matmul(c->g, c->gi) && !column && !sort && !attn;
+  const ir_node *scan = group_scan(c->g, c->gi);
+  c->lanes = scan ? scan_lanes(c->g, pg, scan_dim(scan)) : 0;
+  /* a GEMM's, a column reduction's and a lane scan's blocking follow their
+   * shape, a sort's line sizes and an attention's are its statement's:
+   * specialised; so is a segmented scan, whose block index (i / segment) is
+   * then a shift or a multiply, not a division per element */
+  k->generic = generic && !group_matmul(c->g, c->gi) && !column && !sort && !attn && !c->lanes &&
+               !(scan && scan->attr.segment);
   if (ir_op_is_scatter(pg->outs[0]->op)) scatter_nest(c, pg->outs[0]);
   else if (sort) sort_nest(c, pg, sort);
   else if (attn) attention_nest(c, attn);

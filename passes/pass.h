@@ -51,6 +51,12 @@ void pass_simplify(pass_graph *g);
 void pass_cse(pass_graph *g);
 void pass_fold_views(pass_graph *g);
 void pass_split_reduce(pass_graph *g);
+/* The partial count for r elements: the largest divisor of r in [16, 256]
+ * that leaves at least 4096 elements per partial; 0 when there is none
+ * (split_reduce's partials, split_scan's blocks). */
+int64_t pass_partials(int64_t r);
+/* Long scans on the CPU as a reduce and a scan over blocks (split_scan.c). */
+void pass_split_scan(pass_graph *g);
 /* Copies a matmul operand that cuBLASLt cannot read in place (CUDA only). */
 void pass_gemm_operands(pass_graph *g);
 /* The kiln_device_type n's kernel is for: g->target, or n's own device. */
@@ -58,6 +64,9 @@ int pass_target(const pass_graph *g, const ir_node *n);
 /* Holds a node a pass made (its one reference) until pass_graph_release;
  * out of memory, releases it and sets g->oom. */
 void pass_hold(pass_graph *g, ir_node *n);
+/* rewrite(g, n) on every node in topological order (until out of memory);
+ * when one returns true (it made nodes), g->topo is collected again. */
+void pass_rewrite_each(pass_graph *g, bool (*rewrite)(pass_graph *g, ir_node *n));
 /* Releases what passes created (g->created). */
 void pass_graph_release(pass_graph *g);
 /* view.c: the strided-view algebra of movement ops. pass_view_strides gives

@@ -20,6 +20,7 @@ static kiln_status run_simplify(pass_graph *g, bool on) { if (on) pass_simplify(
 static kiln_status run_cse(pass_graph *g, bool on) { if (on) pass_cse(g); return KILN_OK; }
 static kiln_status run_fold_views(pass_graph *g, bool on) { if (on) pass_fold_views(g); return KILN_OK; }
 static kiln_status run_split_reduce(pass_graph *g, bool on) { if (on) pass_split_reduce(g); return KILN_OK; }
+static kiln_status run_split_scan(pass_graph *g, bool on) { if (on) pass_split_scan(g); return KILN_OK; }
 static kiln_status run_gemm_operands(pass_graph *g, bool on) { if (on) pass_gemm_operands(g); return KILN_OK; }
 static kiln_status run_fuse(pass_graph *g, bool on) { pass_fuse(g, on ? FUSE_ALL : FUSE_OFF); return KILN_OK; }
 
@@ -54,6 +55,7 @@ static const graph_pass graph_passes[] = {
   {"simplify", true, run_simplify},
   {"cse", true, run_cse},
   {"split_reduce", true, run_split_reduce},
+  {"split_scan", true, run_split_scan},
   {"fold_views", true, run_fold_views},
   {"gemm_operands", true, run_gemm_operands},
   {"dce", true, run_dce},
@@ -63,6 +65,15 @@ static const graph_pass graph_passes[] = {
 
 int pass_target(const pass_graph *g, const ir_node *n) {
   return g->target >= 0 ? g->target : (int)n->device.type;
+}
+
+void pass_rewrite_each(pass_graph *g, bool (*rewrite)(pass_graph *g, ir_node *n)) {
+  bool changed = false;
+  for (int i = 0; i < g->n && !g->oom; i++) changed |= rewrite(g, g->topo[i]);
+  if (!changed) return;
+  free(g->topo);  /* the new nodes take their place in topological order */
+  g->n = ir_graph_collect(g->ntargets, g->targets, &g->topo);
+  if (g->n < 0) g->n = 0, g->oom = true;
 }
 
 void pass_hold(pass_graph *g, ir_node *n) {

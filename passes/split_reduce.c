@@ -15,8 +15,6 @@
  * are held in g->created until the realize ends. */
 #include "pass.h"
 
-#include <stdlib.h>
-
 enum {
   SPLIT_MIN = 1 << 20,  /* reduced elements worth a second kernel */
   KEPT_MAX = 16,        /* more kept elements give the threads enough rows already */
@@ -25,7 +23,7 @@ enum {
 
 /* The partial count: the largest divisor of r in [16, 256] that leaves at
  * least PART_MIN elements per partial; 0 when there is none. */
-static int64_t partials(int64_t r) {
+int64_t pass_partials(int64_t r) {
   for (int64_t p = 256; p >= 16; p--)
     if (r % p == 0 && r / p >= PART_MIN) return p;
   return 0;
@@ -49,7 +47,7 @@ static bool split_one(pass_graph *g, ir_node *n) {
   ir_node *s = n->src[0];
   if (q < 0 || q + 2 > KILN_MAX_DIMS) return false;
   int64_t kept = ir_numel(q, s->shape), r = ir_numel(s->ndim - q, s->shape + q);
-  int64_t p = partials(r);
+  int64_t p = pass_partials(r);
   if (r < SPLIT_MIN || kept > KEPT_MAX || p == 0) return false;
   int64_t vs[KILN_MAX_DIMS], ws[KILN_MAX_DIMS];
   for (int d = 0; d < q; d++) vs[d] = ws[d] = s->shape[d];
@@ -76,11 +74,4 @@ static bool split_one(pass_graph *g, ir_node *n) {
   return true;
 }
 
-void pass_split_reduce(pass_graph *g) {
-  bool changed = false;
-  for (int i = 0; i < g->n && !g->oom; i++) changed |= split_one(g, g->topo[i]);
-  if (!changed) return;
-  free(g->topo);  /* the new nodes take their place in topological order */
-  g->n = ir_graph_collect(g->ntargets, g->targets, &g->topo);
-  if (g->n < 0) g->n = 0, g->oom = true;
-}
+void pass_split_reduce(pass_graph *g) { pass_rewrite_each(g, split_one); }

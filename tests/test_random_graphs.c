@@ -1,7 +1,8 @@
 /* test_random_graphs.c: differential testing on random well-typed DAGs that
  * mix elementwise ops (broadcasting, scalar forms, casts, constants, random
  * sources), movement (reshape, permute, transpose, slice with steps, select,
- * flip, expand, squeeze, unsqueeze, pad, cat, index strings, gather), reductions
+ * flip, expand, squeeze, unsqueeze, pad, cat, index strings, gather), scatter
+ * and scatter_add, reductions
  * (sum mean prod max min any all argmax argmin over random dims, with and
  * without keepdim; softmax, log_softmax, layer_norm) and matrix products
  * (matmul, linear, transposed operands), convolutions, pooling and attention
@@ -64,6 +65,7 @@ typedef enum {
   P_UNARY, P_BINARY, P_SCALAR, P_WHERE, P_CLAMP, P_CAST,                       /* elementwise */
   P_RESHAPE, P_PERMUTE, P_TRANSPOSE, P_SLICE, P_SELECT, P_FLIP, P_EXPAND,      /* movement */
   P_SQUEEZE, P_UNSQUEEZE, P_PAD, P_CAT, P_INDEX, P_GATHER, P_SHAPE_OP,
+  P_SCATTER,                                                                   /* writes through indices */
   P_REDUCE, P_ARGREDUCE, P_SOFTMAX, P_LOG_SOFTMAX, P_LAYER_NORM,               /* reductions */
   P_SCAN,                                                                      /* scans */
   P_MATMUL, P_LINEAR,                                                          /* products */
@@ -85,16 +87,16 @@ typedef struct {
   ir_op op;             /* P_UNARY, P_BINARY, P_SCALAR */
   int a, b, c;          /* operands: earlier instructions (optional ones -1) */
   kiln_dtype dt;        /* leaves: dtype; P_CAST: target */
-  shape_t shape;        /* leaves; P_RESHAPE, P_EXPAND: the new shape; P_GATHER: the index's */
+  shape_t shape;        /* leaves; P_RESHAPE, P_EXPAND: the new shape; P_GATHER, P_SCATTER: the index's */
   int fn;               /* P_REDUCE: rkind; P_ARGREDUCE: 1 for argmin; P_SQUEEZE: 1 for one dim; P_SCAN: skind;
-                           P_CONV: 1 for conv2d; P_POOL: 1 for average */
+                           P_SCATTER: 1 for scatter_add; P_CONV: 1 for conv2d; P_POOL: 1 for average */
   int dim, keep;        /* dim argument (layer_norm: dims normalized; P_POOL: count_include_pad); keepdim
                            (P_POOL: ceil_mode; P_ATTENTION: is_causal) */
   int mask;             /* P_ATTENTION: the additive mask, or -1 */
   int nv;               /* entries of v */
   int64_t v[2 * KILN_MAX_DIMS];  /* dims, permutation, pads, slice start/stop/step, index, 2nd dim */
   double s, s2;         /* P_SCALAR number, P_FULL and P_PAD value, P_CLAMP bounds, layer_norm eps */
-  uint64_t seed;        /* P_DATA; P_GATHER: of the index values */
+  uint64_t seed;        /* P_DATA; P_GATHER, P_SCATTER: of the index values */
   char index[64];       /* P_INDEX */
 } instr;
 
@@ -136,11 +138,13 @@ static kiln_tensor *shape_op(const instr *in, kiln_tensor *a) {
 
 static kiln_tensor *optional(kiln_tensor *const *t, int k) { return k < 0 ? NULL : t[k]; }
 
-/* P_GATHER's int64 index: values in [-size, size) of the gathered dim (v[0]). */
+/* P_GATHER's int64 index: values in [-size, size) of the gathered dim
+ * (v[0]); P_SCATTER's in [0, size) (torch.scatter takes no negative ones). */
 static kiln_tensor *gather_index(const instr *in) {
   int64_t v[MAX_NUMEL], n = ir_numel(in->shape.ndim, in->shape.d), size = in->v[0];
+  int64_t low = in->kind == P_SCATTER ? 0 : -size;
   uint64_t seed = in->seed;
-  for (int64_t k = 0; k < n; k++) v[k] = (int64_t)(tu_next(&seed) % (uint64_t)(2 * size)) - size;
+  for (int64_t k = 0; k < n; k++) v[k] = (int64_t)(tu_next(&seed) % (uint64_t)(size - low)) + low;
   return kiln_from_data(v, KILN_I64, in->shape.ndim, in->shape.d);
 }
 
@@ -187,6 +191,8 @@ static kiln_tensor *instantiate(const instr *in, kiln_tensor *const *t) {
   case P_INDEX: return kiln_index(a, in->index);
   case P_GATHER: return kiln_gather(a, in->dim, gather_index(in));
   case P_SHAPE_OP: return shape_op(in, a);
+  case P_SCATTER:
+    return (in->fn ? kiln_scatter_add_at : kiln_scatter_at)(__FILE__, __LINE__, a, in->dim, gather_index(in), t[in->b]);
   case P_REDUCE: return reducers[in->fn](__FILE__, __LINE__, a, in->nv, in->v, in->keep);
   case P_ARGREDUCE:
     if (in->nv == 0) return in->fn ? kiln_argmin(a) : kiln_argmax(a);
@@ -716,6 +722,30 @@ static int gen_gather(program *p, int a) {
   return numel(&in.shape) <= MAX_NUMEL ? emit_view(p, in) : -1;
 }
 
+/* torch.scatter or scatter_add into a along a random dim: an index of 1 to
+ * 3 positions there (repeats likely: the later write wins, or all add up in
+ * order), the other dims kept or cut to 1, and values from a leaf of the
+ * index's shape. A sum of up to that many values and a's drifts by their
+ * roundings; a plain scatter moves values. */
+static int gen_scatter(program *p, int a) {
+  const info *x = &p->inf[a];
+  const shape_t *s = &x->shape;
+  if (s->ndim < 1 || x->dt == KILN_BOOL) return -1;
+  instr in = {.kind = P_SCATTER, .a = a, .fn = tu_below(&p->rng, 2), .dim = tu_below(&p->rng, s->ndim), .shape = *s,
+              .nv = 1, .seed = tu_next(&p->rng)};
+  in.v[0] = s->d[in.dim];
+  if (in.v[0] == 0) return -1;
+  for (int d = 0; d < s->ndim; d++)
+    if (d == in.dim) in.shape.d[d] = 1 + tu_below(&p->rng, 3);
+    else if (tu_below(&p->rng, 4) == 0) in.shape.d[d] = s->d[d] ? 1 : 0;
+  if (numel(&in.shape) > MAX_NUMEL) return -1;
+  in.b = emit(p, (instr){.kind = P_DATA, .dt = x->dt, .shape = in.shape, .seed = tu_next(&p->rng)}, 4, 0, 0, true, true);
+  if (in.b < 0) return -1;
+  double adds = (double)in.shape.d[in.dim];
+  if (!in.fn) return emit(p, in, fmax(x->mag, 4), x->err, 0, x->exact, false);
+  return emit(p, in, x->mag + 4 * adds, x->err, adds, false, true);
+}
+
 /* Pads of the last dim by 0-2 (reflect: below its size), rolls, repeats
  * and tiles of 1-2, tril/triu, diagonals: views that move values, never
  * change them. */
@@ -752,7 +782,7 @@ static int gen_shape_op(program *p, int a) {
 
 static int (*const movement_gens[])(program *, int) = {
   gen_reshape, gen_permute, gen_transpose, gen_slice, gen_select, gen_flip,
-  gen_expand, gen_squeeze, gen_unsqueeze, gen_pad, gen_cat, gen_index, gen_gather, gen_shape_op,
+  gen_expand, gen_squeeze, gen_unsqueeze, gen_pad, gen_cat, gen_index, gen_gather, gen_shape_op, gen_scatter,
 };
 
 /* ---- reductions ------------------------------------------------------------------ */
@@ -1098,7 +1128,7 @@ static bool check_value(const program *p, int root, char *why, size_t n) {
  * for a matrix product), and the plan run on the host (the CPU back end,
  * products included) must agree with the oracle. That checks the graph
  * decisions made for CUDA alone (gemm_operands, fuse's grid reductions, no
- * stash or split_reduce) on random graphs. */
+ * stash, split_reduce or split_scan) on random graphs. */
 enum { CUDA_EVERY = 4 };
 
 static bool cuda_takes(kernel *k, char *why, size_t n) {

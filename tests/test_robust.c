@@ -371,7 +371,7 @@ START_TEST(unknown_settings_warn_once) {
   ck_assert_msg(strstr(text, "ignoring KILN_DEBUG=7 (accepted: 0 to 4)"), "%s", text);
   ck_assert_msg(strstr(text, "ignoring KILN_EAGER=yes (accepted: 0 or 1)"), "%s", text);
   ck_assert_msg(strstr(text, "ignoring KILN_PASSES=-fuse,-bogus (accepted: a comma-separated list of -name; "
-                             "\"-bogus\" is not one; the passes: verify,simplify,cse,split_reduce,fold_views,"
+                             "\"-bogus\" is not one; the passes: verify,simplify,cse,split_reduce,split_scan,fold_views,"
                              "gemm_operands,dce,fuse,stash)"), "%s", text);
   ck_assert_ptr_null(strstr(strstr(text, "KILN_DEBUG") + 1, "KILN_DEBUG"));   /* once */
 }

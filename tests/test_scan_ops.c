@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "check_main.h"
+#include "runtime/inspect.h"
+#include "runtime/rt.h"
 #include "util/testutil.h"
 
 typedef enum { S_CUMSUM, S_CUMPROD, S_LOGCUMSUMEXP, S_CUMMAX, S_CUMMAX_I, S_CUMMIN, S_CUMMIN_I, S_NOPS } scan_op;
@@ -411,6 +413,166 @@ START_TEST(compiled_dynamic) {
 }
 END_TEST
 
+/* ---- scans along a dim that is not innermost (lane accumulators) -------------
+ * The CPU carries a row of accumulators along the innermost dim, whole, in
+ * blocks the threads split (no dim outside), in blocks run in turn (a row
+ * above 4096), or, a long row without a block size, as lines. */
+START_TEST(lane_shapes) {
+  const struct { int ndim; int64_t s[3]; int64_t dim; } shapes[] = {
+    {3, {2, 7, 3}, 0}, {3, {2, 7, 3}, 1}, {3, {1, 5, 1}, 1}, {3, {5, 4, 1}, 0}, {3, {2, 0, 3}, 0},
+    {3, {3, 1, 2}, 1}, {2, {7, 2048}, 0}, {3, {2, 3, 4100}, 1}, {3, {2, 2, 4099}, 0},
+  };
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int cons = 0; cons < 2; cons++) {
+      ctx_t c = {(scan_op)_i, KILN_F32, shapes[s].ndim, {0}, shapes[s].dim, cons ? IN_TRANSPOSED : IN_PLAIN,
+                 TU_SMALL, cons};
+      memcpy(c.shape, shapes[s].s, sizeof shapes[s].s);
+      check(&c);
+    }
+}
+END_TEST
+
+/* The planned kernel's text, for target (KILN_CPU or KILN_CUDA). */
+static void plan_text(kiln_device_type target, kiln_tensor *t, ir_str *text) {
+  rt_planned *plan;
+  ck_assert_int_eq(rt_plan_for(target, 1, &t, &plan), 1);
+  k_print(text, plan[0].k);
+  rt_plan_free(plan, 1);
+}
+
+/* Whether cumsum(x * 2, dim) + 1 of x f32[shape] is one kernel for target
+ * whose accumulator is a row of `lanes` lanes (0: one accumulator). */
+static void expect_lanes(kiln_device_type target, int ndim, const int64_t *shape, int64_t dim, int64_t lanes) {
+  kiln_scope_begin();
+  kiln_tensor *x = tu_data(KILN_F32, ndim, shape, 1, TU_SMALL);
+  ir_str text = {0};
+  plan_text(target, kiln_adds(kiln_cumsum(kiln_muls(x, 2), dim), 1), &text);
+  char want[64];
+  snprintf(want, sizeof want, " of %lld] = ", (long long)lanes);
+  ck_assert_msg((strstr(text.s, want) != NULL) == (lanes > 0) && (strstr(text.s, " of ") != NULL) == (lanes > 0),
+                "target %d dim %lld, want %lld lanes:\n%s", target, (long long)dim, (long long)lanes, text.s);
+  ck_assert_msg(strstr(text.s, "carry 1 (cumsum): a0") != NULL, "%s", text.s);
+  ir_str_free(&text);
+  kiln_scope_end();
+}
+
+START_TEST(lane_structure) {
+  expect_lanes(KILN_CPU, KILN_SHAPE(64, 512, 64), 1, 64);     /* the whole last dim */
+  expect_lanes(KILN_CPU, KILN_SHAPE(64, 512, 64), 0, 64);
+  expect_lanes(KILN_CPU, KILN_SHAPE(4096, 4096), 0, 1024);    /* blocks for the threads */
+  expect_lanes(KILN_CPU, KILN_SHAPE(3, 4, 5000), 1, 1000);    /* blocks in turn */
+  expect_lanes(KILN_CPU, KILN_SHAPE(64, 512, 64), 2, 0);      /* innermost: lines */
+  expect_lanes(KILN_CPU, KILN_SHAPE(5, 4099), 0, 0);          /* no block size */
+  expect_lanes(KILN_CPU, KILN_SHAPE(8, 1), 0, 0);
+  /* a GPU thread per line, side by side along the kept dims */
+  expect_lanes(KILN_CUDA, KILN_SHAPE(64, 512, 64), 1, 0);
+}
+END_TEST
+
+/* cumsum, cummax's positions and logcumsumexp along dim 0 of f32[600, 2048]
+ * (two blocks of lanes, one per thread) on 1 and on 2 threads: the same
+ * bits; and cumsum's values against the oracle. */
+static void set_threads(int threads) {
+  rt_opts()->num_threads = threads;
+  rt_pool_shutdown();   /* restarted with threads - 1 workers */
+}
+
+static kiln_tensor *lane_run(scan_op op, int threads) {
+  set_threads(threads);
+  kiln_tensor *r = kiln_adds(apply(op, tu_data(KILN_F32, KILN_SHAPE(600, 2048), 9, TU_SMALL), 0), 1);
+  ck_assert_int_eq(kiln_realize(r), KILN_OK);
+  return r;
+}
+
+START_TEST(lane_threads) {
+  kiln_scope_begin();
+  int saved = rt_opts()->num_threads;
+  const scan_op ops[] = {S_CUMSUM, S_CUMMAX_I, S_LOGCUMSUMEXP};
+  for (int o = 0; o < 3; o++) {
+    kiln_tensor *one = lane_run(ops[o], 1), *two = lane_run(ops[o], 2);
+    size_t bytes = (size_t)kiln_numel(one) * (ops[o] == S_CUMMAX_I ? 8 : 4);
+    ck_assert_msg(memcmp(kiln_data(one), kiln_data(two), bytes) == 0, "%s", scan_names[ops[o]]);
+  }
+  set_threads(saved);
+  ctx_t c = {S_CUMSUM, KILN_F32, 2, {600, 2048}, 0, IN_PLAIN, TU_SMALL, true};
+  check(&c);
+  kiln_scope_end();
+}
+END_TEST
+
+/* ---- long scans in two passes (passes/split_scan.c) ---------------------------
+ * A line of 2^20 or more (few lines) runs as block totals, their scan and a
+ * rescan of each block from its offset; just below, as one serial line
+ * (logcumsumexp and cummax's and cummin's positions: serial at any length).
+ * cumprod scans 1 + x/1000, which neither overflows nor reaches 0. */
+typedef struct {
+  scan_op op;
+  int64_t lines, len;
+} long_t;
+
+static kiln_tensor *long_scan(const void *p) {
+  const long_t *c = p;
+  kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(c->lines, c->len), 3 + (uint64_t)c->op, TU_SMALL);
+  if (c->op == S_CUMPROD) x = kiln_adds(kiln_muls(x, 1e-3), 1);
+  kiln_tensor *s = apply(c->op, x, -1);
+  return c->op == S_CUMMAX_I || c->op == S_CUMMIN_I ? s : kiln_adds(s, 1);
+}
+
+/* the scans split: cumsum (two lines), cumprod, cummax, cummin */
+static const scan_op split_ops[] = {S_CUMSUM, S_CUMPROD, S_CUMMAX, S_CUMMIN};
+
+START_TEST(long_scans) {
+  const int64_t lens[] = {1 << 20, (1 << 20) - 16};
+  for (int l = 0; l < 2; l++) {
+    long_t c = {split_ops[_i], _i == 0 ? 2 : 1, lens[l]};
+    char why[512];
+    ck_assert_msg(tu_check_fused_eager(long_scan, &c, KILN_NUM_DTYPES, tolerance(c.op, KILN_F32), why, sizeof why),
+                  "%s length %lld: %s", scan_names[c.op], (long long)c.len, why);
+  }
+}
+END_TEST
+
+static kiln_tensor *long_run(scan_op op, int threads) {
+  set_threads(threads);
+  long_t c = {op, 1, 1 << 21};
+  kiln_tensor *r = long_scan(&c);
+  ck_assert_int_eq(kiln_realize(r), KILN_OK);
+  return r;
+}
+
+/* the blocks follow the shape: 1 and 2 threads give the same bits */
+START_TEST(long_threads) {
+  kiln_scope_begin();
+  int saved = rt_opts()->num_threads;
+  const scan_op ops[] = {S_CUMSUM, S_CUMPROD, S_CUMMIN};
+  for (int o = 0; o < 3; o++) {
+    kiln_tensor *one = long_run(ops[o], 1), *two = long_run(ops[o], 2);
+    ck_assert_msg(memcmp(kiln_data(one), kiln_data(two), (size_t)kiln_numel(one) * 4) == 0, "%s", scan_names[ops[o]]);
+  }
+  set_threads(saved);
+  kiln_scope_end();
+}
+END_TEST
+
+/* cumsum(x * 2) + 1: three kernels split (block totals, their scan, the
+ * rescan fused with the producer and the consumer), one below the length,
+ * with the pass off, or planned for a GPU */
+START_TEST(long_kernels) {
+  kiln_scope_begin();
+  kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(1 << 20), 1, TU_SMALL);
+  kiln_tensor *y = kiln_adds(kiln_cumsum(kiln_muls(x, 2), 0), 1);
+  rt_planned *plan;
+  ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &y, &plan), 1);
+  rt_plan_free(plan, 1);
+  ck_assert_int_eq(tu_kernels_of(y), 3);
+  ck_assert_int_eq(tu_kernels_of(kiln_adds(kiln_cumsum(kiln_muls(kiln_slice(x, 0, 16, 1 << 20, 1), 2), 0), 1)), 1);
+  rt_opts()->passes = "-split_scan";
+  ck_assert_int_eq(tu_kernels_of(kiln_adds(kiln_cumsum(kiln_muls(x, 2), 0), 1)), 1);
+  rt_opts()->passes = NULL;
+  kiln_scope_end();
+}
+END_TEST
+
 static Suite *scan_suite(void) {
   Suite *s = suite_create("scan_ops");
   tcase_add_loop_test(tu_tcase(s, "dtypes"), every_dtype_every_dim, 0, S_NOPS);
@@ -428,6 +590,14 @@ static Suite *scan_suite(void) {
   tcase_add_test(st, sort_hand_worked);
   tcase_add_test(st, sort_errors);
   tcase_add_test(tu_tcase(s, "compiled"), compiled_dynamic);
+  tcase_add_loop_test(tu_tcase(s, "lane_shapes"), lane_shapes, 0, S_NOPS);
+  TCase *lt = tu_tcase(s, "lanes");
+  tcase_add_test(lt, lane_structure);
+  tcase_add_test(lt, lane_threads);
+  tcase_add_loop_test(tu_tcase(s, "long_scans"), long_scans, 0, 4);
+  TCase *lk = tu_tcase(s, "long");
+  tcase_add_test(lk, long_threads);
+  tcase_add_test(lk, long_kernels);
   return s;
 }
 
