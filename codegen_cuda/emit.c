@@ -782,7 +782,7 @@ static void emit_block(cuda_em *em, const kstmt *s) {
     case KS_GEMM: IR_ASSERT(!"KS_GEMM reaches the CUDA emitter"); break;
     case KS_CHECK: emit_check(em, s); break;
     case KS_SORT: emit_sort(em, s); break;
-    case KS_ATTN: IR_ASSERT(!"KS_ATTN reaches the CUDA emitter"); break;   /* CUDA attention is the composition */
+    case KS_ATTN: IR_ASSERT(!"KS_ATTN reaches the CUDA emitter"); break;   /* cuda_emit refuses it */
     }
   }
 }
@@ -1044,6 +1044,11 @@ static void emit_kernel(cuda_em *em, cuda_launch *launch) {
 bool cuda_emit(kernel *k, ir_str *src, cuda_launch *launch, char **err) {
   if (contains(k->body, KS_GEMM)) {
     if (err) *err = ir_strprintf("%s: matrix products are not emitted as CUDA C (cuBLAS)", k->name);
+    return false;
+  }
+  if (contains(k->body, KS_ATTN)) {   /* the frontend builds the composition for CUDA tensors */
+    if (err) *err = ir_strprintf("%s: the fused attention kernel is CPU-only; on CUDA attention is the composition",
+                                 k->name);
     return false;
   }
   if (!k->name[0]) {

@@ -107,7 +107,7 @@ static ir_node *gather_fits(const char *f, int l, const char *op, const ir_node 
 }
 
 static ir_node *gather(const char *f, int l, ir_node *t, int dim, ir_node *ix) {
-  int d;
+  int d = 0;
   ir_node *e = check_index(f, l, "gather", t, ix);
   if (!e) e = wrap_dim(f, l, "gather", t, dim, &d);
   if (e) return e;
@@ -124,7 +124,7 @@ kiln_tensor *kiln_gather_at(const char *f, int l, kiln_tensor *t, int dim, kiln_
 
 /* t and ix broadcast against each other along every dim but dim, then gathered. */
 static ir_node *take_along_dim(const char *f, int l, ir_node *t, ir_node *ix, int dim) {
-  int d;
+  int d = 0;
   ir_node *e = check_index(f, l, "take_along_dim", t, ix);
   if (!e && ix->ndim != t->ndim)
     e = fail(f, l, KILN_ERR_SHAPE, t, ix, "take_along_dim: input and indices should have the same number of dimensions");
@@ -154,7 +154,7 @@ kiln_tensor *kiln_take_along_dim_at(const char *f, int l, kiln_tensor *t, kiln_t
 
 /* The 1-D index laid along dim and broadcast over t's other dims. */
 static ir_node *index_select(const char *f, int l, ir_node *t, int dim, ir_node *ix) {
-  int d;
+  int d = 0;
   ir_node *e = check_index(f, l, "index_select", t, ix);
   if (!e && ix->ndim > 1) e = fail(f, l, KILN_ERR_SHAPE, t, ix, "index_select: Index is supposed to be a vector");
   if (!e) e = wrap_dim(f, l, "index_select", t, dim, &d);
