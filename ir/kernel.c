@@ -446,14 +446,28 @@ kstmt *ks_check(kernel *k, kc_code code, int site, kexpr *fail, kexpr *pos, kexp
 }
 
 /* ---- parallel range ------------------------------------------------------ */
+/* a * b and a + b of non-negative costs, at most INT64_MAX: an empty
+ * tensor's other dims may multiply past it ((0, 2^62, 8)). */
+static int64_t sat_mul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+static int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 static int64_t block_cost(const kstmt *s) {
   int64_t c = 0;
   for (; s; s = s->next) {
-    if (s->kind == KS_LOOP) c += s->extent * block_cost(s->body);
-    else if (s->kind == KS_GEMM) c += s->extent * s->gemm.n * (s->gemm.kdim + 1);
-    else if (s->kind == KS_SORT) c += 16 * s->sort.n;   /* a few passes over the line */
-    else if (s->kind == KS_ATTN) c += s->attn.rows * s->attn.s * (s->attn.e + s->attn.ev + 8);   /* 8: the exp */
-    else c += 1;
+    int64_t one = 1;
+    if (s->kind == KS_LOOP) one = sat_mul(s->extent, block_cost(s->body));
+    else if (s->kind == KS_GEMM) one = sat_mul(sat_mul(s->extent, s->gemm.n), s->gemm.kdim + 1);
+    else if (s->kind == KS_SORT) one = sat_mul(16, s->sort.n);   /* a few passes over the line */
+    else if (s->kind == KS_ATTN)   /* 8: the exp */
+      one = sat_mul(sat_mul(s->attn.rows, s->attn.s), s->attn.e + s->attn.ev + 8);
+    c = sat_add(c, one);
   }
   return c;
 }
@@ -470,7 +484,7 @@ int64_t k_parallel(const kernel *k, int64_t *iter_cost) {
       return s->extent;
     }
     if (s->kind == KS_GEMM) {
-      *iter_cost = s->gemm.n * (s->gemm.kdim + 1);
+      *iter_cost = sat_mul(s->gemm.n, s->gemm.kdim + 1);
       return s->extent;
     }
   }
