@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""compare.py: times the workloads W1-W7, W10, W11 and W13 of bench/README.md in kiln, NumPy and
+"""compare.py: times the workloads W1-W16 of bench/README.md in kiln, NumPy and
 PyTorch (CPU) in one invocation, so the ratios compare numbers taken on the
 same machine at the same time: it runs kiln_bench (default
 build/bench/kiln_bench) on the selected workloads first, with the same runs
@@ -12,7 +12,11 @@ reads kiln's numbers from an earlier kiln_bench run instead.
 Same rules as kiln_bench: one warm-up, then the median of --runs timed runs
 (at least 5), inputs made before the clock starts, outputs allocated by each
 library as it likes. NumPy has no fused kernels: it runs op by op, like
-kiln-eager. Not a test: nothing fails on a slow number."""
+kiln-eager. The per-call rows (W8, W9-*) time batches of CALLS calls and give
+the median per call, next to kiln-fused's (build the graph, realize, cached)
+and kiln-fn's (a compiled function replayed). A library with no builder for
+a workload (NumPy has no convolution) gets no row there. Not a test: nothing
+fails on a slow number."""
 
 import argparse
 import json
@@ -92,6 +96,61 @@ def w13_torch(t):
     return lambda: ((a // b + a % b) & c).to(torch.float32)
 
 
+def numpy_causal_sdpa(q, k, v):
+    s = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+    s = np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)) @ v
+
+
+def torch_causal_sdpa(q, k, v):
+    # PyTorch 1.13 (Debian's) has no scaled_dot_product_attention: this is its
+    # math form, as torch 2's does it on the CPU without a fused kernel.
+    f = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+    if f is not None:
+        return f(q, k, v, is_causal=True)
+    s = (q @ k.transpose(-1, -2)) / q.shape[-1] ** 0.5
+    s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def torch_rms_norm(x, g, eps=1e-5):
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * g
+
+
+def torch_block(t, heads=8):
+    """examples/models.c's transformer_block: rms_norm, causal attention of
+    8 heads, output projection, residual, rms_norm, gelu MLP, residual."""
+    F = torch.nn.functional
+    x = t["x"]
+    b, n, d = x.shape
+
+    def split(p):
+        return p.reshape(b, n, heads, d // heads).transpose(1, 2)
+
+    def block():
+        h = torch_rms_norm(x, t["g1"])
+        a = torch_causal_sdpa(split(F.linear(h, t["wq"])), split(F.linear(h, t["wk"])), split(F.linear(h, t["wv"])))
+        y = x + F.linear(a.transpose(1, 2).reshape(b, n, d), t["wo"])
+        h = torch_rms_norm(y, t["g2"])
+        return y + F.linear(F.gelu(F.linear(h, t["w1"], t["b1"])), t["w2"], t["b2"])
+    return block
+
+
+def per_call(calls, numpy_fn, torch_fn):
+    """A per-call row's builders: each timed run is CALLS calls."""
+    def batch(fn):
+        def run():
+            for _ in range(calls):
+                fn()
+        return run
+    return ({"numpy": lambda t: batch(lambda: numpy_fn(t)), "torch": lambda t: batch(lambda: torch_fn(t))}, calls)
+
+
+W16_SHAPES = {"x": (4, 512, 512), "g1": (512,), "wq": (512, 512), "wk": (512, 512), "wv": (512, 512),
+              "wo": (512, 512), "g2": (512,), "w1": (2048, 512), "b1": (2048,), "w2": (512, 2048), "b2": (512,)}
+QKV_1024 = {"q": (4, 8, 1024, 64), "k": (4, 8, 1024, 64), "v": (4, 8, 1024, 64)}
+
 WORKLOADS = [
     ("W1", "relu(a*b + c) * sigmoid(a), f32[16M]", {"a": (1 << 24,), "b": (1 << 24,), "c": (1 << 24,)},
      {"numpy": lambda t: lambda: np.maximum(t["a"] * t["b"] + t["c"], 0) / (1 + np.exp(-t["a"])),
@@ -138,6 +197,18 @@ WORKLOADS = [
     ("W10-long", "cumsum of 16M", {"x": (16 << 20,)},
      {"numpy": lambda t: lambda: np.cumsum(t["x"]),
       "torch": lambda t: lambda: torch.cumsum(t["x"], dim=0)}),
+    ("W14", "relu(conv2d(x, w, b, padding 1)), x 8x64x56x56, w 64x64x3x3", {"x": (8, 64, 56, 56), "w": (64, 64, 3, 3), "b": (64,)},
+     {"torch": lambda t: lambda: torch.relu(torch.nn.functional.conv2d(t["x"], t["w"], t["b"], padding=1))}),
+    ("W15-1024", "causal attention, q k v 4x8x1024x64", QKV_1024,
+     {"numpy": lambda t: lambda: numpy_causal_sdpa(t["q"], t["k"], t["v"]),
+      "torch": lambda t: lambda: torch_causal_sdpa(t["q"], t["k"], t["v"])}),
+    ("W16", "transformer block forward, x 4x512x512, 8 heads, MLP 2048", W16_SHAPES, {"torch": torch_block}),
+    ("W8", "a + b on 16 f32, per call", {"a": (16,), "b": (16,)},
+     *per_call(10000, lambda t: t["a"] + t["b"], lambda t: t["a"] + t["b"])),
+    ("W9-softmax", "softmax over rows of 16x16, per call", {"a": (16, 16)},
+     *per_call(10000, lambda t: numpy_softmax(t["a"]), lambda t: torch.softmax(t["a"], dim=1))),
+    ("W9-matmul", "matmul 16x16 @ 16x16, per call", {"a": (16, 16), "b": (16, 16)},
+     *per_call(10000, lambda t: t["a"] @ t["b"], lambda t: t["a"] @ t["b"])),
 ]
 
 
@@ -161,16 +232,23 @@ def median_ms(fn, runs):
     return statistics.median(times), min(times), max(times)
 
 
+KILN_IMPLS = ("kiln-fused", "kiln-fn")
+
+
 def kiln_medians(path):
-    """workload -> kiln-fused median (ms); the names are kiln_bench's
-    (W7-1024, W7-2048), so a workload missing there gets no kiln column."""
+    """workload -> {impl: median (ms)} for kiln-fused and kiln-fn; the names
+    are kiln_bench's (W7-1024, W7-2048), so a workload missing there gets no
+    kiln row."""
     try:
         with open(path) as f:
             results = json.load(f)["results"]
     except (OSError, ValueError, KeyError):
         return {}
-    return {r["workload"]: r["median_ms"] for r in results
-            if r.get("impl") == "kiln-fused" and r.get("median_ms") is not None}
+    medians = {}
+    for r in results:
+        if r.get("impl") in KILN_IMPLS and r.get("median_ms") is not None:
+            medians.setdefault(r["workload"], {}).setdefault(r["impl"], r["median_ms"])
+    return medians
 
 
 def run_kiln(names, runs):
@@ -218,21 +296,28 @@ def main():
     libs = libraries()
     if not libs:
         print("neither NumPy nor PyTorch is installed: kiln's medians only")
-    print("%-8s %-16s %11s %11s %11s %13s %9s"
+    print("%-10s %-16s %11s %11s %11s %13s %9s"
           % ("work", "impl", "median_ms", "min_ms", "max_ms", "kiln-fused_ms", "vs kiln"))
-    for name, what, shapes, builders in WORKLOADS:
+    for name, what, shapes, builders, *calls in WORKLOADS:
         if only and name not in only:
             continue
+        calls = calls[0] if calls else 1
         print("# %s: %s" % (name, what))
-        kiln_ms = kiln.get(name)
-        if kiln_ms:
-            print("%-8s %-16s %11.4f %11s %11s %13.4f %9s" % (name, "kiln-fused", kiln_ms, "-", "-", kiln_ms, "1.00x"))
+        mine = kiln.get(name, {})
+        kiln_ms = mine.get("kiln-fused")
+        kcol = "%13.6f" % kiln_ms if kiln_ms else "%13s" % "-"
+        for impl in KILN_IMPLS:
+            if impl in mine:
+                ratio = "%8.2fx" % (mine[impl] / kiln_ms) if kiln_ms else "%9s" % "-"
+                print("%-10s %-16s %11.6f %11s %11s %s %s" % (name, impl, mine[impl], "-", "-", kcol, ratio))
         for lib, version, make_inputs in libs:
-            med, lo, hi = median_ms(builders[lib](make_inputs(shapes)), runs)
+            if lib not in builders:
+                continue
+            med, lo, hi = (x / calls for x in median_ms(builders[lib](make_inputs(shapes)), runs))
             ratio = "%8.2fx" % (med / kiln_ms) if kiln_ms else "%9s" % "-"
-            kcol = "%13.4f" % kiln_ms if kiln_ms else "%13s" % "-"
-            print("%-8s %-16s %11.4f %11.4f %11.4f %s %s" % (name, lib + " " + version, med, lo, hi, kcol, ratio))
-    print("\nvs kiln: the library's median / kiln-fused's, timed in this run (> 1: kiln-fused is faster)."
+            print("%-10s %-16s %11.6f %11.6f %11.6f %s %s" % (name, lib + " " + version, med, lo, hi, kcol, ratio))
+    print("\nvs kiln: the row's median / kiln-fused's, timed in this run (> 1: kiln-fused is faster)."
+          " Per-call rows (W8, W9-*) are per call."
           + ("" if kiln else " No kiln numbers: build kiln_bench or pass --json."))
 
 
