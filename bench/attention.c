@@ -1,7 +1,6 @@
-/* attention.c: W15's setup, kiln expressions and hand-written C. The C
- * reference takes one query row at a time: its scores against the keys it
- * sees (O(S) scratch), their max, exps and sum, then the weighted sum of
- * the value rows; gcc vectorizes each loop (-ffast-math: libmvec's expf).
+/* attention.c: W15's setup, kiln expressions and hand-written C (hand.h's
+ * hand_causal_attention, whose loops gcc vectorizes; -ffast-math: libmvec's
+ * expf).
  * Setup prints the peak memory each kiln form allocates above its inputs. */
 #include "attention.h"
 
@@ -39,32 +38,11 @@ void w15_teardown(void *p) {
   free(s);
 }
 
-/* Rows lo..hi of all B*H*S query rows. */
-static void hand_rows(void *ctx, int64_t lo, int64_t hi) {
-  const w15_state *st = ctx;
-  int64_t s = st->s;
-  float *sc = malloc(sizeof *sc * (size_t)s), scale = 1.0f / sqrtf(W15_D);
-  for (int64_t row = lo; sc && row < hi; row++) {
-    int64_t i = row % s, head = row / s;
-    const float *q = st->q + row * W15_D, *k = st->k + head * s * W15_D, *v = st->v + head * s * W15_D;
-    float mx = -INFINITY, sum = 0, *o = st->out + row * W15_D;
-    for (int64_t j = 0; j <= i; j++) {
-      float d = 0;
-      for (int x = 0; x < W15_D; x++) d += q[x] * k[j * W15_D + x];
-      sc[j] = d * scale;
-      mx = fmaxf(mx, sc[j]);
-    }
-    for (int64_t j = 0; j <= i; j++) sum += sc[j] = expf(sc[j] - mx);
-    for (int x = 0; x < W15_D; x++) o[x] = 0;
-    for (int64_t j = 0; j <= i; j++)
-      for (int x = 0; x < W15_D; x++) o[x] += sc[j] * v[j * W15_D + x];
-    for (int x = 0; x < W15_D; x++) o[x] /= sum;
-  }
-  free(sc);
-}
-
 void w15_hand(void *st, int threads) {
-  hand_parallel_for(threads, W15_B * W15_H * ((w15_state *)st)->s, hand_rows, st);
+  const w15_state *s = st;
+  int64_t n = s->s * W15_D;   /* [B, H, S, D] */
+  hand_causal_attention(&(hand_attention){s->q, s->k, s->v, s->out, W15_B, W15_H, s->s, W15_D, W15_H * n, n, W15_D},
+                        threads);
 }
 
 kiln_tensor *w15_build(void *p) {

@@ -66,6 +66,19 @@ void hand_stream_triad(float *a, const float *b, const float *c, float s, int64_
  * division would trap on them, which kiln's kernels check for). */
 void hand_w13(float *out, const int32_t *a, const int32_t *b, const int32_t *c, int64_t n, int threads);
 
+/* Causal attention (torch's top-left tril, scale 1/sqrt(dh)) of batch x
+ * heads heads of seq rows of dh floats. q, k, v and out share one layout:
+ * row t of head (b, h) starts at b * batch_stride + h * head_stride +
+ * t * row_stride floats. One query row at a time: its scores against the
+ * keys it sees (O(seq) scratch), their max, exps and sum, then the weighted
+ * sum of the value rows. */
+typedef struct {
+  const float *q, *k, *v;
+  float *out;
+  int64_t batch, heads, seq, dh, batch_stride, head_stride, row_stride;
+} hand_attention;
+void hand_causal_attention(const hand_attention *a, int threads);
+
 /* W16: a transformer block's weights (torch's layout: a linear's weight is
  * (out, in)) and sizes. */
 typedef struct {

@@ -2,7 +2,7 @@
  * the reference kiln's fused and eager block are checked and timed against.
  * Products are dot products over contiguous rows (torch's weight layout),
  * which the compiler vectorizes; attention is causal, one query row at a
- * time, with its softmax over the row's scores held in a small buffer. */
+ * time (hand_causal_attention, W15's C reference too). */
 #include "hand.h"
 
 #include <math.h>
@@ -15,7 +15,6 @@ typedef struct {
   float *y;                    /* (rows, out) */
   int64_t in, out;
   int gelu;                    /* linear: gelu(y) */
-  const float *q, *k, *v;      /* attention: (B*T, D) rows, head h at columns h*dh */
 } block_args;
 
 static float dot(const float *restrict a, const float *restrict b, int64_t n) {
@@ -52,30 +51,33 @@ static void rms_norm(float *restrict y, const float *restrict x, const float *re
   }
 }
 
-/* Rows (b, h, t) of causal attention: out row t of head h attends to keys 0..t. */
-static void attention_body(void *ctx, int64_t lo, int64_t hi) {
-  const block_args *a = ctx;
-  const hand_block *b = a->b;
-  int64_t T = b->seq, D = b->dim, dh = D / b->heads;
+static void attention_rows(void *ctx, int64_t lo, int64_t hi) {
+  const hand_attention *a = ctx;
+  int64_t T = a->seq, dh = a->dh;
   float scale = 1.0f / sqrtf((float)dh), *p = malloc(sizeof *p * (size_t)T);
-  if (!p) return;   /* the check of the result reports it */
-  for (int64_t row = lo; row < hi; row++) {
-    int64_t t = row % T, h = row / T % b->heads, bt = row / T / b->heads * T;
-    const float *q = a->q + (bt + t) * D + h * dh;
+  for (int64_t row = lo; p && row < hi; row++) {
+    int64_t t = row % T, h = row / T % a->heads, b = row / T / a->heads;
+    int64_t head = b * a->batch_stride + h * a->head_stride, at = head + t * a->row_stride;
+    const float *q = a->q + at;
     float mx = -INFINITY, sum = 0.0f;
     for (int64_t j = 0; j <= t; j++) {
-      p[j] = dot(q, a->k + (bt + j) * D + h * dh, dh) * scale;
+      p[j] = dot(q, a->k + head + j * a->row_stride, dh) * scale;
       mx = fmaxf(mx, p[j]);
     }
     for (int64_t j = 0; j <= t; j++) sum += p[j] = expf(p[j] - mx);
-    float *restrict o = a->y + (bt + t) * D + h * dh;
+    float *restrict o = a->out + at;
     memset(o, 0, sizeof *o * (size_t)dh);
     for (int64_t j = 0; j <= t; j++) {
-      const float *restrict v = a->v + (bt + j) * D + h * dh;
-      for (int64_t d = 0; d < dh; d++) o[d] += p[j] / sum * v[d];
+      const float *restrict v = a->v + head + j * a->row_stride;
+      for (int64_t d = 0; d < dh; d++) o[d] += p[j] * v[d];
     }
+    for (int64_t d = 0; d < dh; d++) o[d] /= sum;
   }
-  free(p);
+  free(p);   /* a failed allocation leaves out as it was: the check of the result reports it */
+}
+
+void hand_causal_attention(const hand_attention *a, int threads) {
+  hand_parallel_for(threads, a->batch * a->heads * a->seq, attention_rows, (void *)a);
 }
 
 static void add_rows(float *restrict y, const float *restrict x, int64_t n) {
@@ -92,8 +94,8 @@ void hand_transformer_block(float *out, const float *x, const hand_block *b, int
     linear(b, q, h, b->wq, NULL, D, D, 0, threads);
     linear(b, k, h, b->wk, NULL, D, D, 0, threads);
     linear(b, v, h, b->wv, NULL, D, D, 0, threads);
-    block_args a = {.b = b, .q = q, .k = k, .v = v, .y = at};
-    hand_parallel_for(threads, b->batch * b->heads * b->seq, attention_body, &a);
+    int64_t T = b->seq, dh = D / b->heads;   /* (B*T, D) rows, head h at columns h*dh */
+    hand_causal_attention(&(hand_attention){q, k, v, at, b->batch, b->heads, T, dh, T * D, dh, D}, threads);
     linear(b, out, at, b->wo, NULL, D, D, 0, threads);
     add_rows(out, x, n);                          /* x1 = x + attention */
     rms_norm(h, out, b->g2, rows, D);
