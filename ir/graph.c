@@ -2,7 +2,6 @@
  * buffers, and the iterative walks (collect, find error, print) that every
  * later stage uses. No walk recurses: a million-node chain is an ordinary graph. */
 #include "ir/graph.h"
-#include "runtime/rt.h"
 
 #include <ctype.h>
 #include <pthread.h>
@@ -220,9 +219,24 @@ static struct {
   int next, n;
 } quarantine = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* Until the runtime installs itself no buffer exists, so only
+ * check_handles is read: off. */
+static _Atomic(const ir_host *) host;
+
+void ir_set_host(const ir_host *h) { atomic_store(&host, h); }
+
+static void buffer_retain(rt_buffer *b) {
+  if (b) atomic_load_explicit(&host, memory_order_relaxed)->retain(b);
+}
+
+static void buffer_release(rt_buffer *b) {
+  if (b) atomic_load_explicit(&host, memory_order_relaxed)->release(b);
+}
+
 static void node_free(ir_node *n) {
   n->magic = 0;
-  if (!rt_opts()->check_handles) {
+  const ir_host *h = atomic_load_explicit(&host, memory_order_relaxed);
+  if (!h || !h->check_handles) {
     free(n);
     return;
   }
@@ -253,7 +267,7 @@ void ir_node_release(ir_node *n) {
   ir_node *dead = NULL;
   for (;;) {
     if (n && n != &oom_node && __atomic_sub_fetch(&n->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-      if (n->buf) rt_buffer_release(n->buf);
+      buffer_release(n->buf);
       n->buf = NULL;
       free(n->msg);
       n->msg = NULL;
@@ -271,7 +285,7 @@ void ir_node_release(ir_node *n) {
 }
 
 void ir_node_set_buffer(ir_node *n, rt_buffer *buf) {
-  if (n->buf) rt_buffer_release(n->buf);
+  buffer_release(n->buf);
   n->op = IR_BUFFER;
   n->buf = buf;
   ir_contiguous_strides(n->ndim, n->shape, n->strides);
@@ -304,7 +318,7 @@ void ir_node_set_storage(ir_node *n, rt_buffer *buf, const int64_t *strides, int
 }
 
 void ir_node_set_view(ir_node *n, const ir_node *of, const int64_t *strides, int64_t offset) {
-  rt_buffer_retain(of->buf);
+  buffer_retain(of->buf);
   ir_node_set_storage(n, of->buf, strides, offset);
 }
 
@@ -316,7 +330,7 @@ ir_node *ir_node_alias(const ir_node *leaf) {
   a->api = leaf->api;
   a->symbolic = leaf->symbolic;
   a->pending = 0;
-  rt_buffer_retain(leaf->buf);
+  buffer_retain(leaf->buf);
   a->buf = leaf->buf;
   memcpy(a->strides, leaf->strides, sizeof a->strides);
   a->offset = leaf->offset;

@@ -6,7 +6,18 @@
 
 #include "ir.h"
 
-typedef struct rt_buffer rt_buffer;   /* runtime/buffer.h */
+typedef struct rt_buffer rt_buffer;   /* the runtime's; opaque here */
+
+/* The runtime owns buffers and the options: the IR holds references to
+ * buffers and counts them through these, which the runtime installs before
+ * it makes its first buffer. check_handles: freed nodes are quarantined so
+ * that a use after free is reported, not undefined (KILN_CHECK_HANDLES). */
+typedef struct {
+  void (*retain)(rt_buffer *b);
+  void (*release)(rt_buffer *b);
+  bool check_handles;
+} ir_host;
+void ir_set_host(const ir_host *host);
 
 /* Sources a node may have (a masked attention reads q, k, v and the mask). */
 #define IR_MAX_SRC 4

@@ -115,6 +115,7 @@ static void stats_take(size_t cap) {
 }
 
 rt_buffer *rt_buffer_alloc(size_t bytes) {
+  (void)rt_opts();   /* the IR counts buffers through the runtime: set up first */
   int cls = rt_size_class(bytes);
   if (cls < 0) return NULL;
   pthread_mutex_lock(&cache.lock);
@@ -136,6 +137,7 @@ rt_buffer *rt_buffer_alloc(size_t bytes) {
 }
 
 rt_buffer *rt_buffer_lend(void *data, size_t bytes, kiln_device dev, void (*on_release)(void *ctx), void *ctx) {
+  (void)rt_opts();   /* as rt_buffer_alloc */
   block *b = ir_malloc(sizeof *b);
   if (!b) return NULL;
   *b = (block){.pub = {.refs = 1, .data = data, .bytes = bytes, .device = dev, .borrowed = true,

@@ -7,6 +7,8 @@
  * threads read it. */
 #include "runtime/rt.h"
 
+#include "ir/graph.h"
+
 #include "passes/pass.h"
 
 #include <errno.h>
@@ -89,6 +91,8 @@ static int online_cpus(void) {
   return n > 0 ? (int)n : 1;
 }
 
+static ir_host ir_side;   /* what the IR calls on the runtime's buffers */
+
 static void opts_init(void) {
   opts.debug = (int)env_int("KILN_DEBUG", 0, 0, 4, "0 to 4");
   opts.eager = env_flag("KILN_EAGER");
@@ -112,6 +116,8 @@ static void opts_init(void) {
   opts.cublaslt = lt && *lt ? lt : NULL;
   opts.print = (kiln_printoptions){.precision = 4, .threshold = 1000, .edgeitems = 3, .linewidth = 80,
                                    .sci_mode = KILN_SCI_AUTO};
+  ir_side = (ir_host){rt_buffer_retain, rt_buffer_release, opts.check_handles};
+  ir_set_host(&ir_side);
 }
 
 rt_options *rt_opts(void) {
