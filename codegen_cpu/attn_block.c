@@ -17,6 +17,7 @@ enum {
   MR = 8,               /* keys (q k^T) or value columns (p v) per register tile: MR * QV = 24 zmm */
   KB = CPU_ATTN_KEYS,   /* keys per block of the recurrence (a multiple of MR) */
   VBYTES = 64,          /* one zmm register */
+  STATS = 5,            /* scratch rows of one value per query: m, l, tmax, mu, alpha */
 };
 
 /* The kernel's parameters, in order (cpu_impl.h has the C view). */
@@ -271,11 +272,10 @@ static void setup(ab *a) {
   LLVMValueRef qb = i64c(a, a->qb);
   a->evr = imul(a, LLVMBuildSDiv(a->b, iadd(a, a->ev, i64c(a, MR - 1)), i64c(a, MR), ""), i64c(a, MR));
   LLVMValueRef *arr[] = {&a->qt, &a->ot, &a->pt, &a->m, &a->l, &a->tmax, &a->mu, &a->alpha};
-  LLVMValueRef rows[] = {a->e, a->evr, i64c(a, KB), i64c(a, 1), i64c(a, 1), i64c(a, 1), i64c(a, 1), i64c(a, 1)};
-  LLVMValueRef p = a->p[P_SCRATCH];
-  for (int i = 0; i < 8; i++) {
+  LLVMValueRef rows[3] = {a->e, a->evr, i64c(a, KB)}, p = a->p[P_SCRATCH];
+  for (int i = 0; i < 3 + STATS; i++) {
     *arr[i] = p;
-    p = at(a, a->t, p, imul(a, rows[i], qb));
+    p = at(a, a->t, p, i < 3 ? imul(a, rows[i], qb) : qb);
   }
   for (int i = 0; i < MR * QV; i++) LLVMSetAlignment(a->acc[i] = LLVMBuildAlloca(a->b, a->vt, ""), VBYTES);
   for (int v = 0; v < QV; v++) LLVMSetAlignment(a->tm[v] = LLVMBuildAlloca(a->b, a->vt, ""), VBYTES);
@@ -300,7 +300,7 @@ static void body(ab *a) {
 int64_t cpu_attn_rows(kiln_dtype t) { return QV * VBYTES / (int64_t)ir_dtypes[t].size; }
 
 int64_t cpu_attn_scratch(kiln_dtype t, int64_t e, int64_t ev) {
-  return cpu_attn_rows(t) * (e + (ev + MR - 1) / MR * MR + KB + 5);
+  return cpu_attn_rows(t) * (e + (ev + MR - 1) / MR * MR + KB + STATS);
 }
 
 cpu_gemm_driver cpu_attn_driver(kiln_dtype t, int mask_dt) {
