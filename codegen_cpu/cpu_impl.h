@@ -127,23 +127,20 @@ void cpu_check_leave(emitter *em, const kstmt *loop, cpu_check_scope outer, LLVM
  *   void epi(void *ctx, const T *sums, int64_t ld, int64_t i, int64_t j, int64_t rows, int64_t cols)
  * where sums[r*ld + q] is element (i + r, j + q), r < rows, q < cols. */
 typedef struct {
-  kiln_dtype t, a, b;   /* compute dtype; storage dtypes of A and B */
+  kiln_dtype t, a, b;   /* compute dtype; storage dtypes of A and B (attention: t, and the mask's) */
   bool win;             /* B is a convolution's window, read through win */
+  bool attn;            /* not a GEMM: the attention block kernel of t (attn_block.c) */
+  bool masked;          /* attn: with a mask of dtype b */
   char name[40];        /* its symbol */
 } cpu_gemm_driver;
 
 cpu_gemm_driver cpu_gemm_driver_for(kiln_dtype t, kiln_dtype a, kiln_dtype b, bool win);
-/* The driver a KS_GEMM calls, or the one a KS_ATTN's cpu_attention calls. */
+/* The driver a KS_GEMM calls, or the block kernel a KS_ATTN's cpu_attention calls. */
 cpu_gemm_driver cpu_gemm_driver_of(const kernel *k, const kstmt *gemm);
-/* The C view of a driver and of its epilogue, T the compute type (void
- * here: cpu_attention calls the f32 and the f64 ones). */
-typedef void cpu_gemm_epilogue(void *ctx, const void *sums, int64_t ld, int64_t i, int64_t j, int64_t rows,
-                               int64_t cols);
-typedef void cpu_gemm_fn(const void *a, int64_t a_si, int64_t a_sk, const void *b, int64_t b_sk, int64_t b_sn,
-                         int64_t i0, int64_t i1, int64_t n, int64_t k, cpu_gemm_epilogue *epi, void *ctx);
 LLVMTypeRef cpu_gemm_driver_type(cpu_cg *g);
 LLVMTypeRef cpu_gemm_epilogue_type(cpu_cg *g);
-/* The module defining driver d (to be optimised and added to the JIT once). */
+/* The module defining driver d (to be optimised and added to the JIT once;
+ * an attention block kernel's is cpu_attn_block_module's). */
 LLVMModuleRef cpu_gemm_driver_module(LLVMContextRef ctx, const cpu_gemm_driver *d, const char *triple,
                                      const char *datalayout, const char *cpu, const char *features);
 /* Calls fn on the driver of each KS_GEMM and KS_ATTN of k (the JIT must hold them
@@ -184,14 +181,31 @@ void cpu_sort_row(const void *in, int64_t in_stride, int64_t n, int32_t dtype, i
 /* attention.c: rows row0 .. row0 + desc[CPU_ATTN_ROWS] (clipped to L) of one
  * KS_ATTN (kernel.h) statement, q, k, v, mask (NULL: none) and out pointing
  * at their (batch, head)'s row 0; desc holds the statement's sizes, dtypes
- * (mask: -1 when none) and its ten strides; gemm is the GEMM driver of q's
- * dtype (cpu_gemm_driver_of), which computes its two products. Kernels call
- * it by the name CPU_ATTN_SYMBOL, which the JIT defines with the other
- * symbols above. */
+ * (mask: -1 when none) and its ten strides; block is the block kernel of its
+ * dtypes (cpu_gemm_driver_of), which it runs on each cpu_attn_rows of them.
+ * Kernels call it by the name CPU_ATTN_SYMBOL, which the JIT defines with
+ * the other symbols above. */
 #define CPU_ATTN_SYMBOL "kiln.attention"
 enum { CPU_ATTN_DTYPE, CPU_ATTN_MASK_DTYPE, CPU_ATTN_CAUSAL, CPU_ATTN_ROWS, CPU_ATTN_L, CPU_ATTN_S, CPU_ATTN_E,
        CPU_ATTN_EV, CPU_ATTN_STRIDES, CPU_ATTN_WORDS = CPU_ATTN_STRIDES + 10 };
+/* attn_block.c: the block kernel, named `kiln.attn.<t>[.mask.<mask dtype>]`:
+ *   void block(const T *q, const T *k, const T *v, const M *mask, T *out, int64_t row0, int64_t nq,
+ *              const int64_t *desc, double scale, T *scratch);
+ * computes rows row0 .. row0 + nq (nq <= cpu_attn_rows(t)) of the KS_ATTN
+ * that desc describes (as cpu_attention gets them), the scores a block of
+ * CPU_ATTN_KEYS keys at a time, in scratch (cpu_attn_scratch elements of
+ * T, 64-byte aligned). */
+enum { CPU_ATTN_QVECS = 3,   /* vectors of queries per block */
+       CPU_ATTN_KEYS = 64 }; /* keys per block of the online softmax */
+typedef void cpu_attn_block_fn(const void *q, const void *k, const void *v, const void *mask, void *out, int64_t row0,
+                               int64_t nq, const int64_t *desc, double scale, void *scratch);
+int64_t cpu_attn_rows(kiln_dtype t);
+int64_t cpu_attn_scratch(kiln_dtype t, int64_t e, int64_t ev);
+cpu_gemm_driver cpu_attn_driver(kiln_dtype t, int mask_dt);   /* mask_dt -1: none */
+LLVMTypeRef cpu_attn_block_type(cpu_cg *g);
+LLVMModuleRef cpu_attn_block_module(LLVMContextRef ctx, const cpu_gemm_driver *d, const char *triple,
+                                    const char *datalayout, const char *cpu, const char *features);
 void cpu_attention(const void *q, const void *k, const void *v, const void *mask, void *out, int64_t row0,
-                   const int64_t *desc, double scale, cpu_gemm_fn *gemm);
+                   const int64_t *desc, double scale, cpu_attn_block_fn *block);
 
 #endif

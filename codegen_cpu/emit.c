@@ -578,7 +578,7 @@ static void emit_sort(emitter *em, const kstmt *s) {
 /* A block of attention rows computed by cpu_attention (attention.c), which
  * the JIT resolves as "kiln.attention": element pointers of the (batch,
  * head), the first row, the statement's fields as a constant array and the
- * GEMM driver it calls for its products. */
+ * block kernel it runs (attn_block.c). */
 static void emit_attn(emitter *em, const kstmt *s) {
   cpu_cg *g = &em->g;
   LLVMTypeRef params[9] = {g->ptr, g->ptr, g->ptr, g->ptr, g->ptr, g->i64, g->ptr, g->f64, g->ptr};
@@ -595,15 +595,15 @@ static void emit_attn(emitter *em, const kstmt *s) {
   LLVMSetGlobalConstant(desc, 1);
   LLVMSetLinkage(desc, LLVMPrivateLinkage);
   cpu_gemm_driver driver = cpu_gemm_driver_of(em->k, s);
-  LLVMValueRef gemm = LLVMGetNamedFunction(g->mod, driver.name);
-  if (!gemm) gemm = LLVMAddFunction(g->mod, driver.name, cpu_gemm_driver_type(g));
+  LLVMValueRef block = LLVMGetNamedFunction(g->mod, driver.name);
+  if (!block) block = LLVMAddFunction(g->mod, driver.name, cpu_attn_block_type(g));
   LLVMValueRef args[9] = {
       cpu_elem_ptr(em, s->attn.q, emit_expr(em, s->attn.q_off)),
       cpu_elem_ptr(em, s->attn.k, emit_expr(em, s->attn.k_off)),
       cpu_elem_ptr(em, s->attn.v, emit_expr(em, s->attn.v_off)),
       s->attn.mask >= 0 ? cpu_elem_ptr(em, s->attn.mask, emit_expr(em, s->attn.m_off)) : LLVMConstNull(g->ptr),
       cpu_elem_ptr(em, s->attn.out, emit_expr(em, s->attn.o_off)),
-      emit_expr(em, s->attn.row0), desc, LLVMConstReal(g->f64, s->attn.scale), gemm};
+      emit_expr(em, s->attn.row0), desc, LLVMConstReal(g->f64, s->attn.scale), block};
   LLVMBuildCall2(g->b, ft, fn, args, 9, "");
 }
 

@@ -531,10 +531,8 @@ cpu_gemm_driver cpu_gemm_driver_for(kiln_dtype t, kiln_dtype a, kiln_dtype b, bo
 }
 
 cpu_gemm_driver cpu_gemm_driver_of(const kernel *k, const kstmt *s) {
-  if (s->kind == KS_ATTN) {   /* its products: q k^T and p v, all of q's dtype */
-    kiln_dtype t = k->params[s->attn.q].dtype;
-    return cpu_gemm_driver_for(t, t, t, false);
-  }
+  if (s->kind == KS_ATTN)
+    return cpu_attn_driver(k->params[s->attn.q].dtype, s->attn.mask >= 0 ? (int)k->params[s->attn.mask].dtype : -1);
   return cpu_gemm_driver_for(s->type, k->params[s->gemm.a_buf].dtype, k->params[s->gemm.b_buf].dtype,
                              s->gemm.win != NULL);
 }
@@ -554,6 +552,7 @@ bool cpu_gemm_each_driver(const kernel *k, cpu_gemm_visit fn, void *ctx) { retur
 
 LLVMModuleRef cpu_gemm_driver_module(LLVMContextRef ctx, const cpu_gemm_driver *d, const char *triple,
                                      const char *datalayout, const char *cpu, const char *features) {
+  if (d->attn) return cpu_attn_block_module(ctx, d, triple, datalayout, cpu, features);
   cpu_cg g;
   cpu_cg_init(&g, ctx, d->name, triple, datalayout, cpu, features);
   gemm c = {.g = &g, .b = g.b};

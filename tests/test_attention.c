@@ -29,6 +29,9 @@ static const attn_case cases[] = {
   {2, 3, 3, 20, 12, 6, 7, 1, KILN_F32, true},      /* L > S causal, transposed views */
   {1, 2, 1, 17, 90, 12, 9, 2, KILN_F64, true},     /* GQA, bool mask, transposed */
   {1, 1, 1, 100, 200, 64, 64, 1, KILN_F32, false}, /* causal over 4 key blocks, 3 row blocks */
+  {1, 2, 2, 60, 130, 9, 70, 1, KILN_F64, false},   /* f64 blocks of 24 rows, 3 key blocks, ev past 64 */
+  {1, 2, 2, 50, 129, 3, 17, 3, KILN_F32, false},   /* float mask over 3 key blocks, the last of one key */
+  {1, 1, 1, 97, 64, 70, 9, 0, KILN_F32, true},     /* one key block exactly, e past 64, a last row block of 1 */
 };
 #define NCASES (int)(sizeof cases / sizeof *cases)
 
