@@ -24,8 +24,10 @@
  * the oldest goes. Realizes on several threads share the cache: plans.mu is
  * held only to find, insert or unlink an entry; a plan runs with no lock,
  * held by its runners (an entry unlinked meanwhile is freed by its last
- * runner). */
-#define PLAN_BUCKETS 1024
+ * runner). The buckets double past two plans each: a loop over new shapes
+ * makes thousands of plans, and walking long chains of scattered entries
+ * cost a cache miss per entry on every realize. */
+#define PLAN_BUCKETS 1024   /* the first table's */
 #define PLAN_VARIANTS 8
 
 /* A graph's structure as words (graph_key). */
@@ -48,7 +50,8 @@ typedef struct plan_entry {
 
 static struct {
   pthread_mutex_t mu;
-  plan_entry *bucket[PLAN_BUCKETS];
+  plan_entry **bucket;   /* nbuckets (a power of two), made by the first insert */
+  size_t nbuckets, count;
   plan_entry *oldest, *newest;
   size_t bytes;
 } plans = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -82,9 +85,10 @@ static void entry_free(plan_entry *e) {
  * lock is dropped (freeing releases its kernels, which takes the kernel
  * cache's lock). */
 static void plan_unlink(plan_entry *e, plan_entry **dead) {
-  plan_entry **p = &plans.bucket[e->hash % PLAN_BUCKETS];
+  plan_entry **p = &plans.bucket[e->hash & (plans.nbuckets - 1)];
   while (*p != e) p = &(*p)->next;
   *p = e->next;
+  plans.count--;
   use_list_unlink(e);
   plans.bytes -= e->bytes;
   e->unlinked = true;
@@ -108,7 +112,7 @@ static bool same_key(const plan_entry *e, uint64_t h, const key_words *key) {
 /* Under plans.mu: the entry for this structure that serves these values
  * (held: the graph's nodes in key order). */
 static plan_entry *lookup(uint64_t h, const key_words *key, ir_node *const *held) {
-  for (plan_entry *e = plans.bucket[h % PLAN_BUCKETS]; e; e = e->next)
+  for (plan_entry *e = plans.nbuckets ? plans.bucket[h & (plans.nbuckets - 1)] : NULL; e; e = e->next)
     if (same_key(e, h, key) && rt_exec_values_match(e->plan, held)) return e;
   return NULL;
 }
@@ -132,9 +136,32 @@ static plan_entry *plan_find(uint64_t h, const key_words *key, ir_node *const *h
 static void limit_variants(uint64_t h, const key_words *key, plan_entry **dead) {
   plan_entry *last = NULL;
   int n = 0;
-  for (plan_entry *e = plans.bucket[h % PLAN_BUCKETS]; e; e = e->next)
+  for (plan_entry *e = plans.bucket[h & (plans.nbuckets - 1)]; e; e = e->next)
     if (same_key(e, h, key)) last = e, n++;
   if (n >= PLAN_VARIANTS) plan_unlink(last, dead);
+}
+
+/* Under plans.mu: the table with room for one more plan; false when there
+ * is none yet and no memory for it (a full table only gets longer chains).
+ * A bucket's entries keep their order (newest first: limit_variants). */
+static bool buckets_room(void) {
+  if (plans.nbuckets && plans.count < 2 * plans.nbuckets) return true;
+  size_t n = plans.nbuckets ? 2 * plans.nbuckets : PLAN_BUCKETS;
+  plan_entry **b = ir_calloc(n, sizeof *b);
+  if (!b) return plans.nbuckets != 0;
+  for (size_t i = plans.nbuckets; i-- > 0;) {
+    plan_entry *rev = NULL;   /* the old chain reversed, so pushing keeps its order */
+    for (plan_entry *e = plans.bucket[i], *next; e; e = next) next = e->next, e->next = rev, rev = e;
+    for (plan_entry *e = rev, *next; e; e = next) {
+      next = e->next;
+      e->next = b[e->hash & (n - 1)];
+      b[e->hash & (n - 1)] = e;
+    }
+  }
+  free(plans.bucket);
+  plans.bucket = b;
+  plans.nbuckets = n;
+  return true;
 }
 
 static void plan_done(plan_entry *e) {
@@ -162,13 +189,14 @@ static void plan_insert(uint64_t h, const key_words *key, ir_node *const *held, 
   }
   memcpy(e->key.w, key->w, sizeof *key->w * key->n);
   pthread_mutex_lock(&plans.mu);
-  if (lookup(h, key, held)) {
+  if (lookup(h, key, held) || !buckets_room()) {
     e->next = dead;
     dead = e;
   } else {
     limit_variants(h, key, &dead);
-    e->next = plans.bucket[h % PLAN_BUCKETS];
-    plans.bucket[h % PLAN_BUCKETS] = e;
+    e->next = plans.bucket[h & (plans.nbuckets - 1)];
+    plans.bucket[h & (plans.nbuckets - 1)] = e;
+    plans.count++;
     use_list_push(e);
     plans.bytes += e->bytes;
     while (plans.bytes > (size_t)rt_opts()->kernel_cache_bytes && plans.oldest) plan_unlink(plans.oldest, &dead);
@@ -182,6 +210,9 @@ static void plans_free(void) {
   plan_entry *dead = NULL;
   pthread_mutex_lock(&plans.mu);
   while (plans.oldest) plan_unlink(plans.oldest, &dead);
+  free(plans.bucket);
+  plans.bucket = NULL;
+  plans.nbuckets = 0;
   pthread_mutex_unlock(&plans.mu);
   free_dead(dead);
 }
@@ -215,6 +246,22 @@ static void word_f(key_words *k, double v) {
   int64_t bits;
   memcpy(&bits, &v, sizeof bits);
   word(k, bits);
+}
+
+static uint64_t mix(uint64_t h) {
+  h *= 0xff51afd7ed558ccdull;
+  return h ^ h >> 32;
+}
+
+/* The key's hash in four independent lanes: one chain of dependent
+ * multiplies over the words was 5% of a cached realize. */
+static uint64_t key_hash(const key_words *k) {
+  uint64_t h[4] = {k->n * 0x9e3779b97f4a7c15ull, 1, 2, 3};
+  size_t i = 0;
+  for (; i + 4 <= k->n; i += 4)
+    for (int l = 0; l < 4; l++) h[l] = mix(h[l] ^ (uint64_t)k->w[i + l]);
+  for (; i < k->n; i++) h[0] = mix(h[0] ^ (uint64_t)k->w[i]);
+  return mix(h[0] ^ mix(h[1] ^ mix(h[2] ^ mix(h[3]))));
 }
 
 /* The attributes n's kind of op reads (ops.def), less the values lowering
@@ -363,7 +410,7 @@ static kiln_status realize_graph(int n, ir_node *const *nodes) {
   pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1};
   KEY_WORDS_ON_STACK(key);
   graph_key(&key, nheld, held, n, nodes, &cfg);
-  uint64_t h = ir_hash_bytes(key.w, sizeof *key.w * key.n, 0);
+  uint64_t h = key_hash(&key);
   plan_entry *e = key.failed ? NULL : plan_find(h, &key, held);   /* a partial key finds nothing */
   rt_exec *p = e ? e->plan : NULL;
   kiln_status st = KILN_OK;
