@@ -85,6 +85,13 @@ static LLVMValueRef iabs(gemm *c, LLVMValueRef a) {
   return cpu_intrin(c->g, c->b, "llvm.abs", &c->g->i64, 1, (LLVMValueRef[]){a, LLVMConstInt(c->g->i1, 0, 0)}, 2);
 }
 
+/* x in every lane of vt (lanes wide). */
+static LLVMValueRef splat(gemm *c, LLVMValueRef x, LLVMTypeRef vt) {
+  LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(c->g->i32, (unsigned)c->lanes));
+  x = LLVMBuildInsertElement(c->b, LLVMGetUndef(vt), x, LLVMConstInt(c->g->i32, 0, 0), "");
+  return LLVMBuildShuffleVector(c->b, x, LLVMGetUndef(vt), zeros, "");
+}
+
 static LLVMValueRef gep(gemm *c, LLVMTypeRef t, LLVMValueRef p, LLVMValueRef i) {
   return LLVMBuildInBoundsGEP2(c->b, t, p, &i, 1, "");
 }
@@ -380,11 +387,8 @@ static void micro_loop(gemm *c, LLVMValueRef apan, LLVMValueRef bpan) {
   LLVMValueRef bv[NV];
   for (int v = 0; v < NV; v++)
     bv[v] = load_aligned(c, c->vt, gep(c, c->t, bpan, add(c, mulc(c, p, c->nr), c64(c, v * c->lanes))), VBYTES);
-  LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(c->g->i32, (unsigned)c->lanes));
   for (int r = 0; r < MR; r++) {
-    LLVMValueRef a = LLVMBuildLoad2(c->b, c->t, gep(c, c->t, apan, add(c, mulc(c, p, MR), c64(c, r))), "");
-    a = LLVMBuildInsertElement(c->b, LLVMGetUndef(c->vt), a, LLVMConstInt(c->g->i32, 0, 0), "");
-    a = LLVMBuildShuffleVector(c->b, a, LLVMGetUndef(c->vt), zeros, "");
+    LLVMValueRef a = splat(c, LLVMBuildLoad2(c->b, c->t, gep(c, c->t, apan, add(c, mulc(c, p, MR), c64(c, r))), ""), c->vt);
     for (int v = 0; v < NV; v++) {
       LLVMValueRef *slot = &c->acc[r * NV + v];
       LLVMValueRef args[3] = {a, bv[v], LLVMBuildLoad2(c->b, c->vt, *slot, "")};
@@ -460,6 +464,81 @@ static void blocked(gemm *c, const operand *a, const operand *b) {
   loop_close(c, &lj);
 }
 
+/* ---- small products ------------------------------------------------------ *
+ * With B row-major and small (n <= SMALL_NV vectors, K x N within
+ * SMALL_B_BYTES, so B stays in L1 across the rows), the sums come straight
+ * from A and B: SR rows at a time (SR independent FMA chains hide the FMA
+ * latency) times one vector of columns, the last one masked, no packing and
+ * no zero-padded panels. For 16x16x16 f32 the packed path ran two 12x32
+ * micro-tiles (3x the FMAs) after packing both operands, and it was the
+ * bulk of a replayed product's time. */
+enum {
+  SR = 8,               /* rows of a small tile */
+  SMALL_ROWS = 32,      /* rows per call of the epilogue (a multiple of SR) */
+  SMALL_NV = 4,         /* the widest B, in vectors */
+  SMALL_B_BYTES = 16384,
+};
+
+/* The lanes of the columns j.. that exist: lane l is on when l < left. */
+static LLVMValueRef lanes_left(gemm *c, LLVMValueRef left) {
+  LLVMValueRef iota[64];
+  for (int64_t l = 0; l < c->lanes; l++) iota[l] = c64(c, l);
+  LLVMTypeRef vi = LLVMVectorType(c->g->i64, (unsigned)c->lanes);
+  return icmp(c, LLVMIntSLT, LLVMConstVector(iota, (unsigned)c->lanes), splat(c, left, vi));
+}
+
+/* sums[r*ld + j..] = rows row..row+nrows of A times B, for every vector j of
+ * B's n columns. */
+static void small_tile(gemm *c, const operand *a, LLVMValueRef b, LLVMValueRef row, int nrows, LLVMValueRef sums,
+                       LLVMValueRef ld) {
+  gloop lj, lp;
+  LLVMValueRef j = loop_open(c, &lj, c64(c, 0), c->n, c64(c, c->lanes));
+  LLVMValueRef mask = lanes_left(c, sub(c, c->n, j));
+  for (int r = 0; r < nrows; r++) LLVMBuildStore(c->b, LLVMConstNull(c->vt), c->acc[r]);
+  LLVMValueRef p = loop_open(c, &lp, c64(c, 0), c->kdim, c64(c, 1));
+  LLVMValueRef at = gep(c, c->t, b, add(c, mul(c, p, LLVMGetParam(c->fn, P_BSK)), j));
+  LLVMTypeRef over[] = {c->vt, c->g->ptr};
+  LLVMValueRef bv = cpu_intrin(c->g, c->b, "llvm.masked.load", over, 2,
+                               (LLVMValueRef[]){at, LLVMConstInt(c->g->i32, (unsigned)(VBYTES / c->lanes), 0),
+                                                mask, LLVMConstNull(c->vt)}, 4);
+  for (int r = 0; r < nrows; r++) {
+    LLVMValueRef x = load_elem(c, a, add(c, mul(c, add(c, row, c64(c, r)), a->sx), mul(c, p, a->sp)));
+    LLVMValueRef args[3] = {splat(c, x, c->vt), bv, LLVMBuildLoad2(c->b, c->vt, c->acc[r], "")};
+    LLVMBuildStore(c->b, cpu_intrin(c->g, c->b, "llvm.fma", &c->vt, 1, args, 3), c->acc[r]);
+  }
+  loop_close(c, &lp);
+  for (int r = 0; r < nrows; r++)
+    store_aligned(c, LLVMBuildLoad2(c->b, c->vt, c->acc[r], ""), gep(c, c->t, sums, add(c, mulc(c, ld, r), j)), VBYTES);
+  loop_close(c, &lj);
+}
+
+/* Rows i0..i1 in blocks of SMALL_ROWS: whole SR-row tiles, the rest a row
+ * at a time, then the epilogue on the block's sums (ld: n rounded up to
+ * whole vectors). */
+static void small_product(gemm *c, const operand *a, LLVMValueRef sums) {
+  LLVMValueRef b = LLVMGetParam(c->fn, P_B), ld = round_up(c, c->n, c->lanes);
+  gloop li, lt, lr;
+  LLVMValueRef ic = loop_open(c, &li, c->i0, c->i1, c64(c, SMALL_ROWS));
+  LLVMValueRef mcur = imin(c, c64(c, SMALL_ROWS), sub(c, c->i1, ic)), full = mulc(c, LLVMBuildSDiv(c->b, mcur, c64(c, SR), ""), SR);
+  LLVMValueRef r = loop_open(c, &lt, c64(c, 0), full, c64(c, SR));
+  small_tile(c, a, b, add(c, ic, r), SR, gep(c, c->t, sums, mul(c, r, ld)), ld);
+  loop_close(c, &lt);
+  r = loop_open(c, &lr, full, mcur, c64(c, 1));
+  small_tile(c, a, b, add(c, ic, r), 1, gep(c, c->t, sums, mul(c, r, ld)), ld);
+  cpu_loop_scalar(c->g, loop_close(c, &lr));
+  LLVMValueRef args[] = {LLVMGetParam(c->fn, P_CTX), sums, ld, ic, c64(c, 0), mcur, c->n};
+  LLVMBuildCall2(c->b, cpu_gemm_epilogue_type(c->g), LLVMGetParam(c->fn, P_EPI), args, 7, "");
+  loop_close(c, &li);
+}
+
+/* Whether this call takes the small path (B unit-stride along n and small). */
+static LLVMValueRef small_case(gemm *c) {
+  LLVMValueRef unit = icmp(c, LLVMIntEQ, LLVMGetParam(c->fn, P_BSN), c64(c, 1));
+  LLVMValueRef narrow = icmp(c, LLVMIntSLE, c->n, c64(c, SMALL_NV * c->lanes));
+  LLVMValueRef bytes = mulc(c, mul(c, c->n, c->kdim), VBYTES / c->lanes);
+  return LLVMBuildAnd(c->b, LLVMBuildAnd(c->b, unit, narrow, ""), icmp(c, LLVMIntSLE, bytes, c64(c, SMALL_B_BYTES)), "");
+}
+
 /* ---- the driver function ------------------------------------------------ */
 /* Block sizes shrunk to the problem, so small products use small buffers;
  * the accumulators' allocas come first in the entry block. */
@@ -483,9 +562,18 @@ static void setup(gemm *c, kiln_dtype t) {
   c->multi = icmp(c, LLVMIntSGT, c->kdim, c->kc);
 }
 
-/* Nothing to do for an empty row range or no columns; else the buffers
- * (the sums of all rows of this call, in whole micro-tiles, when K spans
- * several depth blocks), the blocked product, and the buffers freed. */
+/* The buffers (the sums of all rows of this call, in whole micro-tiles,
+ * when K spans several depth blocks), the blocked product, the buffers
+ * freed. */
+static void packed(gemm *c, const operand *a, const operand *b) {
+  LLVMValueRef rows = LLVMBuildSelect(c->b, c->multi, round_up(c, sub(c, c->i1, c->i0), MR), c->mc, "");
+  buffers_alloc(c, mul(c, c->mc, c->kc), mul(c, c->nc, c->kc), mul(c, rows, c->nc));
+  blocked(c, a, b);
+  buffers_free(c);
+}
+
+/* Nothing to do for an empty row range or no columns; else a small product
+ * straight from the operands, or the packed, blocked one. */
 static void driver_body(gemm *c, const cpu_gemm_driver *d) {
   LLVMValueRef fn = c->fn;
   operand a = {LLVMGetParam(fn, P_A), d->a, LLVMGetParam(fn, P_ASI), LLVMGetParam(fn, P_ASK), MR, NULL, NULL, NULL};
@@ -498,14 +586,23 @@ static void driver_body(gemm *c, const cpu_gemm_driver *d) {
     b.rows = LLVMBuildArrayAlloca(c->b, c->g->i64, c64(c, c->nr), "");
     b.cols = LLVMBuildArrayAlloca(c->b, c->g->i64, c64(c, c->nr), "");
   }
+  /* in the entry block: a fixed-size stack slot */
+  LLVMValueRef small_sums = LLVMBuildArrayAlloca(c->b, c->t, c64(c, SMALL_ROWS * SMALL_NV * c->lanes), "");
+  LLVMSetAlignment(small_sums, VBYTES);
   LLVMBasicBlockRef work = block(c, "gemm.work"), done = block(c, "gemm.ret");
   LLVMValueRef empty = LLVMBuildOr(c->b, icmp(c, LLVMIntSGE, c->i0, c->i1), icmp(c, LLVMIntSLE, c->n, c64(c, 0)), "");
   LLVMBuildCondBr(c->b, empty, done, work);
   LLVMPositionBuilderAtEnd(c->b, work);
-  LLVMValueRef rows = LLVMBuildSelect(c->b, c->multi, round_up(c, sub(c, c->i1, c->i0), MR), c->mc, "");
-  buffers_alloc(c, mul(c, c->mc, c->kc), mul(c, c->nc, c->kc), mul(c, rows, c->nc));
-  blocked(c, &a, &b);
-  buffers_free(c);
+  if (d->b == d->t && !d->win) {   /* the small path loads B as vectors of the compute type */
+    gbranch small;
+    branch_open(c, &small, small_case(c));
+    small_product(c, &a, small_sums);
+    branch_otherwise(c, &small);
+    packed(c, &a, &b);
+    branch_close(c, &small);
+  } else {
+    packed(c, &a, &b);
+  }
   LLVMBuildBr(c->b, done);
   LLVMPositionBuilderAtEnd(c->b, done);
   LLVMBuildRetVoid(c->b);

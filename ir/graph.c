@@ -362,31 +362,54 @@ bool ir_graph_private_leaves(int n, ir_node **topo) {
   return true;
 }
 
+/* A node on the walk's stack and the next of its sources to visit. */
+typedef struct {
+  ir_node *n;
+  int next;
+} open_node;
+
+/* Pushes n on the walk's stack, which starts in the caller's frame (small,
+ * cap) and moves to the heap when it outgrows it. */
+static bool open_push(open_node **v, size_t *n, size_t *cap, open_node *small, ir_node *node) {
+  if (*n == *cap) {
+    open_node *grown = ir_malloc(2 * *cap * sizeof *grown);
+    if (!grown) return false;
+    memcpy(grown, *v, *n * sizeof *grown);
+    if (*v != small) free(*v);
+    *v = grown;
+    *cap *= 2;
+  }
+  (*v)[(*n)++] = (open_node){node, 0};
+  return true;
+}
+
 /* Post-order DFS with an explicit stack: a node is emitted after all its
  * sources, so the output is a topological order. The graph is a DAG, so a
- * node marked on entry can never be reached again while still open. */
+ * node marked on entry can never be reached again while still open. Each
+ * node's next source is kept on the stack: one map lookup per edge (a
+ * cached realize collects its graph every time). */
 int ir_graph_collect(int nroots, ir_node *const *roots, ir_node ***out) {
   IR_PTRMAP_ON_STACK(seen);
-  node_stack st = {0}, order = {0};
+  open_node small[64], *open = small;
+  size_t nopen = 0, cap = 64;
+  node_stack order = {0};
   bool ok = true;
   for (int r = 0; ok && r < nroots; r++) {
     if (!roots[r] || ir_ptrmap_get(&seen, roots[r]) >= 0) continue;
-    ok = ir_ptrmap_put(&seen, roots[r], 0) && stack_push(&st, roots[r]);
-    while (ok && st.n) {
-      ir_node *n = st.v[st.n - 1];
-      int next = ir_ptrmap_get(&seen, n);   /* index of the next source to visit */
-      if (next < n->nsrc) {
-        ok = ir_ptrmap_put(&seen, n, next + 1);
-        ir_node *s = n->src[next];
-        if (ok && ir_ptrmap_get(&seen, s) < 0) ok = ir_ptrmap_put(&seen, s, 0) && stack_push(&st, s);
+    ok = ir_ptrmap_put(&seen, roots[r], 0) && open_push(&open, &nopen, &cap, small, roots[r]);
+    while (ok && nopen) {
+      open_node *o = &open[nopen - 1];
+      if (o->next < o->n->nsrc) {
+        ir_node *s = o->n->src[o->next++];
+        if (ir_ptrmap_get(&seen, s) < 0) ok = ir_ptrmap_put(&seen, s, 0) && open_push(&open, &nopen, &cap, small, s);
         continue;
       }
-      st.n--;
-      ok = stack_push(&order, n);
+      nopen--;
+      ok = stack_push(&order, o->n);
     }
   }
   ir_ptrmap_free(&seen);
-  free(st.v);
+  if (open != small) free(open);
   if (!ok) free(order.v);
   *out = ok ? order.v : NULL;
   return ok ? (int)order.n : -1;

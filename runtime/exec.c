@@ -233,32 +233,31 @@ static kiln_status stub_outputs(builder *b, plan_step *s, ir_node *const *outs) 
   return KILN_OK;
 }
 
-static uint64_t key_hash(kernel *k) {
-  ir_str key = {0};
-  uint64_t h = k_key(k, &key);
-  ir_str_free(&key);
-  return h;
-}
-
 /* The kernel for CPU group gi under KILN_DYNAMIC: shape-specialised,
  * shape-generic, or (auto, dynamic.c) specialised until its structure comes
  * back with another shape. Both lowerings bind the same inputs in the same
- * order. NULL when out of memory. */
-static kernel *cpu_kernel_for(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg) {
+ * order. *key gets the kernel's cache key (made once: a new shape of a
+ * known structure plans on every call). NULL when out of memory. */
+static kernel *cpu_kernel_for(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg,
+                              ir_str *key) {
   int mode = __atomic_load_n(&rt_opts()->dynamic, __ATOMIC_RELAXED);   /* kiln_set_dynamic may run meanwhile */
   pass_config c = *cfg;
   c.generic = mode != KILN_DYNAMIC_OFF;
   kernel *k = pass_run_kernel(g, gi, inputs, ninputs, &c);
-  if (!k || !k->generic || mode == KILN_DYNAMIC_ON) return k;
-  uint64_t structure = key_hash(k);
-  if (rt_dynamic_generic(structure, 0)) return k;
+  if (!k) return k;
+  uint64_t structure = k_key(k, key);
+  if (!k->generic || mode == KILN_DYNAMIC_ON || rt_dynamic_generic(structure, 0)) return k;
   c.generic = false;
   kernel *spec = pass_run_kernel(g, gi, inputs, ninputs, &c);
-  if (!spec || rt_dynamic_generic(structure, key_hash(spec))) {
+  ir_str spec_key = {0};
+  if (!spec || rt_dynamic_generic(structure, k_key(spec, &spec_key))) {
     k_free(spec);
+    ir_str_free(&spec_key);
     return k;
   }
   k_free(k);
+  ir_str_free(key);
+  *key = spec_key;
   return spec;
 }
 
@@ -295,14 +294,19 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
   pass_group *pg = &b->g->groups[gi];
   int ninputs = 0;
   const rt_device *d = rt_device_of(pg->outs[0]->device);
+  ir_str key = {0};   /* a CPU kernel's */
   kernel *k = d ? pass_run_kernel(b->g, gi, b->inputs, &ninputs, b->cfg)
-                : cpu_kernel_for(b->g, gi, b->inputs, &ninputs, b->cfg);
-  if (!k) return ir_error_oom(pg->outs[0]);
+                : cpu_kernel_for(b->g, gi, b->inputs, &ninputs, b->cfg, &key);
+  if (!k) {
+    ir_str_free(&key);
+    return ir_error_oom(pg->outs[0]);
+  }
   bool matmul = false;
   for (int i = 0; d && i < b->g->n; i++) matmul |= b->g->group_of[i] == gi && b->g->topo[i]->op == IR_MATMUL;
   plan_step *s = new_step(b, !d ? STEP_KERNEL : matmul ? STEP_GEMM : STEP_DEVICE, pg->outs[0], pg->nout, ninputs);
   if (!s) {
     k_free(k);
+    ir_str_free(&key);
     return ir_error_oom(pg->outs[0]);
   }
   s->k = k;
@@ -315,14 +319,11 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
   s->origin = RT_MEMORY;
   double t0 = now_ms();
   if (s->kind == STEP_KERNEL) {
-    ir_str key = {0};
-    k_key(k, &key);
     uint64_t failures = ir_alloc_thread_failures();
     if (!key.failed) s->code = rt_kernel_get(k, &key, b->cfg->debug, &s->origin);
     if (s->code) s->fn = rt_kernel_fn(s->code);
     else if (key.failed || ir_alloc_thread_failures() != failures) st = ir_error_oom(pg->outs[0]);
     else st = KILN_ERR_COMPILE;
-    ir_str_free(&key);
   } else if (s->kind == STEP_DEVICE) {
     if ((st = d->compile(s->dev.index, k, b->cfg->debug, &s->dk, &s->origin)) != KILN_OK) locate_error(s, st);
   } else {
@@ -339,6 +340,7 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
     free(err);
   }
   s->compile_ms = now_ms() - t0;
+  ir_str_free(&key);
   if (st == KILN_OK) st = plan_binds(b, s, k);
   if (st == KILN_OK && s->origin != RT_MEMORY)
     rt_count(s->origin == RT_DISK ? &rt_stats_mut()->disk_hits : &rt_stats_mut()->compiles, 1);

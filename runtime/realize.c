@@ -24,14 +24,24 @@
  * the oldest goes. Realizes on several threads share the cache: plans.mu is
  * held only to find, insert or unlink an entry; a plan runs with no lock,
  * held by its runners (an entry unlinked meanwhile is freed by its last
- * runner). */
-#define PLAN_BUCKETS 1024
+ * runner). The buckets double past two plans each: a loop over new shapes
+ * makes thousands of plans, and walking long chains of scattered entries
+ * cost a cache miss per entry on every realize. */
+#define PLAN_BUCKETS 1024   /* the first table's */
 #define PLAN_VARIANTS 8
+
+/* A graph's structure as words (graph_key). */
+typedef struct {
+  int64_t *w;
+  size_t n, cap;
+  bool heap;            /* w outgrew the caller's frame */
+  bool failed;          /* out of memory: a partial key, which finds nothing */
+} key_words;
 
 typedef struct plan_entry {
   struct plan_entry *next, *older, *newer;
   uint64_t hash;
-  ir_str key;
+  key_words key;
   rt_exec *plan;
   size_t bytes;         /* the code it holds */
   int runners;          /* realizes running the plan now (under plans.mu) */
@@ -40,7 +50,8 @@ typedef struct plan_entry {
 
 static struct {
   pthread_mutex_t mu;
-  plan_entry *bucket[PLAN_BUCKETS];
+  plan_entry **bucket;   /* nbuckets (a power of two), made by the first insert */
+  size_t nbuckets, count;
   plan_entry *oldest, *newest;
   size_t bytes;
 } plans = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -60,8 +71,12 @@ static void use_list_push(plan_entry *e) {
   plans.newest = e;
 }
 
+static void key_free(key_words *k) {
+  if (k->heap) free(k->w);
+}
+
 static void entry_free(plan_entry *e) {
-  ir_str_free(&e->key);
+  key_free(&e->key);
   rt_exec_free(e->plan);
   free(e);
 }
@@ -70,9 +85,10 @@ static void entry_free(plan_entry *e) {
  * lock is dropped (freeing releases its kernels, which takes the kernel
  * cache's lock). */
 static void plan_unlink(plan_entry *e, plan_entry **dead) {
-  plan_entry **p = &plans.bucket[e->hash % PLAN_BUCKETS];
+  plan_entry **p = &plans.bucket[e->hash & (plans.nbuckets - 1)];
   while (*p != e) p = &(*p)->next;
   *p = e->next;
+  plans.count--;
   use_list_unlink(e);
   plans.bytes -= e->bytes;
   e->unlinked = true;
@@ -89,20 +105,20 @@ static void free_dead(plan_entry *dead) {
   }
 }
 
-static bool same_key(const plan_entry *e, uint64_t h, const ir_str *key) {
-  return e->hash == h && e->key.len == key->len && !memcmp(e->key.s, key->s, key->len);
+static bool same_key(const plan_entry *e, uint64_t h, const key_words *key) {
+  return e->hash == h && e->key.n == key->n && !memcmp(e->key.w, key->w, sizeof *key->w * key->n);
 }
 
 /* Under plans.mu: the entry for this structure that serves these values
  * (held: the graph's nodes in key order). */
-static plan_entry *lookup(uint64_t h, const ir_str *key, ir_node *const *held) {
-  for (plan_entry *e = plans.bucket[h % PLAN_BUCKETS]; e; e = e->next)
+static plan_entry *lookup(uint64_t h, const key_words *key, ir_node *const *held) {
+  for (plan_entry *e = plans.nbuckets ? plans.bucket[h & (plans.nbuckets - 1)] : NULL; e; e = e->next)
     if (same_key(e, h, key) && rt_exec_values_match(e->plan, held)) return e;
   return NULL;
 }
 
 /* The plan of this structure and values, held for a run (plan_done gives it back). */
-static plan_entry *plan_find(uint64_t h, const ir_str *key, ir_node *const *held) {
+static plan_entry *plan_find(uint64_t h, const key_words *key, ir_node *const *held) {
   pthread_mutex_lock(&plans.mu);
   plan_entry *e = lookup(h, key, held);
   if (e) {
@@ -117,12 +133,35 @@ static plan_entry *plan_find(uint64_t h, const ir_str *key, ir_node *const *held
 /* Under plans.mu: drops the oldest plan of the structure when it has
  * PLAN_VARIANTS. Entries are pushed at the bucket's head, so the last one
  * found is the oldest. */
-static void limit_variants(uint64_t h, const ir_str *key, plan_entry **dead) {
+static void limit_variants(uint64_t h, const key_words *key, plan_entry **dead) {
   plan_entry *last = NULL;
   int n = 0;
-  for (plan_entry *e = plans.bucket[h % PLAN_BUCKETS]; e; e = e->next)
+  for (plan_entry *e = plans.bucket[h & (plans.nbuckets - 1)]; e; e = e->next)
     if (same_key(e, h, key)) last = e, n++;
   if (n >= PLAN_VARIANTS) plan_unlink(last, dead);
+}
+
+/* Under plans.mu: the table with room for one more plan; false when there
+ * is none yet and no memory for it (a full table only gets longer chains).
+ * A bucket's entries keep their order (newest first: limit_variants). */
+static bool buckets_room(void) {
+  if (plans.nbuckets && plans.count < 2 * plans.nbuckets) return true;
+  size_t n = plans.nbuckets ? 2 * plans.nbuckets : PLAN_BUCKETS;
+  plan_entry **b = ir_calloc(n, sizeof *b);
+  if (!b) return plans.nbuckets != 0;
+  for (size_t i = plans.nbuckets; i-- > 0;) {
+    plan_entry *rev = NULL;   /* the old chain reversed, so pushing keeps its order */
+    for (plan_entry *e = plans.bucket[i], *next; e; e = next) next = e->next, e->next = rev, rev = e;
+    for (plan_entry *e = rev, *next; e; e = next) {
+      next = e->next;
+      e->next = b[e->hash & (n - 1)];
+      b[e->hash & (n - 1)] = e;
+    }
+  }
+  free(plans.bucket);
+  plans.bucket = b;
+  plans.nbuckets = n;
+  return true;
 }
 
 static void plan_done(plan_entry *e) {
@@ -136,26 +175,28 @@ static void plan_done(plan_entry *e) {
  * budget (plan itself too when it alone is over it: KILN_KERNEL_CACHE_MB=0
  * keeps nothing). When another thread planned the same structure meanwhile,
  * its plan stays and this one goes. Out of memory it is not kept either. */
-static void plan_insert(uint64_t h, const ir_str *key, ir_node *const *held, rt_exec *plan) {
+static void plan_insert(uint64_t h, const key_words *key, ir_node *const *held, rt_exec *plan) {
   plan_entry *e = ir_calloc(1, sizeof *e), *dead = NULL;
   if (!e) {
     rt_exec_free(plan);
     return;
   }
-  *e = (plan_entry){.hash = h, .plan = plan, .bytes = rt_exec_code_bytes(plan)};
-  ir_str_append(&e->key, key->s, key->len);
-  if (e->key.failed) {
+  *e = (plan_entry){.hash = h, .plan = plan, .bytes = rt_exec_code_bytes(plan),
+                    .key = {ir_malloc(sizeof *key->w * (key->n + 1)), key->n, key->n, true, false}};
+  if (!e->key.w) {
     entry_free(e);
     return;
   }
+  memcpy(e->key.w, key->w, sizeof *key->w * key->n);
   pthread_mutex_lock(&plans.mu);
-  if (lookup(h, key, held)) {
+  if (lookup(h, key, held) || !buckets_room()) {
     e->next = dead;
     dead = e;
   } else {
     limit_variants(h, key, &dead);
-    e->next = plans.bucket[h % PLAN_BUCKETS];
-    plans.bucket[h % PLAN_BUCKETS] = e;
+    e->next = plans.bucket[h & (plans.nbuckets - 1)];
+    plans.bucket[h & (plans.nbuckets - 1)] = e;
+    plans.count++;
     use_list_push(e);
     plans.bytes += e->bytes;
     while (plans.bytes > (size_t)rt_opts()->kernel_cache_bytes && plans.oldest) plan_unlink(plans.oldest, &dead);
@@ -169,30 +210,64 @@ static void plans_free(void) {
   plan_entry *dead = NULL;
   pthread_mutex_lock(&plans.mu);
   while (plans.oldest) plan_unlink(plans.oldest, &dead);
+  free(plans.bucket);
+  plans.bucket = NULL;
+  plans.nbuckets = 0;
   pthread_mutex_unlock(&plans.mu);
   free_dead(dead);
 }
 
 /* ---- a graph's structure --------------------------------------------------- */
-/* One node as words: built on the stack and appended once (keys are built on
- * every realize, so this is the hot path of a cached one). */
-typedef struct {
-  int64_t w[24 + 5 * KILN_MAX_DIMS];
-  int n;
-} node_words;
+/* Keys are built on every realize, the hot path of a cached one: words
+ * written in place into the caller's frame (KEY_SMALL of them, the heap
+ * past that), room made once per node. */
+#define KEY_SMALL 512
+#define NODE_WORDS (24 + 5 * KILN_MAX_DIMS)   /* the most one node writes */
+#define KEY_WORDS_ON_STACK(k) \
+  int64_t k##_small[KEY_SMALL]; \
+  key_words k = {k##_small, 0, KEY_SMALL, false, false}
 
-static void word(node_words *k, int64_t v) { k->w[k->n++] = v; }
+/* Room for more words; false (the key failed) when out of memory. */
+static bool key_room(key_words *k, size_t more) {
+  if (k->failed) return false;
+  if (k->n + more <= k->cap) return true;
+  size_t cap = 2 * k->cap + more;
+  int64_t *w = ir_malloc(sizeof *w * cap);
+  if (!w) return !(k->failed = true);
+  memcpy(w, k->w, sizeof *w * k->n);
+  key_free(k);
+  *k = (key_words){w, k->n, cap, true, false};
+  return true;
+}
 
-static void word_f(node_words *k, double v) {
+static void word(key_words *k, int64_t v) { k->w[k->n++] = v; }
+
+static void word_f(key_words *k, double v) {
   int64_t bits;
   memcpy(&bits, &v, sizeof bits);
   word(k, bits);
 }
 
+static uint64_t mix(uint64_t h) {
+  h *= 0xff51afd7ed558ccdull;
+  return h ^ h >> 32;
+}
+
+/* The key's hash in four independent lanes: one chain of dependent
+ * multiplies over the words was 5% of a cached realize. */
+static uint64_t key_hash(const key_words *k) {
+  uint64_t h[4] = {k->n * 0x9e3779b97f4a7c15ull, 1, 2, 3};
+  size_t i = 0;
+  for (; i + 4 <= k->n; i += 4)
+    for (int l = 0; l < 4; l++) h[l] = mix(h[l] ^ (uint64_t)k->w[i + l]);
+  for (; i < k->n; i++) h[0] = mix(h[0] ^ (uint64_t)k->w[i]);
+  return mix(h[0] ^ mix(h[1] ^ mix(h[2] ^ mix(h[3]))));
+}
+
 /* The attributes n's kind of op reads (ops.def), less the values lowering
  * makes launch arguments (pass_arg_fields: the plan binds them), plus the
  * values that are code (pass_value_is_code). */
-static void attr_words(node_words *k, const ir_node *n) {
+static void attr_words(key_words *k, const ir_node *n) {
   const ir_attr *a = &n->attr;
   unsigned args = pass_arg_fields(n->op);
   if (ir_op_has(n->op, IR_SRC) && !args) {
@@ -218,38 +293,36 @@ static void attr_words(node_words *k, const ir_node *n) {
  * order: ops, dtypes, devices, shapes, attributes, edges, the leaves' views
  * and which leaves share storage; the targets' positions; the options the
  * passes obey. Equal keys plan alike. Sets each node's scratch to its position. */
-static void graph_key(ir_str *b, int nheld, ir_node *const *held, int nt, ir_node *const *targets, const pass_config *cfg) {
+static void graph_key(key_words *k, int nheld, ir_node *const *held, int nt, ir_node *const *targets, const pass_config *cfg) {
   IR_PTRMAP_ON_STACK(storage);
   for (int i = 0; i < nheld; i++) held[i]->scratch = i;
-  for (int i = 0; i < nheld; i++) {
+  for (int i = 0; i < nheld && key_room(k, NODE_WORDS); i++) {
     const ir_node *n = held[i];
-    node_words k = {.n = 0};
-    word(&k, n->op | (int64_t)n->dtype << 8 | (int64_t)n->device.type << 16 | (int64_t)n->ndim << 24 |
-                 (int64_t)n->status << 32 | (int64_t)n->nsrc << 40);
-    word(&k, n->device.index);
-    for (int d = 0; d < n->ndim; d++) word(&k, n->shape[d]);
-    for (int s = 0; s < n->nsrc; s++) word(&k, n->src[s]->scratch);
+    word(k, n->op | (int64_t)n->dtype << 8 | (int64_t)n->device.type << 16 | (int64_t)n->ndim << 24 |
+                (int64_t)n->status << 32 | (int64_t)n->nsrc << 40);
+    word(k, n->device.index);
+    for (int d = 0; d < n->ndim; d++) word(k, n->shape[d]);
+    for (int s = 0; s < n->nsrc; s++) word(k, n->src[s]->scratch);
     if (n->op != IR_BUFFER) {
-      attr_words(&k, n);
+      attr_words(k, n);
     } else {
       int first = n->buf ? ir_ptrmap_get(&storage, n->buf) : -2;
-      if (first == -1) ir_ptrmap_put(&storage, n->buf, i);
+      if (first == -1 && !ir_ptrmap_put(&storage, n->buf, i)) k->failed = true;
       bool stand_in = n->buf && !n->buf->data && n->buf->bytes;
-      for (int d = 0; d < n->ndim; d++) word(&k, n->strides[d]);
-      word(&k, first), word(&k, n->offset), word(&k, stand_in);
-      if (n->buf) word(&k, n->buf->device.type | (int64_t)n->buf->device.index << 8);
+      for (int d = 0; d < n->ndim; d++) word(k, n->strides[d]);
+      word(k, first), word(k, n->offset), word(k, stand_in);
+      if (n->buf) word(k, n->buf->device.type | (int64_t)n->buf->device.index << 8);
     }
-    ir_str_append(b, k.w, sizeof k.w[0] * (size_t)k.n);
   }
   ir_ptrmap_free(&storage);
-  node_words t = {.n = 0};
-  for (int i = 0; i < nt; i++) {
-    word(&t, targets[i]->scratch);
-    if (t.n == (int)(sizeof t.w / sizeof t.w[0]) || i == nt - 1) ir_str_append(b, t.w, sizeof t.w[0] * (size_t)t.n), t.n = 0;
-  }
-  word(&t, cfg->target);
-  ir_str_append(b, t.w, sizeof t.w[0]);
-  if (cfg->off) ir_str_append(b, cfg->off, strlen(cfg->off));
+  size_t off = cfg->off ? strlen(cfg->off) : 0, off_words = (off + sizeof(int64_t) - 1) / sizeof(int64_t);
+  if (!key_room(k, (size_t)nt + 2 + off_words)) return;
+  for (int i = 0; i < nt; i++) word(k, targets[i]->scratch);
+  word(k, cfg->target);
+  word(k, (int64_t)off);
+  if (off_words) k->w[k->n + off_words - 1] = 0;   /* the last word's padding */
+  if (off) memcpy(k->w + k->n, cfg->off, off);
+  k->n += off_words;
 }
 
 /* ---- realize ---------------------------------------------------------------- */
@@ -335,9 +408,9 @@ static kiln_status realize_graph(int n, ir_node *const *nodes) {
   }
   for (int i = 0; i < nheld; i++) ir_node_retain(held[i]);
   pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1};
-  ir_str key = {0};
+  KEY_WORDS_ON_STACK(key);
   graph_key(&key, nheld, held, n, nodes, &cfg);
-  uint64_t h = ir_hash_bytes(key.s, key.len, 0);
+  uint64_t h = key_hash(&key);
   plan_entry *e = key.failed ? NULL : plan_find(h, &key, held);   /* a partial key finds nothing */
   rt_exec *p = e ? e->plan : NULL;
   kiln_status st = KILN_OK;
@@ -353,7 +426,7 @@ static kiln_status realize_graph(int n, ir_node *const *nodes) {
   if (e) plan_done(e);
   else if (p && key.failed) rt_exec_free(p);
   else if (p) plan_insert(h, &key, held, p);   /* after its run: inserting may free it */
-  ir_str_free(&key);
+  key_free(&key);
   for (int i = 0; i < nheld; i++) ir_node_release(held[i]);
   free(held);
   free(leaves);

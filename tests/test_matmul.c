@@ -195,6 +195,11 @@ static const mm_row mm_rows[] = {
   {SHAPE(67, 29), SHAPE(29, 131), V_SLICE_A},
   {SHAPE(3, 13, 2100), SHAPE(3, 2100, 17), V_TRANSPOSE_B},  /* batched, two depth blocks */
   {SHAPE(2, 4, 5), SHAPE(5, 3), V_TRANSPOSE_A},  /* a batch that cannot fold */
+  /* the driver's small path (B row-major, n and K x N small): 32-row blocks
+   * of 8-row tiles and single rows, a masked last vector, strided A */
+  {SHAPE(70, 24), SHAPE(24, 50), V_PLAIN},
+  {SHAPE(70, 24), SHAPE(24, 50), V_TRANSPOSE_A},
+  {SHAPE(37, 40), SHAPE(40, 64), V_SLICE_A},
   {SHAPE(256, 256), SHAPE(256, 256), V_PLAIN},
 };
 #define NMM ((int)(sizeof mm_rows / sizeof *mm_rows))
