@@ -11,7 +11,10 @@
  * logsumexp) of the blocks before it, fused with n's producers and
  * consumers as before. The blocks follow the shape only, so the result is
  * the same on every run and thread count; a float sum, product or
- * logsumexp differs from the serial order by rounding.
+ * logsumexp differs from the serial order by rounding. On CUDA, where a
+ * line is one thread, a line of 2^14 or more (at most 256 lines) splits
+ * into about sqrt(L) blocks: a block-wide reduction per block, one thread
+ * scanning the totals, a thread per block rescanning it.
  *
  * Every scan but those of bool splits: cumsum and cumprod (identity 0, 1),
  * cummax and cummin (the dtype's lowest or highest), logcumsumexp (each
@@ -31,7 +34,20 @@
 enum {
   SPLIT_MIN = 1 << 20,  /* scanned elements per line worth two more kernels */
   LINES_MAX = 16,       /* more lines give the threads enough of them already */
+  GPU_SPLIT_MIN = 1 << 14,   /* a GPU thread's serial line of 2^14 (~100 us) outlasts three launches */
+  GPU_LINES_MAX = 256,       /* more lines give the GPU's threads enough of them */
 };
+
+/* Blocks per line of len: on the CPU split_reduce's partials (a few per
+ * thread); on a GPU (a thread per block, then one thread scanning the
+ * totals) the largest divisor up to sqrt(len), which balances the two
+ * serial chains; 0: none fits. */
+static int64_t blocks_per_line(bool gpu, int64_t len) {
+  if (!gpu) return pass_partials(len);
+  int64_t p = (int64_t)sqrt((double)len);
+  while (p >= 16 && (len % p || p * p > len)) p--;
+  return p >= 16 ? p : 0;
+}
 
 typedef struct {
   pass_graph *g;
@@ -177,10 +193,13 @@ static bool position_offsets(const splitter *s, ir_node *v, bool max) {
 
 static bool split_one(pass_graph *g, ir_node *n) {
   int q = n->ndim - 1;
-  if (pass_target(g, n) != KILN_CPU || !ir_op_has(n->op, IR_SCAN) || n->attr.compute == KILN_BOOL || q < 0 || !(n->attr.axes >> q & 1)) return false;
-  splitter s = {g, n, q, pass_partials(n->shape[q]), 0};
-  if (n->shape[q] < SPLIT_MIN || ir_numel(q, n->shape) > LINES_MAX || s.p == 0 || q + 2 > KILN_MAX_DIMS)
-    return false;
+  bool gpu = pass_target(g, n) != KILN_CPU;
+  if (!ir_op_has(n->op, IR_SCAN) || n->attr.segment || n->attr.compute == KILN_BOOL || q < 0 ||
+      !(n->attr.axes >> q & 1) || n->shape[q] < (gpu ? GPU_SPLIT_MIN : SPLIT_MIN) ||
+      ir_numel(q, n->shape) > (gpu ? GPU_LINES_MAX : LINES_MAX) || q + 2 > KILN_MAX_DIMS)
+    return false;   /* (a segmented scan was split by an earlier plan of its graph) */
+  splitter s = {g, n, q, blocks_per_line(gpu, n->shape[q]), 0};
+  if (s.p == 0) return false;
   s.seg = n->shape[q] / s.p;
   ir_node *v = blocks(&s, IR_RESHAPE, n->src[0]->dtype, q + 2, s.seg, 1, &n->src[0]);
   if (!v) return false;

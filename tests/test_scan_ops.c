@@ -603,8 +603,9 @@ START_TEST(long_threads) {
 END_TEST
 
 /* cumsum(x * 2) + 1: three kernels split (block totals, their scan, the
- * rescan fused with the producer and the consumer), one below the length,
- * with the pass off, or planned for a GPU; logcumsumexp three too (the
+ * rescan fused with the producer and the consumer), planned for a GPU too
+ * (which splits from 2^14, up to 256 lines), one below the length or with the
+ * pass off; logcumsumexp three too (the
  * block's max and sum of exp share a row kernel), and cummax's positions
  * (each block's best and its latest position share one) */
 START_TEST(long_kernels) {
@@ -612,9 +613,23 @@ START_TEST(long_kernels) {
   kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(1 << 20), 1, TU_SMALL);
   kiln_tensor *y = kiln_adds(kiln_cumsum(kiln_muls(x, 2), 0), 1);
   rt_planned *plan;
-  ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &y, &plan), 1);
+  ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &y, &plan), 3);
+  rt_plan_free(plan, 3);
+  kiln_tensor *wide = kiln_cumsum(tu_data(KILN_F32, KILN_SHAPE(257, 1 << 14), 1, TU_SMALL), 1);
+  ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &wide, &plan), 1);
   rt_plan_free(plan, 1);
+  kiln_tensor *gpu_long = kiln_cumsum(kiln_slice(x, 0, 0, 1 << 14, 1), 0);
+  ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &gpu_long, &plan), 3);
+  rt_plan_free(plan, 3);
   ck_assert_int_eq(tu_kernels_of(y), 3);
+  /* planned twice (split for the GPU, then for the CPU), y keeps its value */
+  ck_assert_int_eq(kiln_realize(y), KILN_OK);
+  const float *xv = kiln_data(x), *yv = kiln_data(y);
+  double sum = 0;
+  for (int64_t i = 0; i < 1 << 20; i++) {
+    sum += 2.0 * xv[i];
+    ck_assert_msg(fabs(yv[i] - (sum + 1)) <= 1e-4 * (1 + fabs(sum)), "element %lld: %g, want %g", (long long)i, yv[i], sum + 1);
+  }
   ck_assert_int_eq(tu_kernels_of(kiln_adds(kiln_cumsum(kiln_muls(kiln_slice(x, 0, 16, 1 << 20, 1), 2), 0), 1)), 1);
   ck_assert_int_eq(tu_kernels_of(kiln_adds(kiln_logcumsumexp(kiln_muls(x, 2), 0), 1)), 3);
   kiln_tensor *at = NULL;
