@@ -210,6 +210,15 @@ void hand_cumsum_cols(float *out, const float *x, int64_t rows, int64_t cols, in
 /* W10-long: the serial loop. */
 void hand_cumsum(float *out, const float *x, int64_t n) { cumsum_from(out, x, n, 0); }
 
+void hand_logcumsumexp(float *out, const float *x, int64_t n) {
+  double acc = -INFINITY;
+  for (int64_t i = 0; i < n; i++) {
+    double v = x[i], mx = fmax(acc, v), mn = fmin(acc, v);
+    if (mn != mx || isfinite(mn)) acc = mx + log1p(exp(mn - mx));   /* two equal infinities keep acc */
+    out[i] = (float)acc;
+  }
+}
+
 /* Two passes: each thread's chunk total (vectorized), a serial scan of the
  * totals, then each chunk's running sum from its offset. */
 typedef struct {

@@ -40,6 +40,9 @@ hand_matrix_fn hand_cumsum_cols;
  * from the sum of the chunks before it). */
 void hand_cumsum(float *out, const float *x, int64_t n);
 void hand_cumsum_2pass(float *out, const float *x, int64_t n, int threads);
+/* W10-lcse: the running log-sum-exp of x[0, n), the serial loop in
+ * double (PyTorch's CPU kernel: max + log1p(exp(min - max)) per step). */
+void hand_logcumsumexp(float *out, const float *x, int64_t n);
 
 /* W5: the sum of x[0, n): float blocks added in double (the reference), and
  * the STREAM-like read loop (float lanes only, the bandwidth yardstick). */

@@ -430,6 +430,16 @@ static void w10l_two_pass(void *p, int threads) {
 static void *w10l_setup(void) { return w11_setup(W11_N, W11_N, KILN_SHAPE(W11_N), w10l_hand); }
 static kiln_tensor *w10l_build(void *p) { return kiln_cumsum(((w11_state *)p)->tx, 0); }
 
+/* ---- W10-lcse: logcumsumexp of one long line ------------------------------ */
+static void w10x_hand(void *p, int threads) {
+  w11_state *s = p;
+  (void)threads;   /* the serial loop: one thread */
+  hand_logcumsumexp(s->out, s->x, s->n);
+}
+
+static void *w10x_setup(void) { return w11_setup(W11_N, W11_N, KILN_SHAPE(W11_N), w10x_hand); }
+static kiln_tensor *w10x_build(void *p) { return kiln_logcumsumexp(((w11_state *)p)->tx, 0); }
+
 #define MAT_BYTES(rows, cols, passes) (passes) * 4.0 * (rows) * (cols)
 #define MAT_IMPLS {KILN_FUSED, KILN_EAGER, {"c-hand", 0, mat_hand, 0}}
 #define MAT_IMPLS_GENERIC {KILN_FUSED, KILN_GENERIC, KILN_EAGER, {"c-hand", 0, mat_hand, 0}}
@@ -1301,6 +1311,8 @@ static const workload workloads[] = {
   {"W10-long", "cumsum(x, 0), x f32[16M]; c-2pass: chunk totals, then each chunk's scan", 8.0 * (double)W11_N, 0,
    w10l_setup, w10l_build, w11_expected, w11_teardown,
    {KILN_FUSED, {"c-hand", 0, w10l_hand, 0}, {"c-2pass", 0, w10l_two_pass, 0}}, 0, 1e-5, NULL},
+  {"W10-lcse", "logcumsumexp(x, 0), x f32[16M]; c-hand: the serial loop in double", 8.0 * (double)W11_N, 0,
+   w10x_setup, w10x_build, w11_expected, w11_teardown, {KILN_FUSED, {"c-hand", 0, w10x_hand, 0}}, 0, 1e-5, NULL},
 };
 #define NUM_WORKLOADS ((int)(sizeof workloads / sizeof workloads[0]))
 

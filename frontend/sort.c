@@ -8,13 +8,10 @@
 /* NULL, or the error node for a bad dim, a bad k or a dtype topk refuses. */
 static ir_node *sort_check(const char *f, int l, const char *name, ir_node *t, int64_t dim, int64_t k, bool topk) {
   ir_node *e = fe_check_arg(f, l, name, t, 1);
-  if (e) return e;
-  int n = t->ndim > 0 ? t->ndim : 1;
-  if (dim < -n || dim >= n)
-    return fe_error(KILN_ERR_ARG, f, l, "%s: Dimension out of range (expected to be in range of [%d, %d], but got %lld)",
-                    name, -n, n - 1, (long long)dim);
+  int d;
+  if (e || (e = fe_wrap_dim(f, l, name, t, t->ndim, dim, &d))) return e;
   if (!topk) return NULL;
-  int64_t size = t->ndim ? t->shape[dim < 0 ? dim + t->ndim : dim] : 1;
+  int64_t size = t->ndim ? t->shape[d] : 1;
   if (k < 0 || k > size)
     return fe_error(KILN_ERR_ARG, f, l, "%s: k (%lld) is out of range for dim %lld of size %lld", name, (long long)k,
                     (long long)dim, (long long)size);

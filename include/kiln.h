@@ -1275,7 +1275,8 @@ KILN_API kiln_tensor *kiln_cumsum_at(const char *f, int l, kiln_tensor *t, int64
  * @handle errors as kiln_cumsum_at. */
 KILN_API kiln_tensor *kiln_cumprod_at(const char *f, int l, kiln_tensor *t, int64_t dim);
 /** torch.logcumsumexp: log of the running sum of exp along dim, computed
- * stably (max + log(1 + exp(min - max)) at each step); nan propagates.
+ * stably (max + log(1 + exp(min - max)) at each step, accumulated in f64
+ * as PyTorch's CPU kernel does); nan propagates.
  * @at
  * @param t a floating tensor
  * @param dim the dim scanned

@@ -854,8 +854,9 @@ static kexpr *scan_wins(kernel *k, ir_op op, kiln_dtype t, kexpr *acc, kexpr *x)
                kx_op(k, IR_LOGICAL_AND, KILN_BOOL, acc_ok, cmp, NULL), NULL);
 }
 
-/* Step 0 asks for the source; a segmented scan's step 1 keeps its value and
- * asks for the segment's start (src[1] at the kept dims and the segment). */
+/* Step 0 asks for the source; a segmented scan's later steps keep what came
+ * and ask for the segment's start (src[1] at the kept dims and the segment;
+ * a position's scan then src[2], the position of that start). */
 static kexpr *scan_step(lower_ctx *c, task *t) {
   kernel *k = c->k;
   const ir_node *n = t->n;
@@ -863,7 +864,7 @@ static kexpr *scan_step(lower_ctx *c, task *t) {
   if (t->step < n->nsrc) {
     copy_index(t->need_idx, t->idx, n->ndim);
     if (t->step) {
-      t->keep[0] = t->got;
+      t->keep[t->step - 1] = t->got;
       t->need_idx[d] = c->block;
     }
     return ask(t, t->step);
@@ -871,7 +872,7 @@ static kexpr *scan_step(lower_ctx *c, task *t) {
   IR_ASSERT(home >= 0 && uses_var(t->idx[d], c->frames[home + !c->lanes].var));
   kiln_dtype at = ct(n->attr.compute);
   kexpr *x = kx_cast(k, n->nsrc > 1 ? t->keep[0] : t->got, at);
-  kexpr *init = n->nsrc > 1 ? kx_cast(k, t->got, at) : scan_init(k, n->op, at);
+  kexpr *init = n->nsrc > 1 ? kx_cast(k, n->nsrc > 2 ? t->keep[1] : t->got, at) : scan_init(k, n->op, at);
   int acc = k_acc(k);
   kexpr *cur = scan_acc(c, home, acc, at, init), *next;
   kstmt *pos = NULL;
@@ -884,7 +885,7 @@ static kexpr *scan_step(lower_ctx *c, task *t) {
   default: {  /* CUMARGMAX, CUMARGMIN: the position first, from the old acc */
     kexpr *wins = scan_wins(k, n->op, at, cur, x);
     int ia = k_acc(k);
-    kexpr *where = scan_acc(c, home, ia, KILN_I64, i64(k, 0));
+    kexpr *where = scan_acc(c, home, ia, KILN_I64, n->nsrc > 2 ? t->got : i64(k, 0));
     pos = scan_carry(c, ia, n->op, KILN_I64, kx_op(k, IR_WHERE, KILN_I64, wins, t->idx[d], where));
     next = kx_op(k, IR_WHERE, at, wins, x, cur);
   }

@@ -67,7 +67,8 @@ int64_t pass_arg_bits(const ir_node *n, int f, kiln_dtype t) {
   if (!field_is_real(f)) return t == KILN_BOOL ? int_field(a, f) != 0 : int_field(a, f);
   double v = f == PASS_ARG_VALUE ? a->value : f == PASS_ARG_START ? a->start : f == PASS_ARG_STEP ? a->step : a->end;
   if (ir_is_float(t)) return k_float_bits(t, v);
-  return t == KILN_BOOL ? v != 0 : (int64_t)v;
+  if (t == KILN_BOOL) return v != 0;
+  return v >= 0x1p63 ? INT64_MAX : (int64_t)v;   /* int64's highest as a double is 2^63 */
 }
 
 int64_t pass_arg_raw(const ir_node *n, int f) {

@@ -99,9 +99,16 @@ static bool indexed_ok(const ir_node *n) {
   return same_shape(n, t) && same_shape(ix, n->src[2]) && n->dtype == t->dtype;
 }
 
+/* A segmented scan reads its blocks' offsets too (split_scan.c): a graph
+ * an earlier plan split, as rt_plan_graph plans the nodes themselves. */
+static int sources_of(const ir_node *n) {
+  if (!ir_op_has(n->op, IR_SCAN) || !n->attr.segment) return ir_ops[n->op].arity;
+  return n->op == IR_CUMARGMAX || n->op == IR_CUMARGMIN ? 3 : 2;
+}
+
 static const char *check_node(const ir_node *n) {
   if (!ir_dtype_valid(n->dtype)) return "invalid dtype";
-  if (n->nsrc != ir_ops[n->op].arity) return "wrong number of sources";
+  if (n->nsrc != sources_of(n)) return "wrong number of sources";
   for (int i = 0; i < n->nsrc; i++) {
     bool xfer = ir_op_has(n->op, IR_XFER);   /* a transfer reads another device, by definition */
     if (!xfer && (n->src[i]->device.type != n->device.type || n->src[i]->device.index != n->device.index))

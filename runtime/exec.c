@@ -487,10 +487,10 @@ rt_exec *rt_exec_build(int n, ir_node *const *nodes, int nt, const int *tpos, in
   for (int t = 0; t < nt; t++) targets[t] = clones[tpos[t]];
   pass_graph g = {.ntargets = nt, .targets = targets, .arena = ir_arena_new(), .n = n,
                   .topo = ir_malloc(sizeof(ir_node *) * ((size_t)n + 1))};
-  builder b = {.p = p, .g = &g, .cfg = cfg, .inputs = ir_malloc(sizeof(ir_node *) * ((size_t)n + 1)),
+  builder b = {.p = p, .g = &g, .cfg = cfg,
                .nodes = nodes, .clones = clones, .bound = ir_calloc((size_t)n + 1, sizeof *b.bound),
                .pinned = ir_calloc((size_t)n + 1, sizeof *b.pinned)};
-  kiln_status st = g.arena && g.topo && b.inputs && b.bound && b.pinned ? KILN_OK : ir_error_oom(nodes[tpos[0]]);
+  kiln_status st = g.arena && g.topo && b.bound && b.pinned ? KILN_OK : ir_error_oom(nodes[tpos[0]]);
   for (int i = 0; st == KILN_OK && i < n; i++)
     if (!ir_ptrmap_put(&b.index_of, clones[i], i)) st = ir_error_oom(nodes[tpos[0]]);
   if (st == KILN_OK) memcpy(g.topo, clones, sizeof(ir_node *) * (size_t)n);
@@ -500,6 +500,8 @@ rt_exec *rt_exec_build(int n, ir_node *const *nodes, int nt, const int *tpos, in
     if (new_slot(&b, NULL) < 0 || (!shared && !ir_ptrmap_put(&p->slot_of, leaves[i]->buf, i))) st = ir_error_oom(nodes[tpos[0]]);
   }
   if (st == KILN_OK) st = pass_run_graph(&g, cfg);
+  /* a kernel reads at most every node, those the passes made too */
+  if (st == KILN_OK && !(b.inputs = ir_malloc(sizeof(ir_node *) * ((size_t)g.n + 1)))) st = ir_error_oom(nodes[tpos[0]]);
   if (st == KILN_OK) {
     p->steps = ir_calloc((size_t)g.ngroups + 1, sizeof *p->steps);
     st = p->steps ? build_steps(&b) : ir_error_oom(nodes[tpos[0]]);

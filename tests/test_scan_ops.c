@@ -6,6 +6,7 @@
  * fusions; error paths with message and file:line. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check_main.h"
@@ -235,17 +236,17 @@ static void expect_error(kiln_tensor *t, kiln_status st, int line, const char *t
 START_TEST(errors) {
   kiln_scope_begin();
   kiln_tensor *x = kiln_ones(KILN_SHAPE(2, 3), KILN_F32);
-  EXPECT_ERROR(kiln_cumsum(x, 2), KILN_ERR_ARG, "cumsum: Dimension out of range (expected to be in range of [-2, 1], but got 2)");
-  EXPECT_ERROR(kiln_cumprod(x, -3), KILN_ERR_ARG, "cumprod: Dimension out of range (expected to be in range of [-2, 1], but got -3)");
+  EXPECT_ERROR(kiln_cumsum(x, 2), KILN_ERR_ARG, "cumsum: Dimension out of range (expected to be in range of [-2, 1], but got 2) (input: float32 (2,3))");
+  EXPECT_ERROR(kiln_cumprod(x, -3), KILN_ERR_ARG, "cumprod: Dimension out of range (expected to be in range of [-2, 1], but got -3) (input: float32 (2,3))");
   EXPECT_ERROR(kiln_cumsum(kiln_scalar(1, KILN_F32), 1), KILN_ERR_ARG,
-               "cumsum: Dimension out of range (expected to be in range of [-1, 0], but got 1)");
+               "cumsum: Dimension out of range (expected to be in range of [-1, 0], but got 1) (input: float32 ())");
   EXPECT_ERROR(kiln_logcumsumexp(kiln_arange(0, 4, 1), 0), KILN_ERR_DTYPE,
                "logcumsumexp: not implemented for int64 (input: int64 (4,))");
   EXPECT_ERROR(kiln_cumsum(NULL, 0), KILN_ERR_ARG, "cumsum: argument 1 is NULL");
   kiln_tensor *v = NULL, *i = NULL;
   int line = __LINE__ + 1;
   kiln_cummax(x, 5, &v, &i);
-  expect_error(v, KILN_ERR_ARG, line, "cummax: Dimension out of range (expected to be in range of [-2, 1], but got 5)");
+  expect_error(v, KILN_ERR_ARG, line, "cummax: Dimension out of range (expected to be in range of [-2, 1], but got 5) (input: float32 (2,3))");
   expect_error(i, KILN_ERR_ARG, line, "cummax: Dimension out of range");
   line = __LINE__ + 1;
   kiln_cummin(NULL, 0, &v, &i);
@@ -373,7 +374,7 @@ START_TEST(sort_errors) {
   expect_error(v, KILN_ERR_DTYPE, line, "topk: not implemented for bool");
   line = __LINE__ + 1;
   kiln_sort(x, 2, 0, 0, &v, &i);
-  expect_error(i, KILN_ERR_ARG, line, "sort: Dimension out of range (expected to be in range of [-2, 1], but got 2)");
+  expect_error(i, KILN_ERR_ARG, line, "sort: Dimension out of range (expected to be in range of [-2, 1], but got 2) (input: float32 (2,3))");
   EXPECT_ERROR(kiln_argsort(x, -3, 0, 0), KILN_ERR_ARG, "argsort: Dimension out of range");
   EXPECT_ERROR(kiln_argsort(NULL, 0, 0, 0), KILN_ERR_ARG, "argsort: argument 1 is NULL");
   kiln_scope_end();
@@ -502,29 +503,60 @@ END_TEST
 
 /* ---- long scans in two passes (passes/split_scan.c) ---------------------------
  * A line of 2^20 or more (few lines) runs as block totals, their scan and a
- * rescan of each block from its offset; just below, as one serial line
- * (logcumsumexp and cummax's and cummin's positions: serial at any length).
- * cumprod scans 1 + x/1000, which neither overflows nor reaches 0. */
+ * rescan of each block from its offset; just below, as one serial line.
+ * Every scan splits: logcumsumexp from each block's logsumexp, cummax's and
+ * cummin's positions from each block's best and its latest position.
+ * cumprod scans 1 + x/1000, which neither overflows nor reaches 0. Inputs:
+ * smooth values, small integers (the best ties at every repeat, in every
+ * block), those with two nans in different blocks (the latest nan's
+ * position wins), int32's small integers and int64's extremes (the
+ * identity of cummin's first block is INT64_MAX). */
+typedef enum { L_SMOOTH, L_TIES, L_NAN, L_INT_TIES, L_INT_EXTREMES } long_input;
+
 typedef struct {
   scan_op op;
   int64_t lines, len;
+  long_input in;
 } long_t;
+
+/* small integers as f32: floor of [-4, 4]; nans at len/2 + 3 and len - len/8 of each line */
+static kiln_tensor *tie_data(int64_t lines, int64_t len, bool nan) {
+  float *v = malloc(sizeof *v * (size_t)(lines * len));
+  ck_assert_ptr_nonnull(v);
+  tu_fill(KILN_F32, lines * len, 7, TU_SMALL, v);
+  for (int64_t k = 0; k < lines * len; k++) v[k] = floorf(v[k]);
+  for (int64_t l = 0; nan && l < lines; l++) v[l * len + len / 2 + 3] = v[l * len + len - len / 8] = NAN;
+  kiln_tensor *t = kiln_from_data(v, KILN_F32, KILN_SHAPE(lines, len));
+  free(v);
+  return t;
+}
+
+static kiln_tensor *long_input_of(const long_t *c) {
+  const int64_t shape[2] = {c->lines, c->len};
+  switch (c->in) {
+  case L_TIES: return tie_data(c->lines, c->len, false);
+  case L_NAN: return tie_data(c->lines, c->len, true);
+  case L_INT_TIES: return kiln_cast(tie_data(c->lines, c->len, false), KILN_I32);
+  case L_INT_EXTREMES: return tu_data(KILN_I64, 2, shape, 11, TU_FULL);
+  default: {
+    kiln_tensor *x = tu_data(KILN_F32, 2, shape, 3 + (uint64_t)c->op, TU_SMALL);
+    return c->op == S_CUMPROD ? kiln_adds(kiln_muls(x, 1e-3), 1) : x;
+  }
+  }
+}
 
 static kiln_tensor *long_scan(const void *p) {
   const long_t *c = p;
-  kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(c->lines, c->len), 3 + (uint64_t)c->op, TU_SMALL);
-  if (c->op == S_CUMPROD) x = kiln_adds(kiln_muls(x, 1e-3), 1);
-  kiln_tensor *s = apply(c->op, x, -1);
+  kiln_tensor *s = apply(c->op, long_input_of(c), -1);
   return c->op == S_CUMMAX_I || c->op == S_CUMMIN_I ? s : kiln_adds(s, 1);
 }
 
-/* the scans split: cumsum (two lines), cumprod, cummax, cummin */
-static const scan_op split_ops[] = {S_CUMSUM, S_CUMPROD, S_CUMMAX, S_CUMMIN};
-
+/* every scan on smooth values (cumsum and cummax's positions on two lines),
+ * split and just below the length */
 START_TEST(long_scans) {
   const int64_t lens[] = {1 << 20, (1 << 20) - 16};
   for (int l = 0; l < 2; l++) {
-    long_t c = {split_ops[_i], _i == 0 ? 2 : 1, lens[l]};
+    long_t c = {(scan_op)_i, _i == S_CUMSUM || _i == S_CUMMAX_I ? 2 : 1, lens[l], L_SMOOTH};
     char why[512];
     ck_assert_msg(tu_check_fused_eager(long_scan, &c, KILN_NUM_DTYPES, tolerance(c.op, KILN_F32), why, sizeof why),
                   "%s length %lld: %s", scan_names[c.op], (long long)c.len, why);
@@ -532,9 +564,23 @@ START_TEST(long_scans) {
 }
 END_TEST
 
-static kiln_tensor *long_run(scan_op op, int threads) {
+/* ties, nans and integers: cummax and cummin (values and positions), logcumsumexp of the nans */
+START_TEST(long_ties) {
+  const scan_op ops[] = {S_CUMMAX, S_CUMMAX_I, S_CUMMIN, S_CUMMIN_I};
+  const long_input ins[] = {L_TIES, L_NAN, L_INT_TIES, L_INT_EXTREMES};
+  for (int o = 0; o < 5; o++) {
+    long_t c = {o < 4 ? ops[o] : S_LOGCUMSUMEXP, o == 1 ? 2 : 1, 1 << 20, o < 4 ? ins[_i] : L_NAN};
+    if (o == 4 && _i) continue;
+    char why[512];
+    ck_assert_msg(tu_check_fused_eager(long_scan, &c, KILN_NUM_DTYPES, tolerance(c.op, KILN_F32), why, sizeof why),
+                  "%s input %d: %s", scan_names[c.op], c.in, why);
+  }
+}
+END_TEST
+
+static kiln_tensor *long_run(scan_op op, long_input in, int threads) {
   set_threads(threads);
-  long_t c = {op, 1, 1 << 21};
+  long_t c = {op, 1, 1 << 21, in};
   kiln_tensor *r = long_scan(&c);
   ck_assert_int_eq(kiln_realize(r), KILN_OK);
   return r;
@@ -544,10 +590,12 @@ static kiln_tensor *long_run(scan_op op, int threads) {
 START_TEST(long_threads) {
   kiln_scope_begin();
   int saved = rt_opts()->num_threads;
-  const scan_op ops[] = {S_CUMSUM, S_CUMPROD, S_CUMMIN};
-  for (int o = 0; o < 3; o++) {
-    kiln_tensor *one = long_run(ops[o], 1), *two = long_run(ops[o], 2);
-    ck_assert_msg(memcmp(kiln_data(one), kiln_data(two), (size_t)kiln_numel(one) * 4) == 0, "%s", scan_names[ops[o]]);
+  const scan_op ops[] = {S_CUMSUM, S_CUMPROD, S_CUMMIN, S_LOGCUMSUMEXP, S_CUMMAX_I, S_CUMMIN_I};
+  const long_input ins[] = {L_SMOOTH, L_SMOOTH, L_SMOOTH, L_SMOOTH, L_NAN, L_INT_TIES};
+  for (int o = 0; o < 6; o++) {
+    kiln_tensor *one = long_run(ops[o], ins[o], 1), *two = long_run(ops[o], ins[o], 2);
+    size_t bytes = (size_t)kiln_numel(one) * kiln_dtype_size(kiln_dtype_of(one));
+    ck_assert_msg(memcmp(kiln_data(one), kiln_data(two), bytes) == 0, "%s", scan_names[ops[o]]);
   }
   set_threads(saved);
   kiln_scope_end();
@@ -555,17 +603,40 @@ START_TEST(long_threads) {
 END_TEST
 
 /* cumsum(x * 2) + 1: three kernels split (block totals, their scan, the
- * rescan fused with the producer and the consumer), one below the length,
- * with the pass off, or planned for a GPU */
+ * rescan fused with the producer and the consumer), planned for a GPU too
+ * (which splits from 2^14, up to 256 lines), one below the length or with the
+ * pass off; logcumsumexp three too (the
+ * block's max and sum of exp share a row kernel), and cummax's positions
+ * (each block's best and its latest position share one) */
 START_TEST(long_kernels) {
   kiln_scope_begin();
   kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(1 << 20), 1, TU_SMALL);
   kiln_tensor *y = kiln_adds(kiln_cumsum(kiln_muls(x, 2), 0), 1);
   rt_planned *plan;
-  ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &y, &plan), 1);
+  ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &y, &plan), 3);
+  rt_plan_free(plan, 3);
+  kiln_tensor *wide = kiln_cumsum(tu_data(KILN_F32, KILN_SHAPE(257, 1 << 14), 1, TU_SMALL), 1);
+  ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &wide, &plan), 1);
   rt_plan_free(plan, 1);
+  kiln_tensor *gpu_long = kiln_cumsum(kiln_slice(x, 0, 0, 1 << 14, 1), 0);
+  ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &gpu_long, &plan), 3);
+  rt_plan_free(plan, 3);
   ck_assert_int_eq(tu_kernels_of(y), 3);
+  /* planned twice (split for the GPU, then for the CPU), y keeps its value */
+  ck_assert_int_eq(kiln_realize(y), KILN_OK);
+  const float *xv = kiln_data(x), *yv = kiln_data(y);
+  double sum = 0;
+  for (int64_t i = 0; i < 1 << 20; i++) {
+    sum += 2.0 * xv[i];
+    ck_assert_msg(fabs(yv[i] - (sum + 1)) <= 1e-4 * (1 + fabs(sum)), "element %lld: %g, want %g", (long long)i, yv[i], sum + 1);
+  }
   ck_assert_int_eq(tu_kernels_of(kiln_adds(kiln_cumsum(kiln_muls(kiln_slice(x, 0, 16, 1 << 20, 1), 2), 0), 1)), 1);
+  ck_assert_int_eq(tu_kernels_of(kiln_adds(kiln_logcumsumexp(kiln_muls(x, 2), 0), 1)), 3);
+  kiln_tensor *at = NULL;
+  kiln_cummax(kiln_muls(x, 2), 0, NULL, &at);
+  ck_assert_int_eq(tu_kernels_of(at), 3);
+  kiln_cummin(kiln_slice(x, 0, 16, 1 << 20, 1), 0, NULL, &at);
+  ck_assert_int_eq(tu_kernels_of(at), 1);
   rt_opts()->passes = "-split_scan";
   ck_assert_int_eq(tu_kernels_of(kiln_adds(kiln_cumsum(kiln_muls(x, 2), 0), 1)), 1);
   rt_opts()->passes = NULL;
@@ -594,7 +665,8 @@ static Suite *scan_suite(void) {
   TCase *lt = tu_tcase(s, "lanes");
   tcase_add_test(lt, lane_structure);
   tcase_add_test(lt, lane_threads);
-  tcase_add_loop_test(tu_tcase(s, "long_scans"), long_scans, 0, 4);
+  tcase_add_loop_test(tu_tcase(s, "long_scans"), long_scans, 0, S_NOPS);
+  tcase_add_loop_test(tu_tcase(s, "long_ties"), long_ties, 0, 4);
   TCase *lk = tu_tcase(s, "long");
   tcase_add_test(lk, long_threads);
   tcase_add_test(lk, long_kernels);

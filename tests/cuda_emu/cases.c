@@ -571,8 +571,35 @@ static bool fam_scan(int j, cuda_case *c) {
   return finish(c, y, tol);
 }
 
+/* Long scans (a line of 2^14, few lines): split_scan's two passes for the
+ * GPU, block totals (a row per block), their scan, a thread per block
+ * rescanning it from its offset; each kernel emulated on the values the
+ * ones before it store. Ties, nans and infinities (tie_data's lines). */
+#define LONG_SCAN (1 << 14)
+static const char *const long_names[] = {"cumsum_fused_f32", "logcumsumexp_f32", "cummax_idx_f32", "cummin_i32",
+                                         "cummin_idx_i64"};
+#define NLONG ((int)(sizeof long_names / sizeof *long_names))
+
+static bool fam_long_scan(int j, cuda_case *c) {
+  snprintf(c->name, sizeof c->name, "long_scan_%s", long_names[j]);
+  kiln_tensor *y = NULL;
+  kiln_scope_begin();
+  switch (j) {
+  case 0: y = kiln_adds(kiln_cumsum(kiln_muls(data(KILN_F32, KILN_SHAPE(2, LONG_SCAN), 30, TU_SMALL), 2), -1), 1); break;
+  case 1: y = kiln_logcumsumexp(tie_data(4, LONG_SCAN), 1); break;
+  case 2: kiln_cummax(tie_data(4, LONG_SCAN), 1, NULL, &y); break;
+  case 3: kiln_cummin(data(KILN_I32, KILN_SHAPE(1, LONG_SCAN), 31, TU_FULL), -1, &y, NULL); break;
+  default: kiln_cummin(data(KILN_I64, KILN_SHAPE(1, LONG_SCAN), 32, TU_FULL), -1, NULL, &y); break;
+  }
+  kiln_keep(y);
+  kiln_scope_end();
+  c->per_kernel = true;
+  c->reduces = j < 2;   /* sums, exp and log may round otherwise on the two back ends */
+  return finish(c, y, j < 2 ? (ref_tol){1e-5, 1e-5} : (ref_tol){0, 0});
+}
+
 static const family *families(int *n) {
-  static family f[15];
+  static family f[16];
   if (!f[0].build) {
     f[0] = (family){count_ops(1) * NDT, fam_unary};
     f[1] = (family){count_ops(2) * NDT, fam_binary};
@@ -589,8 +616,9 @@ static const family *families(int *n) {
     f[12] = (family){8, fam_index};
     f[13] = (family){8, fam_shape_ops};
     f[14] = (family){NSCANS, fam_scan};
+    f[15] = (family){NLONG, fam_long_scan};
   }
-  *n = 15;
+  *n = 16;
   return f;
 }
 

@@ -1,6 +1,6 @@
 /* cases.h: the graphs the CUDA tests compile: every elementwise op on every
  * dtype it accepts, casts between all dtypes, broadcasting, movement views,
- * random and other sources, scans, reductions (by rows, and whole tensors on one
+ * random and other sources, scans (long ones in two passes), reductions (by rows, and whole tensors on one
  * block or the whole grid), elementwise kernels on the vector path, integer
  * divisions by zero whose kernel check must fail, gathers (loads through an
  * index tensor) and scatters.
@@ -20,6 +20,7 @@ typedef struct {
   bool reduces;         /* has a reduction: CPU and GPU may sum in other orders */
   int fails;            /* a kernel check that must fail (kc_code; 0: none) ... */
   int64_t fail_at;      /* ... at this flat position: the launch has no result to compare */
+  bool per_kernel;      /* a plan of several kernels (a long scan's passes): each emulated on its own */
 } cuda_case;
 
 int cuda_case_count(void);

@@ -36,6 +36,7 @@ struct emu_case {
   int exact_cpu;
   int fails;                    // the kernel check that must fail (kc_code), 0: none
   long long fail_at;            // at this flat position
+  int out;                      // the output param compared (a kernel of several outputs has a row per output)
 };
 
 #include "cases.inc"
@@ -99,7 +100,7 @@ static int run_case(const emu_case &c, unsigned grid, unsigned block, bool rever
   unsigned counter = 0;  // finished blocks: the last one resets it
   if (scratch) memcpy(&counter, scratch, sizeof counter);
   if (counter) printf("FAIL %s (%u blocks of %u): scratch counter left at %u\n", c.name, grid, block, counter);
-  const unsigned char *out = (const unsigned char *)bufs[0];
+  const unsigned char *out = (const unsigned char *)bufs[c.out];
   int bad = 0;
   for (int p = 0; p < c.nparams; p++) {
     long long slot[4];

@@ -2,7 +2,9 @@
  * cases.c that is one single-output kernel, it writes the kernel's CUDA C
  * (kernels.cu, after the prelude) and a row of cases.inc: the input bytes,
  * a launcher that calls the kernel with typed arguments, the reference
- * evaluator's values and the CPU back end's result. emu_main.cpp compiles
+ * evaluator's values and the CPU back end's result; a case marked
+ * per_kernel (a plan of several kernels: a long scan's two passes) gives a
+ * row per kernel. emu_main.cpp compiles
  * both as host C++ with shim.h and runs the kernels: kiln itself never
  * invokes a compiler. Usage: cuda_emu_gen OUTDIR */
 #include "codegen_cuda/cuda.h"
@@ -97,46 +99,84 @@ static void emit_kernel(FILE *src, kernel *k, const char *what, ir_str *seen, cu
   ir_str_free(&text);
 }
 
-/* The CPU back end's result of the case (realizes it). */
-static bool cpu_result(FILE *inc, int id, cuda_case *c, int64_t numel) {
-  size_t bytes = (size_t)numel * ir_dtypes[kiln_dtype_of(c->t)].size;
-  void *out = malloc(bytes + 1);
-  bool ok = out && kiln_realize(c->t) == KILN_OK && kiln_copy_to_host(c->t, out, bytes) == KILN_OK;
+/* The CPU back end's result of node out (realizes it). */
+static bool cpu_result(FILE *inc, int id, ir_node *out, int64_t numel) {
+  size_t bytes = (size_t)numel * ir_dtypes[kiln_dtype_of(out)].size;
+  void *data = malloc(bytes + 1);
+  bool ok = data && kiln_realize(out) == KILN_OK && kiln_copy_to_host(out, data, bytes) == KILN_OK;
   char name[32];
   snprintf(name, sizeof name, "c%d_cpu", id);
-  if (ok) bytes_array(inc, name, out, bytes);
-  free(out);
+  if (ok) bytes_array(inc, name, data, bytes);
+  free(data);
   return ok;
 }
 
-/* One case; false when it is not one kernel with one output of plain inputs. */
-static bool write_case(FILE *src, FILE *inc, int id, cuda_case *c, ir_str *seen) {
-  rt_planned *plan;
-  int n = rt_plan_for(KILN_CUDA, 1, &c->t, &plan);
-  ref_tensor *want = single_output(plan, n) ? ref_eval(c->t) : NULL;
+/* Row id: kernel pl of case c, whose output o stores out (inputs: plain
+ * buffers). */
+static bool write_row(FILE *src, FILE *inc, int id, const char *name, cuda_case *c, const rt_planned *pl, int o,
+                      ir_node *out, ir_str *seen) {
+  ref_tensor *want = ref_eval(out);
   if (want && c->fails) want->numel = 0;   /* no result: the status slot is what is compared */
-  bool ok = want && param_rows(inc, id, &plan[0]);
+  bool ok = want && param_rows(inc, id, pl);
   if (ok) {
-    kernel *k = plan[0].k;
+    kernel *k = pl->k;
     cuda_launch l;
-    emit_kernel(src, k, c->name, seen, &l);
-    char name[32];
-    snprintf(name, sizeof name, "c%d_want", id);
-    doubles_array(inc, name, want);
-    ok = c->fails ? kiln_realize(c->t) == KILN_ERR_VALUE : cpu_result(inc, id, c, want->numel);
+    emit_kernel(src, k, name, seen, &l);
+    char wname[32];
+    snprintf(wname, sizeof wname, "c%d_want", id);
+    doubles_array(inc, wname, want);
+    ok = c->fails ? kiln_realize(out) == KILN_ERR_VALUE : cpu_result(inc, id, out, want->numel);
     if (ok && c->fails) fprintf(inc, "static const unsigned char c%d_cpu[] = {0};\n", id);
     if (ok) launcher(inc, id, k);
     if (ok)
       fprintf(inc,
               "#define CASE_%d {\"%s\", c%d_run, %lld, %d, %d, %lld, %d, c%d_params, %d, %lld, c%d_want, c%d_cpu, "
-              "%a, %a, %d, %d, %lld}\n",
-              id, c->name, id, (long long)l.range, l.block, l.grid, (long long)l.scratch, k->nparams, id,
-              (int)k->params[0].dtype, (long long)want->numel, id, id, c->tol.rtol, c->tol.atol, (int)!c->reduces, c->fails,
-              (long long)c->fail_at);
+              "%a, %a, %d, %d, %lld, %d}\n",
+              id, name, id, (long long)l.range, l.block, l.grid, (long long)l.scratch, k->nparams, id,
+              (int)k->params[o].dtype, (long long)want->numel, id, id, c->tol.rtol, c->tol.atol, (int)!c->reduces, c->fails,
+              (long long)c->fail_at, o);
   }
   ref_free(want);
+  return ok;
+}
+
+/* Case i as one row; false when it is not one kernel with one output of
+ * plain inputs. */
+static bool write_case(FILE *src, FILE *inc, int id, cuda_case *c, ir_str *seen) {
+  rt_planned *plan;
+  int n = rt_plan_for(KILN_CUDA, 1, &c->t, &plan);
+  bool ok = single_output(plan, n) && write_row(src, inc, id, c->name, c, &plan[0], 0, c->t, seen);
   if (n >= 0) rt_plan_free(plan, n);
   return ok;
+}
+
+/* A case of several kernels (per_kernel): a row per kernel output, in
+ * launch order (ids first, first + 1, ...), each kernel fed the values the
+ * kernels before it store (realized on the CPU) and each output compared
+ * with the reference evaluator's value of the node it stores. The number
+ * of rows; a plan it cannot emulate stops the generator. */
+static int write_kernels(FILE *src, FILE *inc, int first, cuda_case *c, ir_str *seen, ir_str *rows) {
+  rt_graph_plan gp;
+  int n = 0;
+  bool ok = rt_plan_graph(KILN_CUDA, 1, &c->t, &gp) == KILN_OK;
+  for (int j = 0; ok && j < gp.g.ngroups; j++) {
+    const pass_group *pg = &gp.g.groups[gp.g.order[j]];
+    rt_planned *pl = &gp.kernels[j];
+    ok = pl->k != NULL;
+    for (int i = 0; ok && i < pl->ninputs; i++) ok = pl->inputs[i]->buf || kiln_realize(pl->inputs[i]) == KILN_OK;
+    for (int o = 0; ok && o < pg->nout; o++) {
+      char name[96];
+      snprintf(name, sizeof name, "%.63s_k%d_out%d", c->name, j, o);
+      if ((ok = write_row(src, inc, first + n, name, c, pl, o, pg->outs[o], seen)))
+        ir_str_printf(rows, "  CASE_%d,\n", first + n++);
+    }
+  }
+  rt_graph_plan_free(&gp);
+  if (!ok || n < 2) {
+    fprintf(stderr, "cuda_emu_gen: %s: kernel %d of its plan cannot be emulated\n", c->name, n);
+    exit(1);
+  }
+  return n;
 }
 
 int main(int argc, char **argv) {
@@ -156,11 +196,14 @@ int main(int argc, char **argv) {
   fprintf(src, "/* generated by cuda_emu_gen: the CUDA C of the emulated cases */\n%s", cuda_prelude());
   fprintf(inc, "/* generated by cuda_emu_gen: inputs, references and launchers */\n");
   ir_str seen = {0}, rows = {0};
-  int ncases = 0;
+  int ncases = 0, next_row = 0;
   for (int i = 0; i < cuda_case_count(); i++) {
     cuda_case c;
     if (!cuda_case_build(i, &c)) continue;
-    if (write_case(src, inc, i, &c, &seen)) {
+    if (c.per_kernel) {   /* row ids past every case's */
+      ncases += write_kernels(src, inc, cuda_case_count() + next_row, &c, &seen, &rows);
+      next_row += 16;
+    } else if (write_case(src, inc, i, &c, &seen)) {
       ir_str_printf(&rows, "  CASE_%d,\n", i);
       ncases++;
     }

@@ -487,31 +487,32 @@ static void scatter_values(const ir_node *n, ref_tensor *const *src, ref_tensor 
 
 /* A scan along the dim of attr.axes, one line at a time in order: sums and
  * products in f64 (floats) or wrapping int64, logcumsumexp as the log of
- * the sum of exp(x - running max), cummax/cummin as PyTorch's loop (x takes
+ * the sum of exp(x - running max) (the sum rescaled when the max grows, so
+ * a line of 2^20 costs one pass), cummax/cummin as PyTorch's loop (x takes
  * over when it is nan, or when the best is not and x >= best: ties and nans
  * move to the latest position). */
-static double log_sum_exp(const double *x, int64_t n) {
-  double m = -INFINITY, s = 0;
-  for (int64_t j = 0; j < n; j++) {
-    if (isnan(x[j])) return NAN;
-    if (x[j] > m) m = x[j];
-  }
-  if (isinf(m)) return m;
-  for (int64_t j = 0; j < n; j++) s += exp(x[j] - m);
-  return m + log(s);
+typedef struct {
+  double max, sum;      /* sum of exp(x - max) over the finite x seen */
+  bool nan;
+} lse_state;
+
+static double lse_add(lse_state *e, double x) {
+  if (isnan(x)) e->nan = true;
+  else if (x > e->max) e->sum = e->sum * exp(e->max - x) + 1, e->max = x;
+  else if (x > -INFINITY && e->max < INFINITY) e->sum += exp(x - e->max);
+  return e->nan ? NAN : isinf(e->max) ? e->max : e->max + log(e->sum);
 }
 
-static void scan_line(const ir_node *n, const ref_tensor *s, ref_tensor *r, int64_t first, int64_t len, int64_t step,
-                      double *seen) {
+static void scan_line(const ir_node *n, const ref_tensor *s, ref_tensor *r, int64_t first, int64_t len, int64_t step) {
   bool fl = s->f != NULL, mx = n->op == IR_CUMMAX || n->op == IR_CUMARGMAX;
   double acc = n->op == IR_CUMPROD ? 1 : 0, best = 0;
   rv bestv = rv_i(0);
   int64_t iacc = n->op == IR_CUMPROD ? 1 : 0, at = 0;
+  lse_state lse = {-INFINITY, 0, false};
   for (int64_t j = 0; j < len; j++) {
     int64_t k = first + j * step;
     rv v = ref_rv(s, k);
     double x = rv_as_double(v);
-    seen[j] = x;
     bool ge = fl ? x >= best : v.i >= bestv.i, le = fl ? x <= best : v.i <= bestv.i;
     bool wins = j == 0 || isnan(x) || (!isnan(best) && (mx ? ge : le));
     if (wins) best = x, bestv = v, at = j;
@@ -526,7 +527,7 @@ static void scan_line(const ir_node *n, const ref_tensor *s, ref_tensor *r, int6
       else iacc = (int64_t)((uint64_t)iacc * (uint64_t)v.i);
       ref_put(r, k, fl ? rv_f(acc) : rv_i(iacc));
       break;
-    case IR_LOGCUMSUMEXP: ref_put(r, k, rv_f(log_sum_exp(seen, j + 1))); break;
+    case IR_LOGCUMSUMEXP: ref_put(r, k, rv_f(lse_add(&lse, x))); break;
     case IR_CUMARGMAX: case IR_CUMARGMIN: ref_put(r, k, rv_i(at)); break;
     default: ref_put(r, k, bestv); break;
     }
@@ -538,11 +539,8 @@ static void scan_eval(const ir_node *n, ref_tensor *const *src, ref_tensor *r) {
   while (!(n->attr.axes >> d & 1)) d++;
   int64_t len = n->shape[d], inner = ir_numel(n->ndim - d - 1, n->shape + d + 1);
   if (len == 0 || r->numel == 0) return;
-  double *seen = malloc(sizeof(double) * (size_t)len);
-  IR_ASSERT(seen);
   for (int64_t o = 0; o < r->numel / (len * inner); o++)
-    for (int64_t t = 0; t < inner; t++) scan_line(n, src[0], r, o * len * inner + t, len, inner, seen);
-  free(seen);
+    for (int64_t t = 0; t < inner; t++) scan_line(n, src[0], r, o * len * inner + t, len, inner);
 }
 
 /* Sorts along the dim of attr.axes, by the plain definition: element a
