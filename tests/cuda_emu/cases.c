@@ -572,7 +572,7 @@ static bool fam_scan(int j, cuda_case *c) {
 }
 
 static const family *families(int *n) {
-  static family f[15];
+  static family f[16];
   if (!f[0].build) {
     f[0] = (family){count_ops(1) * NDT, fam_unary};
     f[1] = (family){count_ops(2) * NDT, fam_binary};
@@ -589,8 +589,9 @@ static const family *families(int *n) {
     f[12] = (family){8, fam_index};
     f[13] = (family){8, fam_shape_ops};
     f[14] = (family){NSCANS, fam_scan};
+    f[15] = (family){cuda_attn_case_count(), cuda_attn_case_build};
   }
-  *n = 15;
+  *n = 16;
   return f;
 }
 
