@@ -1,4 +1,4 @@
-/* emit.c: kernel IR -> CUDA C. Two mappings of the work to threads:
+/* emit.c: kernel IR -> CUDA C. Three mappings of the work to threads:
  * - one thread per iteration: the parallel loop, flattened with the loops
  *   perfectly nested in it, becomes a grid-stride loop; inner loops and
  *   reductions run inside the thread. Elementwise kernels, and reductions
@@ -16,6 +16,9 @@
  *   one such row: on one block, or, when it is one long reduction and its
  *   epilogue, on the whole grid (each block's partial result goes through
  *   the kernel's scratch to the last block to finish; cuda.h).
+ * - a fused attention (KS_ATTN): one block per block of query rows of one
+ *   (batch, head), which calls attention.cuh's kiln_attention (a thread a
+ *   query row, key and value tiles in shared memory).
  * Accumulators are locals of the thread, expressions `const` temporaries
  * named by their id (hash-consing makes them shared). Elementwise ops come
  * from one template table with the CPU back end's exact semantics
@@ -415,6 +418,34 @@ static void emit_sort(cuda_em *em, const kstmt *s) {
   ir_str_free(&w);
 }
 
+/* The fused attention of one block of query rows (attention.cuh's
+ * kiln_attention, which every thread of the block calls): the (batch,
+ * head)'s operands at their offsets, the strides, sizes and head dims as
+ * constants (the head dims size its registers), no mask as a null pointer. */
+static void emit_attn(cuda_em *em, const kstmt *s) {
+  const kernel *k = em->k;
+  kiln_dtype dt = k->params[s->attn.q].dtype, mdt = s->attn.mask >= 0 ? k->params[s->attn.mask].dtype : dt;
+  int mask = s->attn.mask < 0 ? 0 : mdt == KILN_BOOL ? 1 : 2;
+  operand q = use(em, s->attn.q_off), kk = use(em, s->attn.k_off), v = use(em, s->attn.v_off),
+          o = use(em, s->attn.o_off), row0 = use(em, s->attn.row0), m = {"0"};
+  char mp[96], scale[64];
+  if (mask) m = use(em, s->attn.m_off);
+  if (mask) snprintf(mp, sizeof mp, "p%d + %s", s->attn.mask, m.s);
+  else snprintf(mp, sizeof mp, "(const %s *)0", stype(mdt));
+  float_literal(scale, sizeof scale, dt, s->attn.scale);
+  indent(em);
+  ir_str_printf(em->out, "const long long kst[10] = {");
+  for (int i = 0; i < 10; i++) ir_str_printf(em->out, "%s%" PRId64 "LL", i ? ", " : "", s->attn.st[i]);
+  ir_str_printf(em->out, "};\n");
+  indent(em);
+  ir_str_printf(em->out,
+                "kiln_attention<%s, %s, %d, %" PRId64 ", %" PRId64 ">(p%d + %s, p%d + %s, p%d + %s, %s, p%d + %s, %s, "
+                "%" PRId64 "LL, %" PRId64 "LL, %" PRId64 "LL, kst, %s, %s);\n",
+                stype(dt), stype(mdt), mask, s->attn.e, s->attn.ev, s->attn.q, q.s, s->attn.k, kk.s, s->attn.v, v.s,
+                mp, s->attn.out, o.s, row0.s, s->attn.rows, s->attn.l, s->attn.s, scale,
+                s->attn.causal ? "true" : "false");
+}
+
 /* acc = op(acc, value), through the op table. */
 static void emit_fold(cuda_em *em, const kstmt *s) {
   char acc[16];
@@ -782,7 +813,7 @@ static void emit_block(cuda_em *em, const kstmt *s) {
     case KS_GEMM: IR_ASSERT(!"KS_GEMM reaches the CUDA emitter"); break;
     case KS_CHECK: emit_check(em, s); break;
     case KS_SORT: emit_sort(em, s); break;
-    case KS_ATTN: IR_ASSERT(!"KS_ATTN reaches the CUDA emitter"); break;   /* cuda_emit refuses it */
+    case KS_ATTN: emit_attn(em, s); break;
     }
   }
 }
@@ -1007,6 +1038,20 @@ static void emit_rows(cuda_em *em, const kstmt *const *chain, int n, const kstmt
   else emit_flat_loop(em, chain, n, iter, "lo + (long long)blockIdx.x", "hi", "(long long)gridDim.x");
 }
 
+/* A block per iteration of a fused attention (a block of query rows of one
+ * (batch, head)), blocks striding over them; kiln_attention gives each
+ * thread a row: a warp, or more up to the rows of an iteration. */
+static void emit_attention(cuda_em *em, const kstmt *const *chain, int n, const kstmt *iter, cuda_launch *launch) {
+  int64_t rows = iter->attn.rows < iter->attn.l ? iter->attn.rows : iter->attn.l;
+  launch->grid = grid_for(launch->range, 1);
+  launch->block = row_block(rows, launch->range);
+  launch->scratch = 0;
+  emit_signature(em, launch->block);
+  em->depth = 1;
+  em->block_wide = true;
+  emit_flat_loop(em, chain, n, iter, "lo + (long long)blockIdx.x", "hi", "(long long)gridDim.x");
+}
+
 /* A thread per iteration; with a vector path (vector_lanes), each thread
  * first runs groups of iterations by vectors, then the scalar loop. */
 static void emit_threads(cuda_em *em, const kstmt *const *chain, int n, const kstmt *iter, cuda_launch *launch) {
@@ -1037,18 +1082,14 @@ static void emit_kernel(cuda_em *em, cuda_launch *launch) {
   bool rows = contains(iter, KS_ACC) && !contains(iter, KS_CARRY) &&
               !(n && has_load(em, iter, chain[n - 1]->var)) && !has_load(em, b, -1);
   launch->range = chain_extent(chain, n);
-  (rows ? emit_rows : emit_threads)(em, chain, n, iter, launch);
+  if (n && iter->kind == KS_ATTN) emit_attention(em, chain, n, iter, launch);   /* lowering: the KS_ATTN alone */
+  else (rows ? emit_rows : emit_threads)(em, chain, n, iter, launch);
   ir_str_printf(em->out, "}\n\n");
 }
 
 bool cuda_emit(kernel *k, ir_str *src, cuda_launch *launch, char **err) {
   if (contains(k->body, KS_GEMM)) {
     if (err) *err = ir_strprintf("%s: matrix products are not emitted as CUDA C (cuBLAS)", k->name);
-    return false;
-  }
-  if (contains(k->body, KS_ATTN)) {   /* the frontend builds the composition for CUDA tensors */
-    if (err) *err = ir_strprintf("%s: the fused attention kernel is CPU-only; on CUDA attention is the composition",
-                                 k->name);
     return false;
   }
   if (!k->name[0]) {

@@ -1,6 +1,6 @@
 /* attention.c: scaled_dot_product_attention as one IR_ATTN node (ops.def),
- * which the CPU back end runs as one kernel with an online softmax; the
- * cases it does not cover stay on nn.c's composition. */
+ * which the CPU and CUDA back ends run as one kernel with an online softmax;
+ * the cases it does not cover stay on nn.c's composition. */
 #include "frontend/frontend.h"
 
 #include <string.h>
@@ -27,10 +27,9 @@ static bool fused_covers(const ir_node *q, const ir_node *k, const ir_node *v, c
   int nd = q->ndim;
   bool floats = (q->dtype == KILN_F32 || q->dtype == KILN_F64) && k->dtype == q->dtype && v->dtype == q->dtype;
   bool symbolic = q->symbolic || k->symbolic || v->symbolic || (mask && mask->symbolic);
-  bool cpu = q->device.type == KILN_CPU;
   bool empty = !ir_numel(nd, q->shape) || !ir_numel(nd, k->shape) || !ir_numel(nd, v->shape);
   bool mask_dtype = !mask || mask->dtype == KILN_BOOL || mask->dtype == q->dtype;
-  return floats && !symbolic && cpu && !empty && mask_dtype && same_batch(q, k, group) && same_batch(q, v, group);
+  return floats && !symbolic && !empty && mask_dtype && same_batch(q, k, group) && same_batch(q, v, group);
 }
 
 ir_node *fe_attention_fused(const char *f, int l, ir_node *q, ir_node *k, ir_node *v, ir_node *mask, bool causal,

@@ -1232,24 +1232,27 @@ static void sort_nest(lower_ctx *c, const pass_group *pg, const ir_node *n) {
 
 /* ---- attention --------------------------------------------------------------
  * An attention group (fuse.c: the node alone) is one parallel loop over
- * (batch dims, block of ATTN_ROWS query rows), flattened so that the rows of
- * a single head split across threads too, around one KS_ATTN that reads q,
- * k, v and the mask in place through their strides, as a GEMM reads its
- * operands; key/value head h / group serves query head h (GQA). */
-enum { ATTN_ROWS = 48 };   /* the GEMM driver's row block (gemm.c's MC) */
+ * (batch dims, block of ATTN_ROWS query rows; ATTN_ROWS_CUDA for CUDA),
+ * flattened so that the rows of a single head split across threads (or
+ * blocks) too, around one KS_ATTN that reads q, k, v and the mask in place
+ * through their strides, as a GEMM reads its operands; key/value head h /
+ * group serves query head h (GQA). */
+enum { ATTN_ROWS = 48,        /* the GEMM driver's row block (gemm.c's MC) */
+       ATTN_ROWS_CUDA = 64 };  /* a CUDA block's rows: a thread each (codegen_cuda/attention.cuh) */
 
 static void attention_nest(lower_ctx *c, const ir_node *n) {
   kernel *k = c->k;
   int nd = n->ndim;
-  int64_t lq = n->shape[nd - 2], blocks = (lq + ATTN_ROWS - 1) / ATTN_ROWS, ost[KILN_MAX_DIMS];
+  int64_t rows = pass_target(c->g, n) == KILN_CPU ? ATTN_ROWS : ATTN_ROWS_CUDA;
+  int64_t lq = n->shape[nd - 2], blocks = (lq + rows - 1) / rows, ost[KILN_MAX_DIMS];
   push_frame(c, -1, &k->body);
   int u = k_var(k);
   kstmt *loop = ks_loop(k, u, ir_numel(nd - 2, n->shape) * blocks, KL_PARALLEL);
   frame_set_inner(&c->frames[c->nframes - 1], loop);
   push_frame(c, u, &loop->body);
   kexpr *idx[KILN_MAX_DIMS], *kidx[KILN_MAX_DIMS], *rest = kx_var(k, u);
-  kstmt *st = ks_attn(k, ATTN_ROWS);
-  st->attn.row0 = kx_imul(k, kx_imod(k, rest, i64(k, blocks)), i64(k, ATTN_ROWS));
+  kstmt *st = ks_attn(k, rows);
+  st->attn.row0 = kx_imul(k, kx_imod(k, rest, i64(k, blocks)), i64(k, rows));
   rest = kx_idiv(k, rest, i64(k, blocks));
   for (int d = nd - 3; d >= 0; d--) {
     kidx[d] = idx[d] = kx_imod(k, rest, i64(k, n->shape[d]));

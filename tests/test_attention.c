@@ -2,88 +2,28 @@
  * codegen_cpu/attention.c) against the reference evaluator's full score
  * matrix and against the plain composition built here from public ops:
  * masks of each kind, GQA, odd sizes, transposed views, fully masked rows
- * (nan), one kernel, and a peak memory that stays O(S*d). */
+ * (nan), one kernel, and a peak memory that stays O(S*d). The cases are
+ * tests/util/attn_cases.c's (the CUDA emulation runs them too). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "check_main.h"
 #include "ir/alloc.h"
+#include "util/attn_cases.h"
 #include "util/testutil.h"
 
-typedef struct {
-  int b, hq, hkv, l, s, e, ev;
-  int mode;            /* 0 none, 1 causal, 2 bool mask, 3 float mask */
-  kiln_dtype dt;
-  bool transposed;     /* q, k, v are [b, seq, h, e] data viewed as [b, h, seq, e] */
-} attn_case;
-
-static const attn_case cases[] = {
-  {2, 2, 2, 5, 7, 4, 3, 0, KILN_F32, false},
-  {2, 2, 2, 70, 70, 13, 13, 1, KILN_F32, false},   /* 3 row blocks, 2 key blocks, e not a vector multiple */
-  {1, 2, 2, 9, 150, 16, 5, 2, KILN_F32, false},    /* bool mask, row 0 fully masked: nan */
-  {1, 3, 3, 6, 65, 8, 8, 3, KILN_F64, false},      /* float mask with -inf, row 1 fully masked */
-  {2, 4, 2, 33, 33, 8, 4, 1, KILN_F32, false},     /* GQA: 2 query heads per key/value head */
-  {1, 2, 2, 1, 1, 3, 2, 0, KILN_F64, false},       /* L = S = 1 */
-  {1, 2, 2, 40, 1, 5, 3, 1, KILN_F32, false},      /* S = 1, causal: every row sees key 0 */
-  {2, 3, 3, 20, 12, 6, 7, 1, KILN_F32, true},      /* L > S causal, transposed views */
-  {1, 2, 1, 17, 90, 12, 9, 2, KILN_F64, true},     /* GQA, bool mask, transposed */
-  {1, 1, 1, 100, 200, 64, 64, 1, KILN_F32, false}, /* causal over 4 key blocks, 3 row blocks */
-  {1, 2, 2, 60, 130, 9, 70, 1, KILN_F64, false},   /* f64 blocks of 24 rows, 3 key blocks, ev past 64 */
-  {1, 2, 2, 50, 129, 3, 17, 3, KILN_F32, false},   /* float mask over 3 key blocks, the last of one key */
-  {1, 1, 1, 97, 64, 70, 9, 0, KILN_F32, true},     /* one key block exactly, e past 64, a last row block of 1 */
-};
-#define NCASES (int)(sizeof cases / sizeof *cases)
-
-/* The mask of a case as additive float values: 0 keeps, -inf drops. */
-static double mask_value(const attn_case *c, int i, int j) {
-  if (c->mode == 1) return j > i ? -INFINITY : 0;
-  if (c->mode == 2) return i > 0 && (i + 2 * j) % 5 != 0 ? 0 : -INFINITY;
-  if (c->mode == 3) return i == 1 || (i + j) % 7 == 0 ? -INFINITY : 0.125 * (i - j % 4);
-  return 0;
-}
-
-static kiln_tensor *input(const attn_case *c, int h, int seq, int e, uint64_t seed) {
-  if (!c->transposed) return tu_data(c->dt, KILN_SHAPE(c->b, h, seq, e), seed, TU_SMALL);
-  return kiln_transpose(tu_data(c->dt, KILN_SHAPE(c->b, seq, h, e), seed, TU_SMALL), 1, 2);
-}
-
-/* The additive mask as an f64 tensor [L, S]. */
-static kiln_tensor *mask_values(const attn_case *c) {
-  static double mv[200 * 200];
-  for (int i = 0; i < c->l; i++)
-    for (int j = 0; j < c->s; j++) mv[i * c->s + j] = mask_value(c, i, j);
-  return kiln_from_data(mv, KILN_F64, KILN_SHAPE(c->l, c->s));
-}
-
-/* The mask SDPA is given: bool (true keeps) or of the case's dtype. */
-static kiln_tensor *mask_of(const attn_case *c) {
-  kiln_tensor *m = mask_values(c);
-  return c->mode == 2 ? kiln_eqs(m, 0) : kiln_cast(m, c->dt);
-}
-
-typedef struct { kiln_tensor *q, *k, *v, *mask; } inputs;
-
-static inputs inputs_of(const attn_case *c) {
-  return (inputs){input(c, c->hq, c->l, c->e, 40), input(c, c->hkv, c->s, c->e, 41), input(c, c->hkv, c->s, c->ev, 42),
-                  c->mode >= 2 ? mask_of(c) : NULL};
-}
-
-static kiln_tensor *sdpa_of(const attn_case *c, inputs in) {
-  return kiln_scaled_dot_product_attention(in.q, in.k, in.v, in.mask, c->mode == 1, 0, c->hq != c->hkv);
-}
-
-static kiln_tensor *sdpa(const void *ctx) { return sdpa_of(ctx, inputs_of(ctx)); }
+static kiln_tensor *sdpa(const void *ctx) { return tu_attn_sdpa(ctx, tu_attn_inputs_of(ctx)); }
 
 /* softmax(q k^T / sqrt(e) + mask) v from matmul, softmax and add (no GQA). */
-static kiln_tensor *composition(const attn_case *c, inputs in) {
-  kiln_tensor *add = kiln_cast(mask_values(c), c->dt);
+static kiln_tensor *composition(const tu_attn_case *c, tu_attn_inputs in) {
+  kiln_tensor *add = kiln_cast(tu_attn_mask_values(c), c->dt);
   kiln_tensor *scores = kiln_muls(kiln_matmul(in.q, kiln_transpose(in.k, -2, -1)), 1 / sqrt(c->e));
   return kiln_matmul(kiln_softmax(kiln_add(scores, add), -1), in.v);
 }
 
 START_TEST(fused_matches_reference) {
-  const attn_case *c = &cases[_i];
+  const tu_attn_case *c = &tu_attn_cases[_i];
   char why[512];
   ref_tol tol = c->dt == KILN_F32 ? (ref_tol){2e-5, 2e-5} : (ref_tol){1e-12, 1e-12};
   kiln_scope_begin();
@@ -93,13 +33,13 @@ START_TEST(fused_matches_reference) {
 END_TEST
 
 START_TEST(fused_matches_composition) {
-  const attn_case *c = &cases[_i];
+  const tu_attn_case *c = &tu_attn_cases[_i];
   if (c->hq != c->hkv) return;   /* the composition here has no GQA; the reference covers it */
   kiln_scope_begin();
-  inputs in = inputs_of(c);
+  tu_attn_inputs in = tu_attn_inputs_of(c);
   kiln_tensor *all[4] = {in.q, in.k, in.v, in.mask};
   for (int i = 0; i < 4; i++) ck_assert_int_eq(all[i] ? kiln_realize(all[i]) : KILN_OK, KILN_OK);
-  kiln_tensor *y = sdpa_of(c, in), *want = composition(c, in);
+  kiln_tensor *y = tu_attn_sdpa(c, in), *want = composition(c, in);
   ck_assert_uint_eq(tu_kernels_of(y), 1);   /* the transposed data and the broadcast mask are read in place */
   int64_t n = kiln_numel(y);
   ck_assert_int_eq(n, kiln_numel(want));
@@ -244,8 +184,8 @@ static Suite *attention_suite(void) {
   Suite *s = suite_create("attention");
   TCase *t = tcase_create("fused");
   tcase_set_timeout(t, 120);
-  tcase_add_loop_test(t, fused_matches_reference, 0, NCASES);
-  tcase_add_loop_test(t, fused_matches_composition, 0, NCASES);
+  tcase_add_loop_test(t, fused_matches_reference, 0, tu_attn_ncases);
+  tcase_add_loop_test(t, fused_matches_composition, 0, tu_attn_ncases);
   tcase_add_test(t, fully_masked_rows_nan);
   tcase_add_test(t, projections_then_one_kernel);
   tcase_add_test(t, composition_where_not_fused);

@@ -11,6 +11,7 @@
 #include "cuda_emu/cases.h"
 #include "runtime/device.h"
 #include "runtime/inspect.h"
+#include "util/hostplan.h"
 #include "util/testutil.h"
 
 #include <stdio.h>
@@ -392,6 +393,59 @@ START_TEST(test_vector_path) {
 }
 END_TEST
 
+/* The fused attention (KS_ATTN, codegen_cuda/attention.cuh): a block per
+ * block of 64 query rows of one (batch, head), a thread per row, no
+ * scratch; the head dims, sizes, strides, scale and causal flag are
+ * constants of the call; GQA reads key/value head h / 2 for query head h. A
+ * short sequence gets a warp. The plan run on the host (the CPU back end
+ * runs the same kernel IR) agrees with the reference evaluator. */
+static kiln_tensor *gqa_causal(void) {
+  kiln_tensor *q = tu_data(KILN_F32, KILN_SHAPE(2, 4, 100, 16), 1, TU_SMALL);
+  kiln_tensor *k = tu_data(KILN_F32, KILN_SHAPE(2, 2, 30, 16), 2, TU_SMALL);
+  kiln_tensor *v = tu_data(KILN_F32, KILN_SHAPE(2, 2, 30, 8), 3, TU_SMALL);
+  return kiln_scaled_dot_product_attention(q, k, v, NULL, true, 0, true);
+}
+
+START_TEST(test_attention_mapping) {
+  kiln_scope_begin();
+  ir_str src = {0};
+  cuda_launch l;
+  emit_one(kiln_retain(gqa_causal()), &src, &l);
+  ck_assert_int_eq(l.range, 2 * 4 * 2);   /* (batch, head, 2 blocks of 64 of the 100 rows) */
+  ck_assert_int_eq(l.grid, 16);
+  ck_assert_int_eq(l.block, 64);
+  ck_assert_int_eq(l.scratch, 0);
+  ck_assert_ptr_nonnull(strstr(src.s, "v0 += (long long)gridDim.x)"));   /* blocks stride over them */
+  ck_assert_ptr_nonnull(strstr(src.s, "const long long kst[10] = {16LL, 1LL, 16LL, 1LL, 8LL, 1LL, 0LL, 0LL, 8LL, 1LL};"));
+  ck_assert_ptr_nonnull(strstr(src.s, "kiln_attention<float, float, 0, 16, 8>("));
+  ck_assert_ptr_nonnull(strstr(src.s, "(const float *)0"));   /* no mask */
+  ck_assert_ptr_nonnull(strstr(src.s, ", 64LL, 100LL, 30LL, kst, ((float)0x1p-2), true);"));
+  src.len = 0;
+  kiln_tensor *q = tu_data(KILN_F64, KILN_SHAPE(3, 5, 4), 4, TU_SMALL), *k = tu_data(KILN_F64, KILN_SHAPE(3, 7, 4), 5, TU_SMALL);
+  kiln_tensor *m = kiln_gts(tu_data(KILN_F64, KILN_SHAPE(5, 7), 6, TU_SMALL), 0);
+  ck_assert_int_eq(kiln_realize(m), KILN_OK);
+  emit_one(kiln_retain(kiln_scaled_dot_product_attention(q, k, k, m, false, 0.5, false)), &src, &l);
+  ck_assert_int_eq(l.range, 3);
+  ck_assert_int_eq(l.block, 32);   /* 5 rows: a warp */
+  ck_assert_ptr_nonnull(strstr(src.s, "kiln_attention<double, unsigned char, 1, 4, 4>("));
+  ck_assert_ptr_nonnull(strstr(src.s, "((double)0x1p-1), false);"));
+  ir_str_free(&src);
+  kiln_tensor *y = gqa_causal();
+  ref_tensor *want = ref_eval(y);
+  rt_graph_plan plan;
+  ck_assert_int_eq(rt_plan_graph(KILN_CUDA, 1, &y, &plan), KILN_OK);
+  ck_assert_int_eq(plan.g.ngroups, 1);
+  tu_stored st = {0};
+  tu_run_plan(&plan, &st, NULL, NULL);
+  char why[256];
+  ck_assert_msg(ref_check_data(want, tu_stored_data(&st, y), 2e-5, 2e-5, why, sizeof why), "%s", why);
+  tu_stored_free(&st);
+  rt_graph_plan_free(&plan);
+  ref_free(want);
+  kiln_scope_end();
+}
+END_TEST
+
 static Suite *cuda_codegen_suite(void) {
   Suite *s = suite_create("cuda_codegen");
   TCase *tc = tu_tcase(s, "nvrtc");
@@ -403,6 +457,7 @@ static Suite *cuda_codegen_suite(void) {
   tcase_add_test(tc, test_gemm_refused);
   tcase_add_test(tc, test_reduction_mapping);
   tcase_add_test(tc, test_vector_path);
+  tcase_add_test(tc, test_attention_mapping);
   tc = tu_tcase(s, "cache");
   tcase_add_checked_fixture(tc, cache_setup, cache_teardown);
   tcase_add_test(tc, test_cache_hit);

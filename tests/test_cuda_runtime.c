@@ -339,6 +339,53 @@ START_TEST(memory_stats_after_the_first_kernel) {
 }
 END_TEST
 
+/* scaled_dot_product_attention of CUDA tensors is the fused kernel
+ * (codegen_cuda/attention.cuh), one launch, agreeing with the CPU's fused
+ * kernel: causal with GQA, a bool mask whose row 0 drops every key (nan on
+ * both), f64 with an additive mask and head dims over one tile chunk.
+ * Realizing S = 1024 over 2 heads allocates its output, never the 8 MiB of
+ * scores. */
+static kiln_tensor *sdpa(kiln_tensor *const in[4], bool gpu, bool causal, bool gqa) {
+  kiln_tensor *t[4];
+  for (int i = 0; i < 4; i++) t[i] = in[i] && gpu ? kiln_to(in[i], cuda0) : in[i];
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(t[i] ? kiln_realize(t[i]) : KILN_OK, KILN_OK);
+  return kiln_scaled_dot_product_attention(t[0], t[1], t[2], t[3], causal, 0, gqa);
+}
+
+static void expect_fused_match(kiln_tensor *const in[4], bool causal, bool gqa, double rtol) {
+  kiln_tensor *g = sdpa(in, true, causal, gqa);
+  ck_assert_int_eq(kiln_device_of(g).type, KILN_CUDA);
+  ck_assert_uint_eq(tu_kernels_of(g), 1);
+  expect_close(sdpa(in, false, causal, gqa), g, rtol);
+}
+
+START_TEST(attention_matches_the_cpu) {
+  if (!tu_have_gpu()) return;
+  kiln_scope_begin();
+  kiln_tensor *q = tu_data(KILN_F32, KILN_SHAPE(2, 4, 100, 16), 1, TU_SMALL);
+  kiln_tensor *k = tu_data(KILN_F32, KILN_SHAPE(2, 2, 70, 16), 2, TU_SMALL);
+  kiln_tensor *v = tu_data(KILN_F32, KILN_SHAPE(2, 2, 70, 24), 3, TU_SMALL);
+  kiln_tensor *rows = kiln_gts(kiln_reshape(kiln_arange(0, 100, 1), KILN_SHAPE(100, 1)), 0);
+  kiln_tensor *keep = kiln_logical_and(kiln_gts(tu_data(KILN_F32, KILN_SHAPE(100, 70), 4, TU_SMALL), -0.5), rows);
+  expect_fused_match((kiln_tensor *[4]){q, k, v, NULL}, true, true, 1e-5);
+  expect_fused_match((kiln_tensor *[4]){q, k, v, keep}, false, true, 1e-5);
+  kiln_tensor *q64 = tu_data(KILN_F64, KILN_SHAPE(3, 33, 40), 5, TU_SMALL);
+  kiln_tensor *k64 = tu_data(KILN_F64, KILN_SHAPE(3, 50, 40), 6, TU_SMALL);
+  kiln_tensor *v64 = tu_data(KILN_F64, KILN_SHAPE(3, 50, 36), 7, TU_SMALL);
+  kiln_tensor *add = tu_data(KILN_F64, KILN_SHAPE(33, 50), 8, TU_SMALL);
+  expect_fused_match((kiln_tensor *[4]){q64, k64, v64, add}, false, false, 1e-12);
+  kiln_tensor *big = kiln_to(tu_data(KILN_F32, KILN_SHAPE(2, 1024, 16), 9, TU_SMALL), cuda0);
+  ck_assert_int_eq(kiln_realize(big), KILN_OK);
+  kiln_memory_stats_t before, after;
+  ck_assert_int_eq(kiln_memory_stats(cuda0, &before), KILN_OK);
+  kiln_reset_peak_memory();
+  ck_assert_int_eq(kiln_realize(kiln_scaled_dot_product_attention(big, big, big, NULL, true, 0, false)), KILN_OK);
+  ck_assert_int_eq(kiln_memory_stats(cuda0, &after), KILN_OK);
+  ck_assert_uint_lt(after.peak_bytes - before.allocated_bytes, 2u << 20);
+  kiln_scope_end();
+}
+END_TEST
+
 static Suite *cuda_runtime_suite(void) {
   Suite *s = suite_create("cuda_runtime");
   TCase *tc = tu_tcase(s, "no_gpu");
@@ -358,6 +405,7 @@ static Suite *cuda_runtime_suite(void) {
   tcase_add_test(tc, matmul_of_views_cublaslt_cannot_read);
   tcase_add_test(tc, rand_is_bitwise_identical);
   tcase_add_test(tc, memory_stats_after_the_first_kernel);
+  tcase_add_test(tc, attention_matches_the_cpu);
   return s;
 }
 

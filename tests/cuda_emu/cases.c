@@ -599,7 +599,7 @@ static bool fam_long_scan(int j, cuda_case *c) {
 }
 
 static const family *families(int *n) {
-  static family f[16];
+  static family f[17];
   if (!f[0].build) {
     f[0] = (family){count_ops(1) * NDT, fam_unary};
     f[1] = (family){count_ops(2) * NDT, fam_binary};
@@ -617,8 +617,9 @@ static const family *families(int *n) {
     f[13] = (family){8, fam_shape_ops};
     f[14] = (family){NSCANS, fam_scan};
     f[15] = (family){NLONG, fam_long_scan};
+    f[16] = (family){cuda_attn_case_count(), cuda_attn_case_build};
   }
-  *n = 16;
+  *n = 17;
   return f;
 }
 

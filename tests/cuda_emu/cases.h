@@ -3,7 +3,7 @@
  * random and other sources, scans (long ones in two passes), reductions (by rows, and whole tensors on one
  * block or the whole grid), elementwise kernels on the vector path, integer
  * divisions by zero whose kernel check must fail, gathers (loads through an
- * index tensor) and scatters.
+ * index tensor) and scatters, and the fused attention (cases_attn.c).
  * test_cuda_codegen.c compiles the kernels of all of them with NVRTC; the
  * emulation generator (gen.c) runs a share of them through the emulated
  * GPU. Built through the public API only. */
@@ -27,5 +27,9 @@ int cuda_case_count(void);
 /* Builds case i; false when the combination does not exist (an op the dtype
  * rules out): nothing to release then. Random sources are reseeded per case. */
 bool cuda_case_build(int i, cuda_case *c);
+
+/* The family of cases_attn.c: scaled_dot_product_attention's fused kernel. */
+int cuda_attn_case_count(void);
+bool cuda_attn_case_build(int j, cuda_case *c);
 
 #endif
