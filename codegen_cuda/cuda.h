@@ -16,7 +16,12 @@
  * every later one (each launch leaves it zeroed again), one per kernel.
  * Only a grid-wide reduction uses it: an unsigned counter of finished blocks
  * at byte 0, then 8-byte slots of the blocks' partial results, slot s of
- * block b at byte 16 + 8 * (s * gridDim.x + b) (prelude.cuh). */
+ * block b at byte 16 + 8 * (s * gridDim.x + b) (prelude.cuh).
+ * A shape-generic kernel (k->generic: sizes, strides and offsets are launch
+ * arguments, ir/kernel.h) has one source for every shape of its structure:
+ * its loops run to their arguments and its block size and mapping follow
+ * the structure alone. Only cuda_launch's range and grid follow the sizes k
+ * was lowered with, so each launch takes them from its own lowering. */
 #ifndef KILN_CUDA_H
 #define KILN_CUDA_H
 

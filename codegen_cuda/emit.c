@@ -346,10 +346,42 @@ static void emit_scoped(cuda_em *em, const kstmt *body) {
   ir_str_printf(em->out, "}\n");
 }
 
+/* Loop s's extent in the source: a literal, or in a shape-generic kernel
+ * the launch argument that holds it (the source stays the same for every
+ * shape of the structure). */
+static void extent_text(const cuda_em *em, const kstmt *s, char *buf, size_t n) {
+  if (s->bound) snprintf(buf, n, "p%d.v[%lld]", k_args_param(em->k), (long long)s->bound->i);
+  else snprintf(buf, n, "%" PRId64 "LL", s->extent);
+}
+
+/* The product of the extents of chain[from..to) as text: one literal when
+ * none is a launch argument. True when it is the literal 1. */
+static bool extent_product(const cuda_em *em, const kstmt *const *chain, int from, int to, char *buf, size_t n) {
+  int64_t lit = 1;
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int d = from; d < to; d++) {
+    if (!chain[d]->bound) {
+      lit *= chain[d]->extent;
+      continue;
+    }
+    char e[48];
+    extent_text(em, chain[d], e, sizeof e);
+    len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s%s", len ? " * " : "(", e);
+  }
+  if (!len) {
+    snprintf(buf, n, "%" PRId64 "LL", lit);
+    return lit == 1;
+  }
+  snprintf(buf + len, len < n ? n - len : 0, lit == 1 ? ")" : " * %" PRId64 "LL)", lit);
+  return false;
+}
+
 static void emit_loop(cuda_em *em, const kstmt *s) {
+  char e[48];
+  extent_text(em, s, e, sizeof e);
   indent(em);
-  ir_str_printf(em->out, "for (long long v%d = 0; v%d < %" PRId64 "LL; v%d++) {\n", s->var, s->var, s->extent,
-                s->var);
+  ir_str_printf(em->out, "for (long long v%d = 0; v%d < %s; v%d++) {\n", s->var, s->var, e, s->var);
   emit_scoped(em, s->body);
 }
 
@@ -648,15 +680,17 @@ static bool reads_var(cuda_em *em, const kstmt *s, int var) {
  * its loops flattened, outermost first; those body reads), then body, then
  * the closing brace. */
 static void emit_flat_body(cuda_em *em, const kstmt *const *chain, int n, const kstmt *body, const char *i) {
-  int64_t inner = 1;
-  for (int d = n > 1 ? n - 1 : -1; d >= 0; inner *= chain[d--]->extent) {
+  for (int d = n > 1 ? n - 1 : -1; d >= 0; d--) {
     if (!reads_var(em, body, chain[d]->var)) continue;
+    char inner[512], e[48];
+    bool one = extent_product(em, chain, d + 1, n, inner, sizeof inner);
+    extent_text(em, chain[d], e, sizeof e);
     indent(em);
     ir_str_printf(em->out, "  const long long v%d = ", chain[d]->var);
-    if (chain[d]->extent == 1) ir_str_printf(em->out, "0;\n");
-    else if (d == 0) ir_str_printf(em->out, "%s / %" PRId64 "LL;\n", i, inner);
-    else if (inner == 1) ir_str_printf(em->out, "%s %% %" PRId64 "LL;\n", i, chain[d]->extent);
-    else ir_str_printf(em->out, "(%s / %" PRId64 "LL) %% %" PRId64 "LL;\n", i, inner, chain[d]->extent);
+    if (chain[d]->extent == 1 && !chain[d]->bound) ir_str_printf(em->out, "0;\n");
+    else if (d == 0) ir_str_printf(em->out, "%s / %s;\n", i, inner);
+    else if (one) ir_str_printf(em->out, "%s %% %s;\n", i, e);
+    else ir_str_printf(em->out, "(%s / %s) %% %s;\n", i, inner, e);
   }
   emit_scoped(em, body);
 }
@@ -697,8 +731,8 @@ static void emit_block_fold(cuda_em *em, const kstmt *u) {
 static void emit_split(cuda_em *em, const kstmt *s, const char *first, const char *step) {
   const kstmt *chain[MAX_CHAIN], **outer = em->split_outer;
   int n = loop_chain(s, chain), nouter = outer_updates(em, s, outer);
-  char bound[32];
-  snprintf(bound, sizeof bound, "%" PRId64 "LL", chain_extent(chain, n));
+  char bound[512];
+  extent_product(em, chain, 0, n, bound, sizeof bound);
   em->block_wide = false;
   emit_flat_loop(em, chain, n, chain[n - 1]->body, first, bound, step);
   em->block_wide = true;
@@ -848,12 +882,16 @@ static bool affine(const kexpr *e, const kstmt *const *chain, int n, uint64_t *c
 }
 
 /* Whether index e is the chain's flat index plus a constant *off: then
- * neighbouring iterations touch neighbouring elements. */
+ * neighbouring iterations touch neighbouring elements. Outside a launch
+ * argument's loop (a shape-generic kernel's) the stride is no constant: a
+ * literal coefficient that matches it at one shape would not at another. */
 static bool flat_index(const kexpr *e, const kstmt *const *chain, int n, int64_t *off) {
   uint64_t coef[MAX_CHAIN], c, stride = 1;
+  bool dynamic = false;
   if (!affine(e, chain, n, coef, &c)) return false;
   for (int d = n - 1; d >= 0; d--) {
-    if (chain[d]->extent > 1 && coef[d] != stride) return false;
+    if (chain[d]->extent > 1 && (dynamic || coef[d] != stride)) return false;
+    dynamic |= chain[d]->bound != NULL;
     stride *= (uint64_t)chain[d]->extent;
   }
   *off = (int64_t)c;
@@ -1022,14 +1060,17 @@ static void emit_signature(cuda_em *em, int block) {
 /* A row per block, blocks striding over the rows. A kernel that is one row
  * (no parallel loop, or one of extent 1: a reduction kept as [1]) whose
  * reduction is long (grid_blocks) runs it on the whole grid instead, every
- * block taking the one iteration. */
+ * block taking the one iteration. A shape-generic kernel decides by its
+ * structure alone: the grid's code whenever its reduction could take it
+ * (one block at a short length runs it as well), and the widest block. */
 static void emit_rows(cuda_em *em, const kstmt *const *chain, int n, const kstmt *iter, cuda_launch *launch) {
   const kstmt *loop = NULL;
   bool one = !n || launch->range == 1;
+  bool generic = em->k->generic;
   launch->grid = one ? grid_blocks(em, iter, &loop) : grid_for(launch->range, 1);
-  em->grid_loop = launch->grid > 1 && one ? loop : NULL;
+  em->grid_loop = (launch->grid > 1 || generic) && one ? loop : NULL;
   em->grid_body = iter;
-  launch->block = em->grid_loop ? CUDA_ROW_BLOCK : row_block(row_width(em, iter), launch->range);
+  launch->block = em->grid_loop ? CUDA_ROW_BLOCK : row_block(generic ? INT64_MAX : row_width(em, iter), launch->range);
   launch->scratch = em->grid_loop ? 16 + 8 * (int64_t)grid_slots(em, loop) * CUDA_MAX_GRID : 0;
   emit_signature(em, launch->block);
   em->depth = 1;

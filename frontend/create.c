@@ -98,12 +98,15 @@ kiln_tensor *kiln_from_buffer_at(const char *f, int l, void *data, kiln_dtype dt
   return fe_buffer_node(f, l, "from_buffer", buf, dt, ndim, shape);
 }
 
-/* A stand-in for an input of a compiled function: a BUFFER whose storage
- * holds no memory. Ops on it build a graph that only kiln_compile plans. */
-kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, const int64_t *given) {
+/* A stand-in for an input of a compiled function: a BUFFER on dev whose
+ * storage holds no memory. Ops on it build a graph that only kiln_compile
+ * plans. */
+kiln_tensor *kiln_placeholder_on_at(const char *f, int l, kiln_dtype dt, kiln_device dev, int ndim,
+                                    const int64_t *given) {
   int64_t shape[KILN_MAX_DIMS];
   for (int d = 0; given && d < ndim && d < KILN_MAX_DIMS; d++) shape[d] = given[d] == -1 ? KILN_DYN : given[d];
   ir_node *e = check_shape_dtype(f, l, "placeholder", ndim, given ? shape : NULL, dt);
+  if (!e) e = fe_check_device(f, l, "placeholder", dev);
   if (e) return e;
   size_t bytes = shape_bytes(ndim, shape, dt);
   if (bytes == SIZE_MAX) return fe_error(KILN_ERR_MEMORY, f, l, "placeholder: %s tensor is larger than memory", ir_dtypes[dt].name);
@@ -117,7 +120,12 @@ kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, 
   n->buf = stand_in;
   n->pending = 0;
   n->symbolic = true;
+  n->device = stand_in->device = dev;
   return fe_register(n);
+}
+
+kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, const int64_t *shape) {
+  return kiln_placeholder_on_at(f, l, dt, (kiln_device){KILN_CPU, 0}, ndim, shape);
 }
 
 /* ---- constants and ranges ----------------------------------------------- */

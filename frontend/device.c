@@ -6,14 +6,19 @@
 #include "frontend/frontend.h"
 #include "runtime/device.h"
 
-kiln_tensor *kiln_to_at(const char *f, int l, kiln_tensor *t, kiln_device dev) {
-  ir_node *e = fe_check_arg(f, l, "to", t, 1);
-  if (e) return e;
+ir_node *fe_check_device(const char *f, int l, const char *op, kiln_device dev) {
   char why[256];
   if ((dev.type != KILN_CPU && dev.type != KILN_CUDA) || (dev.type == KILN_CPU && dev.index != 0))
-    return fe_error(KILN_ERR_ARG, f, l, "to: invalid device (type %d, index %d)", (int)dev.type, dev.index);
+    return fe_error(KILN_ERR_ARG, f, l, "%s: invalid device (type %d, index %d)", op, (int)dev.type, dev.index);
   if (dev.type == KILN_CUDA && !rt_cuda_usable(dev.index, why, sizeof why))
-    return fe_error(KILN_ERR_DEVICE, f, l, "to: CUDA not available: %s", why);
+    return fe_error(KILN_ERR_DEVICE, f, l, "%s: CUDA not available: %s", op, why);
+  return NULL;
+}
+
+kiln_tensor *kiln_to_at(const char *f, int l, kiln_tensor *t, kiln_device dev) {
+  ir_node *e = fe_check_arg(f, l, "to", t, 1);
+  if (!e) e = fe_check_device(f, l, "to", dev);
+  if (e) return e;
   if (t->device.type == dev.type && t->device.index == dev.index) return fe_same(t);
   ir_node *n = ir_node_new(IR_TO, t->dtype, t->ndim, t->shape, 1, &t, f, l);
   if (!n) return fe_nomem();

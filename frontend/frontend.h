@@ -111,6 +111,9 @@ ir_node *fe_check_arg(const char *f, int l, const char *op, ir_node *t, int argn
 /* NULL and freed handles given to a function that returns a status: sets
  * the last error "file:line: op: ..." and returns true. */
 bool fe_bad_handle(const char *f, int l, const char *op, const ir_node *t);
+/* An error node when op cannot put a tensor on dev (an invalid device, or
+ * CUDA that cannot be used: the reason); NULL when it can. */
+ir_node *fe_check_device(const char *f, int l, const char *op, kiln_device dev);
 /* fe_check_arg on each of t[0..nt), then all on one device; NULL when fine. */
 ir_node *fe_check_args(const char *f, int l, const char *op, int nt, ir_node *const *t);
 /* NULL when a result of shape (ndim, shape) has an element count int64 can

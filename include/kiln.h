@@ -2180,6 +2180,17 @@ typedef struct kiln_fn kiln_fn;
  * @param ndim,shape the shape; a dim of -1 is dynamic (KILN_DYN)
  * @handle KILN_ERR_ARG for a bad dtype or shape. */
 KILN_API kiln_tensor *kiln_placeholder_at(const char *f, int l, kiln_dtype dt, int ndim, const int64_t *shape);
+/** kiln_placeholder for an input on device dev: kiln_fn_run takes a tensor
+ * on dev there, and the function's kernels run on dev with no copy (its
+ * launches queue on the device's stream).
+ * @at
+ * @param dt the dtype
+ * @param dev the device (cuda:0, ...)
+ * @param ndim,shape the shape; a dim of -1 is dynamic (KILN_DYN)
+ * @handle KILN_ERR_ARG for a bad dtype, shape or device; KILN_ERR_DEVICE
+ * when CUDA cannot be used (the reason, as for kiln_to). */
+KILN_API kiln_tensor *kiln_placeholder_on_at(const char *f, int l, kiln_dtype dt, kiln_device dev, int ndim,
+                                             const int64_t *shape);
 /** The size a dim given as -1 to kiln_placeholder reads as while the graph
  * is built. Such a dim is dynamic: it may change from call to call, and
  * every dynamic dim of one function has one size per call (a batch size).
@@ -2228,6 +2239,8 @@ KILN_API kiln_status kiln_fn_dump(kiln_fn *fn, FILE *out, kiln_graph_format fmt)
 KILN_API void kiln_fn_free(kiln_fn *fn);
 /** @macros */
 #define kiln_placeholder(dt, ...) kiln_placeholder_at(__FILE__, __LINE__, dt, __VA_ARGS__)
+/** @macros */
+#define kiln_placeholder_on(dt, dev, ...) kiln_placeholder_on_at(__FILE__, __LINE__, dt, dev, __VA_ARGS__)
 /** @macros */
 #define kiln_compile(nin, inputs, nout, outputs) kiln_compile_at(__FILE__, __LINE__, nin, inputs, nout, outputs)
 /** @macros */

@@ -23,6 +23,15 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Tests only (rt_cuda_stand_in): what serves cuda:0 instead of the GPU. */
+static const rt_device *stand_in;
+
+void rt_cuda_stand_in(const rt_device *d) { __atomic_store_n(&stand_in, d, __ATOMIC_RELEASE); }
+
+static const rt_device *stand_in_for(int index) {
+  return index == 0 ? __atomic_load_n(&stand_in, __ATOMIC_ACQUIRE) : NULL;
+}
+
 #ifdef KILN_HAVE_CUDA
 
 #include <cuda.h>
@@ -121,6 +130,7 @@ static bool load_functions(char *why, size_t why_len) {
 }
 
 bool rt_cuda_usable(int index, char *why, size_t why_len) {
+  if (stand_in_for(index)) return true;
   int n = rt_cuda_count(why, why_len);
   if (n == 0) return false;
   if (index < 0 || index >= n) {
@@ -409,7 +419,23 @@ static void unload(rt_device_kernel *m) {
   cu.cuModuleUnload(m->module);
 }
 
-static kiln_status dev_compile(int index, kernel *k, int debug, rt_device_kernel **out, rt_origin *origin) {
+/* How to launch k: its module's geometry, or for a shape-generic kernel,
+ * whose module serves every shape of its structure, the range and grid of
+ * k's own sizes (emitting it again gives them; the text is the module's). */
+static kiln_status geometry(kernel *k, const rt_device_kernel *m, cuda_launch *geom) {
+  *geom = m->launch;
+  if (!k->generic) return KILN_OK;
+  ir_str src = {0};
+  char *err = NULL;
+  bool ok = cuda_emit(k, &src, geom, &err) && !src.failed;
+  ir_str_free(&src);
+  free(err);   /* it emitted before: only memory can fail */
+  if (!ok) ir_error_setf("%s: out of memory emitting CUDA C", k->name);
+  return ok ? KILN_OK : KILN_ERR_MEMORY;
+}
+
+static kiln_status dev_compile(int index, kernel *k, int debug, rt_device_kernel **out, cuda_launch *geom,
+                               rt_origin *origin) {
   cuda_dev *d = device(index);
   if (!d) return KILN_ERR_DEVICE;
   ir_str key = {0};
@@ -469,13 +495,15 @@ static kiln_status dev_compile(int index, kernel *k, int debug, rt_device_kernel
     }
   }
   ir_str_free(&key);
-  return st;
+  return st == KILN_OK ? geometry(k, *out, geom) : st;
 }
 
 /* The generated kernel takes each buffer's address, the args struct by
- * value (k->args has its layout: long long v[nargs]), then lo, hi and its
- * scratch (codegen_cuda/cuda.h); it runs on the grid the emitter chose. */
-static kiln_status dev_launch(int index, rt_device_kernel *dk, kernel *k, void *const *bufs, int debug) {
+ * value (bufs' entry for it points at this launch's values, laid out as
+ * long long v[nargs]; the driver copies them at the launch), then lo, hi
+ * and its scratch (codegen_cuda/cuda.h); it runs on the grid geom gives. */
+static kiln_status dev_launch(int index, rt_device_kernel *dk, kernel *k, void *const *bufs, const cuda_launch *l,
+                              int debug) {
   cuda_dev *d = device(index);
   if (!d) return KILN_ERR_DEVICE;
   CUdeviceptr *ptrs = ir_malloc(sizeof *ptrs * ((size_t)k->nparams + 1));
@@ -488,13 +516,12 @@ static kiln_status dev_launch(int index, rt_device_kernel *dk, kernel *k, void *
   }
   for (int p = 0; p < k->nparams; p++) {
     ptrs[p] = (CUdeviceptr)(uintptr_t)bufs[p];
-    params[p] = k->params[p].args ? (void *)k->args : (void *)&ptrs[p];
+    params[p] = k->params[p].args ? bufs[p] : (void *)&ptrs[p];
   }
-  long long lo = 0, hi = dk->launch.range;
+  long long lo = 0, hi = l->range;
   params[k->nparams] = &lo;
   params[k->nparams + 1] = &hi;
   params[k->nparams + 2] = &dk->scratch;
-  const cuda_launch *l = &dk->launch;
   if (debug >= 3)
     fprintf(stderr, "kiln: launch %s grid=%d block=%d range=%lld\n", k->name, l->grid, l->block, hi);
   kiln_status st = cu_check(cu.cuLaunchKernel(dk->fn, (unsigned)l->grid, 1, 1, (unsigned)l->block, 1, 1, 0,
@@ -512,7 +539,11 @@ static kiln_status dev_sync(int index) {
 
 static const rt_device cuda_device = {"cuda", dev_alloc, dev_free, copy_in, copy_out, dev_compile, dev_launch, dev_sync};
 
-const rt_device *rt_device_of(kiln_device dev) { return dev.type == KILN_CUDA ? &cuda_device : NULL; }
+const rt_device *rt_device_of(kiln_device dev) {
+  if (dev.type != KILN_CUDA) return NULL;
+  const rt_device *d = stand_in_for(dev.index);
+  return d ? d : &cuda_device;
+}
 
 /* ---- shutdown ------------------------------------------------------------- */
 static void teardown(cuda_dev *d) {
@@ -554,15 +585,12 @@ void *rt_cuda_stream(int index) {
 #else  /* no CUDA toolkit: kiln has no CUDA back end to run anything with */
 
 bool rt_cuda_usable(int index, char *why, size_t why_len) {
-  (void)index;
+  if (stand_in_for(index)) return true;
   if (rt_cuda_count(why, why_len) > 0) snprintf(why, why_len, "kiln was built without the CUDA toolkit");
   return false;
 }
 
-const rt_device *rt_device_of(kiln_device dev) {
-  (void)dev;
-  return NULL;
-}
+const rt_device *rt_device_of(kiln_device dev) { return dev.type == KILN_CUDA ? stand_in_for(dev.index) : NULL; }
 
 rt_alloc_stats rt_cuda_memory(int index) {
   (void)index;

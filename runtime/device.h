@@ -29,19 +29,30 @@ typedef struct {
   /* Device -> host, bytes from byte offset off of src: returns when they are
    * in dst (after the work queued before it). */
   kiln_status (*copy_out)(void *dst, const rt_buffer *src, size_t off, size_t bytes);
-  /* The device's code for k, loaded and cached by k's key; *origin says
-   * whether it was loaded before, came from the disk cache or was compiled.
-   * KILN_ERR_COMPILE (the compiler's log in the last error) when k cannot be
-   * compiled for the device. */
-  kiln_status (*compile)(int index, kernel *k, int debug, rt_device_kernel **out, rt_origin *origin);
-  /* Queues k over its whole parallel range; bufs as for a CPU kernel (device
-   * addresses; the args param is k->args). */
-  kiln_status (*launch)(int index, rt_device_kernel *dk, kernel *k, void *const *bufs, int debug);
+  /* The device's code for k, loaded and cached by k's key, and how to
+   * launch it for the sizes k was lowered with (*geom: a shape-generic
+   * kernel's code serves every shape of its structure, its grid follows
+   * each one); *origin says whether it was loaded before, came from the
+   * disk cache or was compiled. KILN_ERR_COMPILE (the compiler's log in the
+   * last error) when k cannot be compiled for the device. */
+  kiln_status (*compile)(int index, kernel *k, int debug, rt_device_kernel **out, cuda_launch *geom,
+                         rt_origin *origin);
+  /* Queues k over its whole parallel range as geom (compile's) says; bufs
+   * as for a CPU kernel (device addresses; the args param's entry points
+   * at this launch's arguments, k->args or values bound in their place). */
+  kiln_status (*launch)(int index, rt_device_kernel *dk, kernel *k, void *const *bufs, const cuda_launch *geom,
+                        int debug);
   kiln_status (*sync)(int index);
 } rt_device;
 
 /* The interface of dev's kind; NULL for the CPU. */
 const rt_device *rt_device_of(kiln_device dev);
+/* Tests only (not in kiln.h), like ir_alloc's failure hook: d serves cuda:0
+ * in place of the GPU, and cuda:0 counts as usable, so that the runtime's
+ * CUDA paths (plans, bound values, shape-generic kernels, compiled
+ * functions) run on machines without one (tests/test_cuda_loop.c runs the
+ * kernels on the host); NULL puts the GPU back. Set it while no realize runs. */
+void rt_cuda_stand_in(const rt_device *d);
 
 /* ---- the CUDA device (cuda_device.c) -------------------------------------- */
 /* Whether cuda:index can run kiln's kernels; if not, why ("libcuda.so.1 not

@@ -40,6 +40,7 @@ typedef struct {
   rt_split split;           /* KERNEL: how its range is cut */
   int status_param;         /* the kernel's status slot parameter, -1 when it has none or no work */
   rt_device_kernel *dk;     /* DEVICE; GEMM: the rest of the epilogue */
+  cuda_launch geom;         /* DEVICE, GEMM's rest: its range and grid at the planned sizes */
   cuda_gemm gm;             /* GEMM */
   rt_origin origin;         /* where planning found the code: compiled, memory, disk */
   double compile_ms;        /* what getting its code took while planning (KILN_DEBUG=1) */
@@ -147,8 +148,8 @@ static kiln_status copy_buffer(rt_buffer *dst, const rt_buffer *src, size_t off,
 /* cuBLASLt's product into the output or the temp, then the rest of the
  * epilogue reading it. The temp goes back to the allocator at once: its
  * next user is queued after the rest. */
-static kiln_status queue_gemm(const rt_device *d, int index, const cuda_gemm *gm, rt_device_kernel *dk,
-                              void *const *bufs, int debug) {
+static kiln_status queue_gemm(const rt_device *d, int index, const plan_step *s, void *const *bufs, int debug) {
+  const cuda_gemm *gm = &s->gm;
   rt_buffer *temp = gm->temp > 0 ? d->alloc(index, (size_t)gm->temp * ir_dtypes[gm->compute].size) : NULL;
   if (gm->temp > 0 && !temp) return KILN_ERR_MEMORY;
   void *t = temp ? temp->data : NULL;
@@ -156,9 +157,9 @@ static kiln_status queue_gemm(const rt_device *d, int index, const cuda_gemm *gm
   if (st == KILN_OK && gm->rest) {
     const kernel *r = gm->rest;
     void **rbufs = ir_malloc(sizeof *rbufs * ((size_t)r->nparams + 1));
-    for (int q = 0; rbufs && q < r->nparams; q++)
-      rbufs[q] = r->params[q].args ? (void *)r->args : gm->rest_src[q] < 0 ? t : bufs[gm->rest_src[q]];
-    if (rbufs) st = d->launch(index, dk, gm->rest, rbufs, debug);
+    for (int q = 0; rbufs && q < r->nparams; q++)   /* its args are the product's, by number (gemm.c) */
+      rbufs[q] = gm->rest_src[q] < 0 ? t : bufs[gm->rest_src[q]];
+    if (rbufs) st = d->launch(index, s->dk, gm->rest, rbufs, &s->geom, debug);
     else ir_error_set("out of memory"), st = KILN_ERR_MEMORY;
     free(rbufs);
   }
@@ -233,13 +234,12 @@ static kiln_status stub_outputs(builder *b, plan_step *s, ir_node *const *outs) 
   return KILN_OK;
 }
 
-/* The kernel for CPU group gi under KILN_DYNAMIC: shape-specialised,
+/* The kernel for group gi under KILN_DYNAMIC: shape-specialised,
  * shape-generic, or (auto, dynamic.c) specialised until its structure comes
  * back with another shape. Both lowerings bind the same inputs in the same
  * order. *key gets the kernel's cache key (made once: a new shape of a
  * known structure plans on every call). NULL when out of memory. */
-static kernel *cpu_kernel_for(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg,
-                              ir_str *key) {
+static kernel *kernel_for(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg, ir_str *key) {
   int mode = __atomic_load_n(&rt_opts()->dynamic, __ATOMIC_RELAXED);   /* kiln_set_dynamic may run meanwhile */
   pass_config c = *cfg;
   c.generic = mode != KILN_DYNAMIC_OFF;
@@ -261,18 +261,18 @@ static kernel *cpu_kernel_for(pass_graph *g, int gi, ir_node **inputs, int *ninp
   return spec;
 }
 
-/* Which of k's arguments are values of the planned graph's nodes: a CPU
- * kernel binds them on each run; other steps keep the planned values, so
- * their nodes are pinned. An argument from a node a pass made, or one whose
- * value a pass changed, is the kernel's own (fold_const pinned what it
- * came from). */
+/* Which of k's arguments are values of the planned graph's nodes: every
+ * run binds them (a CPU kernel's, a device kernel's, a cuBLASLt step's
+ * rest, which reads the product's arguments by number). An argument from a
+ * node a pass made, or one whose value a pass changed, is the kernel's own
+ * (fold_const pinned what it came from). */
 static kiln_status plan_binds(builder *b, plan_step *s, const kernel *k) {
   for (int a = 0; a < k->nargs; a++) {
     const karg_src *from = &k->arg_src[a];
     int i = from->node ? ir_ptrmap_get(&b->index_of, from->node) : -1;
     if (i < 0) continue;
     const ir_node *n = b->nodes[i];
-    if (s->kind != STEP_KERNEL || n->op != from->node->op || pass_arg_bits(n, from->field, from->type) != k->args[a]) {
+    if (n->op != from->node->op || pass_arg_bits(n, from->field, from->type) != k->args[a]) {
       b->pinned[i] = true;
       continue;
     }
@@ -294,9 +294,8 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
   pass_group *pg = &b->g->groups[gi];
   int ninputs = 0;
   const rt_device *d = rt_device_of(pg->outs[0]->device);
-  ir_str key = {0};   /* a CPU kernel's */
-  kernel *k = d ? pass_run_kernel(b->g, gi, b->inputs, &ninputs, b->cfg)
-                : cpu_kernel_for(b->g, gi, b->inputs, &ninputs, b->cfg, &key);
+  ir_str key = {0};   /* a CPU kernel's cache key */
+  kernel *k = kernel_for(b->g, gi, b->inputs, &ninputs, b->cfg, &key);
   if (!k) {
     ir_str_free(&key);
     return ir_error_oom(pg->outs[0]);
@@ -325,7 +324,7 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
     else if (key.failed || ir_alloc_thread_failures() != failures) st = ir_error_oom(pg->outs[0]);
     else st = KILN_ERR_COMPILE;
   } else if (s->kind == STEP_DEVICE) {
-    if ((st = d->compile(s->dev.index, k, b->cfg->debug, &s->dk, &s->origin)) != KILN_OK) locate_error(s, st);
+    if ((st = d->compile(s->dev.index, k, b->cfg->debug, &s->dk, &s->geom, &s->origin)) != KILN_OK) locate_error(s, st);
   } else {
     char *err = NULL;
     bool split = cuda_gemm_split(k, &s->gm, &err);
@@ -334,7 +333,8 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
     } else if (!split) {
       ir_error_setf("not supported on %s:%d: %s", d->name, s->dev.index, err ? err : "matrix product");
       st = locate_error(s, KILN_ERR_DEVICE);
-    } else if (s->gm.rest && (st = d->compile(s->dev.index, s->gm.rest, b->cfg->debug, &s->dk, &s->origin)) != KILN_OK) {
+    } else if (s->gm.rest &&
+               (st = d->compile(s->dev.index, s->gm.rest, b->cfg->debug, &s->dk, &s->geom, &s->origin)) != KILN_OK) {
       locate_error(s, st);
     }
     free(err);
@@ -681,13 +681,13 @@ static kiln_status run_step(const plan_step *s, rt_buffer **slots, bool hit, int
   if (s->k->work > 0 && st == KILN_OK) {
     const rt_device *d = rt_device_of(s->dev);
     if (s->kind == STEP_KERNEL) rt_execute(s->split, s->fn, bufs);
-    else if (s->kind == STEP_GEMM) st = queue_gemm(d, s->dev.index, &s->gm, s->dk, bufs, debug);
-    else if ((st = d->launch(s->dev.index, s->dk, s->k, bufs, debug)) == KILN_OK && rt_opts()->validate) {
+    else if (s->kind == STEP_GEMM) st = queue_gemm(d, s->dev.index, s, bufs, debug);
+    else if ((st = d->launch(s->dev.index, s->dk, s->k, bufs, &s->geom, debug)) == KILN_OK && rt_opts()->validate) {
       rt_buffer *ins[s->nin + 1];
       for (int i = 0; i < s->nin; i++) ins[i] = s->slots[s->nout + i] >= 0 ? slots[s->slots[s->nout + i]] : NULL;
       rt_buffer *outs[s->nout + 1];
       for (int o = 0; o < s->nout; o++) outs[o] = slots[s->slots[o]];
-      st = rt_validate(s->k, outs, ins, debug);
+      st = rt_validate(s->k, args ? args : s->k->args, outs, ins, debug);
     }
   }
   if (bufs != small) free(bufs);

@@ -257,6 +257,7 @@ static ir_node *stand_in(const ir_node *p, int ndim, const int64_t *shape) {
   n->buf = b;
   n->pending = 0;
   n->symbolic = true;
+  n->device = b->device = p->device;   /* a placeholder on a device stands for that device's memory */
   return n;
 }
 

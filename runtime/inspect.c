@@ -39,7 +39,9 @@ kiln_status rt_plan_graph(int target, int n, ir_node *const *nodes, rt_graph_pla
                       .topo = ir_malloc(sizeof(ir_node *) * ((size_t)p->nheld + 1))};
   if (!p->g.topo || !p->g.arena) return ir_error_oom(nodes[0]);
   memcpy(p->g.topo, p->held, sizeof(ir_node *) * (size_t)p->nheld);
-  pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = target};
+  /* KILN_DYNAMIC=1 (kiln_set_dynamic): the shape-generic kernels, as a realize would run them */
+  bool generic = __atomic_load_n(&rt_opts()->dynamic, __ATOMIC_RELAXED) == KILN_DYNAMIC_ON;
+  pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = target, .generic = generic};
   kiln_status st = pass_run_graph(&p->g, &cfg);
   if (st != KILN_OK) return st;
   p->kernels = ir_calloc((size_t)p->g.ngroups + 1, sizeof *p->kernels);

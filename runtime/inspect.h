@@ -28,7 +28,8 @@ typedef struct {
 /* Runs the graph passes and lowering (the kernel passes included) on the
  * pending graph of nodes, as kiln_realize would. Nothing is compiled or
  * executed and the nodes stay pending (the passes' rewrites keep every
- * node's value). KILN_OK, or the status with the last error set when the
+ * node's value). Under KILN_DYNAMIC=1 the kernels are the shape-generic
+ * variants where a group has one. KILN_OK, or the status with the last error set when the
  * graph is invalid. Free *p with rt_graph_plan_free in both cases. target:
  * a kiln_device_type as for rt_plan_for, or -1 for each node's own device. */
 kiln_status rt_plan_graph(int target, int n, ir_node *const *nodes, rt_graph_plan *p);

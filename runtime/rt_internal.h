@@ -43,12 +43,14 @@ rt_split rt_split_of(const kernel *k);
 void rt_execute(rt_split sp, cpu_kernel_fn fn, void *const *bufs);
 
 /* ---- KILN_VALIDATE (validate.c) ---- */
-/* After device kernel k ran: k run again by the CPU back end on host copies
- * of its inputs, and each output compared with the device's. KILN_OK when
+/* After device kernel k ran with launch arguments args (k->args, or the
+ * values a plan bound): k run again by the CPU back end on host copies of
+ * its inputs with the same arguments, and each output compared with the
+ * device's. KILN_OK when
  * they agree; KILN_ERR_COMPILE (a miscompile) with the kernel, the output,
  * the first differing element and both values in the last error. out and
  * inputs as a plan binds them (outputs, then the inputs' buffers in param order). */
-kiln_status rt_validate(kernel *k, rt_buffer **out, rt_buffer **inputs, int debug);
+kiln_status rt_validate(kernel *k, const int64_t *args, rt_buffer **out, rt_buffer **inputs, int debug);
 /* The first of n elements of dtype dt where got and want differ beyond
  * validation's tolerance, -1 when none: integers and bool exactly; floats
  * within a few units of their precision (relative, with an absolute floor

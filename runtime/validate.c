@@ -70,7 +70,7 @@ static kiln_status compare(const kernel *k, int o, int p, const rt_buffer *got, 
   return KILN_ERR_COMPILE;
 }
 
-kiln_status rt_validate(kernel *k, rt_buffer **out, rt_buffer **inputs, int debug) {
+kiln_status rt_validate(kernel *k, const int64_t *args, rt_buffer **out, rt_buffer **inputs, int debug) {
   rt_buffer **host = ir_calloc((size_t)k->nparams + 1, sizeof *host), **cpu = ir_calloc((size_t)k->nparams + 1, sizeof *cpu);
   void **bufs = ir_calloc((size_t)k->nparams + 1, sizeof *bufs);
   if (!host || !cpu || !bufs) {
@@ -85,7 +85,7 @@ kiln_status rt_validate(kernel *k, rt_buffer **out, rt_buffer **inputs, int debu
   /* the device's buffers as host copies; the CPU writes fresh outputs */
   for (int p = 0, o = 0, i = 0; p < k->nparams; p++) {
     const kparam *kp = &k->params[p];
-    bufs[p] = kp->status ? (void *)slot : (void *)k->args;
+    bufs[p] = kp->status ? (void *)slot : (void *)args;
     if (kp->args || kp->status) continue;
     const rt_buffer *b = kp->output ? out[o++] : inputs[i++];
     if (!(host[p] = host_copy(b, &st))) break;

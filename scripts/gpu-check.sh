@@ -101,7 +101,7 @@ run_step configure 120 cmake -S . -B "$GPU_BUILD" -DCMAKE_BUILD_TYPE=Release -DK
 B=$GPU_BUILD
 TARGETS=()
 if [ $DRY = 1 ]; then
-  TARGETS=(--target kiln_bench test_cuda_runtime test_dump test_fundamentals fundamentals)
+  TARGETS=(--target kiln_bench test_cuda_runtime test_cuda_loop test_dump test_fundamentals fundamentals)
   grep -qs '^KILN_NVRTC_LIB:FILEPATH=/' build/CMakeCache.txt && B=build
 fi
 if ! grep -q 'kiln: CUDA back end ON' "$OUT/configure.log"; then

@@ -21,7 +21,9 @@
 #include <unistd.h>
 
 /* Emits the kernels of every case into one translation unit (one NVRTC run
- * instead of hundreds); equal kernels (equal names) appear once. */
+ * instead of hundreds); equal kernels (equal names) appear once, and must
+ * come out as the same CUDA C (the runtime keeps one module per key: a
+ * shape-generic kernel serves every shape of its structure). */
 static int emit_all(ir_str *src) {
   ir_str_printf(src, "%s", cuda_prelude());
   int nk = 0, ncases = 0;
@@ -31,19 +33,25 @@ static int emit_all(ir_str *src) {
     if (!cuda_case_build(i, &c)) continue;
     ncases++;
     rt_planned *plan;
-    int n = rt_plan_for(KILN_CUDA, 1, &c.t, &plan);
+    int n = cuda_case_plan(&c, &plan);
     ck_assert_msg(n >= 0, "%s: rt_plan: %s", c.name, kiln_last_error());  /* 0: a no-op */
     for (int j = 0; j < n; j++) {
-      ir_str key = {0};
+      ir_str key = {0}, text = {0};
       k_key(plan[j].k, &key);  /* names the kernel */
       ir_str_free(&key);
-      if (seen.s && strstr(seen.s, plan[j].k->name)) continue;
       cuda_launch l;
       char *err = NULL;
-      ck_assert_msg(cuda_emit(plan[j].k, src, &l, &err), "%s: %s", c.name, err);
+      ck_assert_msg(cuda_emit(plan[j].k, &text, &l, &err), "%s: %s", c.name, err);
       ck_assert_int_ge(l.range, 1);
-      ir_str_printf(&seen, "%s ", plan[j].k->name);
-      nk++;
+      bool again = seen.s && strstr(seen.s, plan[j].k->name);
+      ck_assert_msg(!again || strstr(src->s, text.s), "%s: kernel %s was emitted before as other CUDA C", c.name,
+                    plan[j].k->name);
+      if (!again) {
+        ir_str_append(src, text.s, text.len);
+        ir_str_printf(&seen, "%s ", plan[j].k->name);
+        nk++;
+      }
+      ir_str_free(&text);
     }
     rt_plan_free(plan, n);
     kiln_release(c.t);
@@ -446,6 +454,83 @@ START_TEST(test_attention_mapping) {
 }
 END_TEST
 
+/* Shape-generic kernels (KILN_DYNAMIC=1): a structure at two shapes is one
+ * kernel (one name) with one CUDA C, whose sizes are launch arguments; the
+ * mapping follows the structure (rows on the widest block, the grid-wide
+ * reduction's code even where one block does), the range and grid the shape. */
+static void emit_generic(kiln_tensor *y, ir_str *src, cuda_launch *l, char *name) {
+  rt_planned *plan;
+  kiln_set_dynamic(KILN_DYNAMIC_ON);
+  ck_assert_int_eq(rt_plan_for(KILN_CUDA, 1, &y, &plan), 1);
+  kiln_set_dynamic(KILN_DYNAMIC_AUTO);
+  ck_assert(plan[0].k->generic);
+  src->len = 0;
+  ck_assert(cuda_emit(plan[0].k, src, l, NULL));
+  snprintf(name, 32, "%s", plan[0].k->name);
+  rt_plan_free(plan, 1);
+  kiln_release(y);
+}
+
+/* y0 and y1, one structure at two shapes: one kernel, one source; the launches in l[2]. */
+static void same_kernel(kiln_tensor *y0, kiln_tensor *y1, cuda_launch *l, const char *must_have) {
+  ir_str src[2] = {{0}, {0}};
+  char name[2][32];
+  emit_generic(y0, &src[0], &l[0], name[0]);
+  emit_generic(y1, &src[1], &l[1], name[1]);
+  ck_assert_str_eq(name[0], name[1]);
+  ck_assert_str_eq(src[0].s, src[1].s);
+  ck_assert_msg(strstr(src[0].s, must_have), "no \"%s\" in\n%s", must_have, src[0].s);
+  ck_assert_int_eq(l[0].block, l[1].block);
+  ck_assert_int_eq(l[0].scratch, l[1].scratch);
+  ir_str_free(&src[0]);
+  ir_str_free(&src[1]);
+}
+
+/* t, kept past the scope it was built in (its inputs go with the scope). */
+static kiln_tensor *kept(kiln_tensor *t) {
+  kiln_keep(t);
+  kiln_scope_end();
+  return t;
+}
+
+static kiln_tensor *ew(int64_t r, int64_t n) {
+  kiln_scope_begin();
+  kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(r, n), 1, TU_SMALL), *c = tu_data(KILN_F32, KILN_SHAPE(n), 2, TU_SMALL);
+  return kept(kiln_relu(kiln_add(kiln_muls(a, 3), c)));
+}
+
+static kiln_tensor *rows(int64_t r, int64_t n, int which) {
+  kiln_scope_begin();
+  kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(r, n), 3, TU_SMALL);
+  return kept(which ? kiln_sum(a) : kiln_softmax(a, -1));
+}
+
+START_TEST(test_generic_mapping) {
+  cuda_launch l[2];
+  same_kernel(ew(37, 41), ew(50, 29), l, " % p1.v[");   /* the column from the flat index, by an argument */
+  ck_assert_int_eq(l[0].range, 37 * 41);
+  ck_assert_int_eq(l[1].range, 50 * 29);
+  ck_assert_int_eq(l[0].grid, 6);   /* ceil(range / 256): a broadcast row, no vectors */
+  ck_assert_int_eq(l[1].grid, 6);
+  same_kernel(rows(64, 1000, 0), rows(12, 20, 0), l, "kiln_block_fold");
+  ck_assert_int_eq(l[0].block, 256);   /* the widest: the row's length is an argument */
+  ck_assert_int_eq(l[0].grid, 64);
+  ck_assert_int_eq(l[1].grid, 12);
+  same_kernel(rows(64, 1000, 1), rows(10, 100, 1), l, "kiln_grid_last(scratch)");
+  ck_assert_int_eq(l[0].grid, 16);   /* 64000 elements, 16 a thread */
+  ck_assert_int_eq(l[1].grid, 1);    /* 1000: one block runs the grid's code */
+  ck_assert_int_eq(l[0].scratch, 16 + 8 * CUDA_MAX_GRID);
+  kiln_tensor *v[2];
+  for (int i = 0; i < 2; i++) {
+    kiln_scope_begin();
+    v[i] = kept(kiln_neg(tu_data(KILN_F32, KILN_SHAPE(i ? 1000 : 4099), 4, TU_SMALL)));
+  }
+  same_kernel(v[0], v[1], l, "kiln_aligned16");   /* one dim at the flat index: vectors */
+  ck_assert_int_eq(l[0].grid, 5);   /* ceil(4099 / (256 * 4)) */
+  ck_assert_int_eq(l[1].grid, 1);
+}
+END_TEST
+
 static Suite *cuda_codegen_suite(void) {
   Suite *s = suite_create("cuda_codegen");
   TCase *tc = tu_tcase(s, "nvrtc");
@@ -458,6 +543,7 @@ static Suite *cuda_codegen_suite(void) {
   tcase_add_test(tc, test_reduction_mapping);
   tcase_add_test(tc, test_vector_path);
   tcase_add_test(tc, test_attention_mapping);
+  tcase_add_test(tc, test_generic_mapping);
   tc = tu_tcase(s, "cache");
   tcase_add_checked_fixture(tc, cache_setup, cache_teardown);
   tcase_add_test(tc, test_cache_hit);

@@ -366,9 +366,9 @@ START_TEST(validate_names_the_first_difference) {
   for (int i = 0; i < N; i++) po[i] = pa[i] + pb[i];
   rt_buffer *ins[2] = {plan[0].inputs[0]->buf, plan[0].inputs[1]->buf};
   ck_assert_int_eq(plan[0].ninputs, 2);
-  ck_assert_int_eq(rt_validate(plan[0].k, &out, ins, 0), KILN_OK);
+  ck_assert_int_eq(rt_validate(plan[0].k, plan[0].k->args, &out, ins, 0), KILN_OK);
   po[123] = 42.5f;
-  ck_assert_int_eq(rt_validate(plan[0].k, &out, ins, 0), KILN_ERR_COMPILE);
+  ck_assert_int_eq(rt_validate(plan[0].k, plan[0].k->args, &out, ins, 0), KILN_ERR_COMPILE);
   char want[256];
   snprintf(want, sizeof want, "KILN_VALIDATE: kernel %s, output 0 (f32): element 123 is 42.5 on the device, %.9g on the CPU",
            plan[0].k->name, pa[123] + pb[123]);

@@ -598,8 +598,45 @@ static bool fam_long_scan(int j, cuda_case *c) {
   return finish(c, y, j < 2 ? (ref_tol){1e-5, 1e-5} : (ref_tol){0, 0});
 }
 
+/* ---- shape-generic kernels (KILN_DYNAMIC=1): each structure at two shapes
+ * whose sizes all differ. Both must give one kernel, with the same CUDA C;
+ * only the launch's range and grid follow the shape. */
+#define NGENERIC 8
+static bool fam_generic(int j, cuda_case *c) {
+  static const char *names[NGENERIC] = {"ew_bcast", "softmax", "grid_sum", "row_sum", "vec_1d", "transposed",
+                                        "cumsum", "argmax_rows"};
+  static const int64_t shapes[NGENERIC][2][2] = {
+    {{37, 41}, {50, 29}}, {{33, 70}, {12, 257}}, {{300, 70}, {1000, 77}}, {{45, 300}, {20, 513}},
+    {{1, 1000}, {1, 4099}}, {{41, 37}, {29, 50}}, {{20, 33}, {7, 100}}, {{9, 31}, {40, 65}}};
+  int k = j / 2, at = j % 2;
+  int64_t r = shapes[k][at][0], n = shapes[k][at][1];
+  snprintf(c->name, sizeof c->name, "generic_%s_%lldx%lld", names[k], (long long)r, (long long)n);
+  c->generic = true;
+  kiln_tensor *a = data(KILN_F32, KILN_SHAPE(r, n), 3 + (uint64_t)j, TU_SMALL);
+  kiln_tensor *b = data(KILN_F32, KILN_SHAPE(r, n), 4 + (uint64_t)j, TU_SMALL);
+  kiln_tensor *y = NULL;
+  ref_tol tol = {1e-5, 1e-5};
+  kiln_scope_begin();
+  switch (k) {
+  case 0: y = kiln_relu(kiln_add(kiln_mul(a, b), kiln_select(b, 0, 0))); break;   /* a row of b, broadcast */
+  case 1: y = kiln_softmax(kiln_muls(a, 2), -1); break;
+  case 2: y = kiln_sum(kiln_mul(a, b)); tol = (ref_tol){1e-4, 1e-3}; break;
+  case 3: y = kiln_sum_dims(a, 1, (const int64_t[]){1}, 0); tol = (ref_tol){1e-4, 1e-4}; break;
+  case 4: y = kiln_muls(kiln_exp(kiln_reshape(a, KILN_SHAPE(n))), 0.5); break;
+  case 5: y = kiln_add(kiln_T(a), kiln_reshape(b, KILN_SHAPE(n, r))); break;
+  case 6: y = kiln_cumsum(a, 1); tol = (ref_tol){1e-4, 1e-4}; break;
+  default: y = kiln_argmax_dim(a, 1, 0); tol = (ref_tol){0, 0}; break;
+  }
+  kiln_keep(y);
+  kiln_scope_end();
+  kiln_release(a);
+  kiln_release(b);
+  c->reduces = k != 0 && k != 5 && k != 7;   /* sums, and exp: an ulp apart between the back ends */
+  return finish(c, y, tol);
+}
+
 static const family *families(int *n) {
-  static family f[17];
+  static family f[18];
   if (!f[0].build) {
     f[0] = (family){count_ops(1) * NDT, fam_unary};
     f[1] = (family){count_ops(2) * NDT, fam_binary};
@@ -618,8 +655,9 @@ static const family *families(int *n) {
     f[14] = (family){NSCANS, fam_scan};
     f[15] = (family){NLONG, fam_long_scan};
     f[16] = (family){cuda_attn_case_count(), cuda_attn_case_build};
+    f[17] = (family){2 * NGENERIC, fam_generic};
   }
-  *n = 17;
+  *n = 18;
   return f;
 }
 
@@ -637,4 +675,11 @@ bool cuda_case_build(int i, cuda_case *c) {
   for (int k = 0; k < n; i -= f[k++].count)
     if (i < f[k].count) return f[k].build(i, c);
   return false;
+}
+
+int cuda_case_plan(const cuda_case *c, rt_planned **plan) {
+  if (c->generic) kiln_set_dynamic(KILN_DYNAMIC_ON);
+  int n = rt_plan_for(KILN_CUDA, 1, (kiln_tensor *const *)&c->t, plan);
+  if (c->generic) kiln_set_dynamic(KILN_DYNAMIC_AUTO);
+  return n;
 }

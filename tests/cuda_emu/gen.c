@@ -84,7 +84,9 @@ static bool single_output(const rt_planned *plan, int n) {
   return k && k->nparams > 0 && k->params[0].output && (k->nparams == 1 || !k->params[1].output);
 }
 
-/* Appends k's function to src once per kernel name. */
+/* Appends k's function to src once per kernel name (seen: the functions so
+ * far); a name seen before must come with the same text (a shape-generic
+ * kernel at its second shape), whose launch *l then runs at this one. */
 static void emit_kernel(FILE *src, kernel *k, const char *what, ir_str *seen, cuda_launch *l) {
   ir_str key = {0}, text = {0};
   k_key(k, &key);
@@ -94,8 +96,15 @@ static void emit_kernel(FILE *src, kernel *k, const char *what, ir_str *seen, cu
     fprintf(stderr, "cuda_emu_gen: %s: %s\n", what, err);
     exit(1);
   }
-  if (!seen->s || !strstr(seen->s, k->name)) fputs(text.s, src);
-  ir_str_printf(seen, "%s ", k->name);
+  bool again = seen->s && strstr(seen->s, k->name);
+  if (again && !strstr(seen->s, text.s)) {
+    fprintf(stderr, "cuda_emu_gen: %s: kernel %s was emitted before as other CUDA C\n", what, k->name);
+    exit(1);
+  }
+  if (!again) {
+    fputs(text.s, src);
+    ir_str_append(seen, text.s, text.len);
+  }
   ir_str_free(&text);
 }
 
@@ -144,7 +153,7 @@ static bool write_row(FILE *src, FILE *inc, int id, const char *name, cuda_case 
  * plain inputs. */
 static bool write_case(FILE *src, FILE *inc, int id, cuda_case *c, ir_str *seen) {
   rt_planned *plan;
-  int n = rt_plan_for(KILN_CUDA, 1, &c->t, &plan);
+  int n = cuda_case_plan(c, &plan);
   bool ok = single_output(plan, n) && write_row(src, inc, id, c->name, c, &plan[0], 0, c->t, seen);
   if (n >= 0) rt_plan_free(plan, n);
   return ok;
