@@ -302,8 +302,9 @@ typedef struct {
   char *err;            /* why a driver failed; NULL out of memory */
 } driver_job;
 
-/* A GEMM driver (gemm.c) the JIT does not hold yet: compiled once and kept
- * for the JIT's life (never evicted), so every later GEMM of its dtypes,
+/* A GEMM driver (gemm.c) or attention block kernel (attn_block.c) the JIT
+ * does not hold yet: compiled once and kept for the JIT's life (never
+ * evicted), so every later GEMM (attention) of its dtypes,
  * whatever its shape and whether compiled or loaded from the disk cache,
  * only links against it. Its slot is made first: out of memory nothing is
  * compiled. */
