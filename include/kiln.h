@@ -2228,7 +2228,8 @@ KILN_API kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *co
  * or allocation. */
 KILN_API kiln_status kiln_fn_run_at(const char *f, int l, kiln_fn *fn, kiln_tensor *const *inputs, kiln_tensor **outputs);
 /** Writes fn's plan: its steps (kernels, copies) with the slots each reads,
- * writes and frees.
+ * writes and frees, and for a device kernel its launch (grid, block and
+ * range) at the planned size.
  * @param fn the function
  * @param out where the text goes
  * @param fmt KILN_FMT_TEXT or KILN_FMT_DOT (a Graphviz digraph)

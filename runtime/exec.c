@@ -755,6 +755,8 @@ static void print_text(ir_str *b, const rt_exec *p, const char *where) {
     print_slots(b, s, s->nout, s->nin);
     ir_str_printf(b, ")  %s:%d %s", s->file, s->line, s->api);
     for (int f = s->free_lo; f < s->free_hi; f++) ir_str_printf(b, f == s->free_lo ? "  frees %%%d" : ", %%%d", p->frees[f]);
+    if (s->kind == STEP_DEVICE)   /* at the planned sizes: a shape-generic kernel's grid follows them */
+      ir_str_printf(b, "  grid=%d block=%d range=%lld", s->geom.grid, s->geom.block, (long long)s->geom.range);
     ir_str_printf(b, "\n");
   }
 }

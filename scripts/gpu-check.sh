@@ -104,7 +104,8 @@ if [ $DRY = 1 ]; then
   TARGETS=(--target kiln_bench test_cuda_runtime test_cuda_loop test_dump test_fundamentals fundamentals)
   grep -qs '^KILN_NVRTC_LIB:FILEPATH=/' build/CMakeCache.txt && B=build
 fi
-if ! grep -q 'kiln: CUDA back end ON' "$OUT/configure.log"; then
+# CMake prints the found flag as it has it: TRUE (CUDAToolkit_FOUND) or ON.
+if ! grep -Eq 'kiln: CUDA back end (ON|TRUE)$' "$OUT/configure.log"; then
   # Nothing below can run: no failure without a GPU (CI on a machine without
   # the toolkit), a failure on a GPU machine.
   not_run build "configure did not find the CUDA toolkit (see configure.log)"
