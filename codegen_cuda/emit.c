@@ -459,11 +459,14 @@ static void emit_attn(cuda_em *em, const kstmt *s) {
   kiln_dtype dt = k->params[s->attn.q].dtype, mdt = s->attn.mask >= 0 ? k->params[s->attn.mask].dtype : dt;
   int mask = s->attn.mask < 0 ? 0 : mdt == KILN_BOOL ? 1 : 2;
   operand q = use(em, s->attn.q_off), kk = use(em, s->attn.k_off), v = use(em, s->attn.v_off),
-          o = use(em, s->attn.o_off), row0 = use(em, s->attn.row0), m = {"0"};
+          o = use(em, s->attn.o_off), row0 = use(em, s->attn.row0);
   char mp[96], scale[64];
-  if (mask) m = use(em, s->attn.m_off);
-  if (mask) snprintf(mp, sizeof mp, "p%d + %s", s->attn.mask, m.s);
-  else snprintf(mp, sizeof mp, "(const %s *)0", stype(mdt));
+  if (mask) {
+    operand m = use(em, s->attn.m_off);
+    snprintf(mp, sizeof mp, "p%d + %s", s->attn.mask, m.s);
+  } else {
+    snprintf(mp, sizeof mp, "(const %s *)0", stype(mdt));
+  }
   float_literal(scale, sizeof scale, dt, s->attn.scale);
   indent(em);
   ir_str_printf(em->out, "const long long kst[10] = {");
@@ -1083,6 +1086,7 @@ static void emit_rows(cuda_em *em, const kstmt *const *chain, int n, const kstmt
  * (batch, head)), blocks striding over them; kiln_attention gives each
  * thread a row: a warp, or more up to the rows of an iteration. */
 static void emit_attention(cuda_em *em, const kstmt *const *chain, int n, const kstmt *iter, cuda_launch *launch) {
+  IR_ASSERT(n && iter->kind == KS_ATTN && !iter->next);   /* lowering: the KS_ATTN alone in the parallel loop */
   int64_t rows = iter->attn.rows < iter->attn.l ? iter->attn.rows : iter->attn.l;
   launch->grid = grid_for(launch->range, 1);
   launch->block = row_block(rows, launch->range);
@@ -1123,7 +1127,7 @@ static void emit_kernel(cuda_em *em, cuda_launch *launch) {
   bool rows = contains(iter, KS_ACC) && !contains(iter, KS_CARRY) &&
               !(n && has_load(em, iter, chain[n - 1]->var)) && !has_load(em, b, -1);
   launch->range = chain_extent(chain, n);
-  if (n && iter->kind == KS_ATTN) emit_attention(em, chain, n, iter, launch);   /* lowering: the KS_ATTN alone */
+  if (contains(b, KS_ATTN)) emit_attention(em, chain, n, iter, launch);
   else (rows ? emit_rows : emit_threads)(em, chain, n, iter, launch);
   ir_str_printf(em->out, "}\n\n");
 }
