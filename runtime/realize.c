@@ -292,17 +292,23 @@ static void attr_words(key_words *k, const ir_node *n) {
 /* Everything the passes and lowering read of the pending graph, in topo
  * order: ops, dtypes, devices, shapes, attributes, edges, the leaves' views
  * and which leaves share storage; the targets' positions; the options the
- * passes obey. Equal keys plan alike. Sets each node's scratch to its position. */
+ * passes obey. Equal keys plan alike. Sets each pending node's scratch to
+ * its position; the leaves' are looked up (other threads' graphs may read
+ * the same leaves, so a cached realize writes nothing in them). */
 static void graph_key(key_words *k, int nheld, ir_node *const *held, int nt, ir_node *const *targets, const pass_config *cfg) {
   IR_PTRMAP_ON_STACK(storage);
-  for (int i = 0; i < nheld; i++) held[i]->scratch = i;
+  IR_PTRMAP_ON_STACK(leaf_at);
+  for (int i = 0; i < nheld; i++)
+    if (held[i]->op != IR_BUFFER) held[i]->scratch = i;
+    else if (!ir_ptrmap_put(&leaf_at, held[i], i)) k->failed = true;
   for (int i = 0; i < nheld && key_room(k, NODE_WORDS); i++) {
     const ir_node *n = held[i];
     word(k, n->op | (int64_t)n->dtype << 8 | (int64_t)n->device.type << 16 | (int64_t)n->ndim << 24 |
                 (int64_t)n->status << 32 | (int64_t)n->nsrc << 40);
     word(k, n->device.index);
     for (int d = 0; d < n->ndim; d++) word(k, n->shape[d]);
-    for (int s = 0; s < n->nsrc; s++) word(k, n->src[s]->scratch);
+    for (int s = 0; s < n->nsrc; s++)
+      word(k, n->src[s]->op == IR_BUFFER ? ir_ptrmap_get(&leaf_at, n->src[s]) : n->src[s]->scratch);
     if (n->op != IR_BUFFER) {
       attr_words(k, n);
     } else {
@@ -315,6 +321,7 @@ static void graph_key(key_words *k, int nheld, ir_node *const *held, int nt, ir_
     }
   }
   ir_ptrmap_free(&storage);
+  ir_ptrmap_free(&leaf_at);
   size_t off = cfg->off ? strlen(cfg->off) : 0, off_words = (off + sizeof(int64_t) - 1) / sizeof(int64_t);
   if (!key_room(k, (size_t)nt + 2 + off_words)) return;
   for (int i = 0; i < nt; i++) word(k, targets[i]->scratch);
@@ -348,11 +355,14 @@ static bool outliving(const rt_exec *p, int n, ir_node *const *held, int nt, ir_
   memset(lives, 0, sizeof *lives * (size_t)n);
   for (int t = 0; t < nt; t++) lives[targets[t]->scratch] = true;
   for (int i = 0; i < n; i++)
-    for (int s = 0; s < held[i]->nsrc; s++) edges[held[i]->src[s]->scratch]++;
+    for (int s = 0; s < held[i]->nsrc; s++)
+      if (held[i]->src[s]->op != IR_BUFFER) edges[held[i]->src[s]->scratch]++;
   for (int i = n - 1; i >= 0; i--) {
+    if (held[i]->op == IR_BUFFER) continue;   /* a leaf's value is not this realize's (nor its scratch) */
     lives[i] = lives[i] || held[i]->refs - 1 - edges[i] > 0;
     bool pending = rt_exec_node(p, i)->slot < 0;
-    for (int s = 0; lives[i] && pending && s < held[i]->nsrc; s++) lives[held[i]->src[s]->scratch] = true;
+    for (int s = 0; lives[i] && pending && s < held[i]->nsrc; s++)
+      if (held[i]->src[s]->op != IR_BUFFER) lives[held[i]->src[s]->scratch] = true;
   }
   if (edges != small) free(edges);
   return true;
@@ -391,27 +401,33 @@ static kiln_status run_plan(const rt_exec *p, int nt, ir_node *const *targets, i
   return st;
 }
 
+/* A realize that plans gives its graph private aliases of the leaves
+ * (planning writes every node's scratch, and the passes rewrite the graph),
+ * in held too; then the leaves in held's order. -1 when out of memory. */
+static int plan_leaves(bool planning, int nheld, ir_node **held, ir_node ***leaves) {
+  if (planning && !ir_graph_private_leaves(nheld, held)) return -1;
+  return collect_leaves(nheld, held, leaves);
+}
+
 static kiln_status realize_graph(int n, ir_node *const *nodes) {
-  /* Running drops the targets' sources: hold every node until the whole
-   * realize is done. */
   ir_node **held, **leaves;
   int nheld = ir_graph_collect(n, nodes, &held);
   if (nheld < 0) return ir_error_oom(nodes[0]);
-  if (!ir_graph_private_leaves(nheld, held)) {
-    free(held);
-    return ir_error_oom(nodes[0]);
-  }
-  int nleaves = collect_leaves(nheld, held, &leaves);
-  if (nleaves < 0) {
-    free(held);
-    return ir_error_oom(nodes[0]);
-  }
-  for (int i = 0; i < nheld; i++) ir_node_retain(held[i]);
   pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1};
   KEY_WORDS_ON_STACK(key);
   graph_key(&key, nheld, held, n, nodes, &cfg);
   uint64_t h = key_hash(&key);
   plan_entry *e = key.failed ? NULL : plan_find(h, &key, held);   /* a partial key finds nothing */
+  int nleaves = plan_leaves(!e, nheld, held, &leaves);
+  if (nleaves < 0) {
+    if (e) plan_done(e);
+    key_free(&key);
+    free(held);
+    return ir_error_oom(nodes[0]);
+  }
+  /* Running drops the targets' sources: hold every node until the whole
+   * realize is done. */
+  for (int i = 0; i < nheld; i++) ir_node_retain(held[i]);
   rt_exec *p = e ? e->plan : NULL;
   kiln_status st = KILN_OK;
   if (!e) {
@@ -433,8 +449,9 @@ static kiln_status realize_graph(int n, ir_node *const *nodes) {
   return st;
 }
 
-/* No lock is held for a realize: its graph is its own (the leaves it reads
- * become private aliases), and what it shares (plans, kernels, the JIT, the
+/* No lock is held for a realize: its graph is its own (a cached one only
+ * reads the leaves, which other threads may read too; one that plans gives
+ * its graph private aliases of them), and what it shares (plans, kernels, the JIT, the
  * allocator, the pool) locks itself briefly. Targets already realized need
  * nothing, and other threads may be reading them. */
 kiln_status rt_realize(int n, ir_node *const *nodes) {
