@@ -135,7 +135,7 @@ static ir_node *block_const(const splitter *s, kiln_dtype dt, double value) {
  * holding +inf +inf, one holding a nan nan (as the serial scan's fold). */
 static ir_node *block_logsumexp(const splitter *s, ir_node *v, kiln_dtype t) {
   ir_node *x = v->dtype == t ? v : like(s, IR_CAST, t, v, NULL);
-  if (x) x->attr.to = t;
+  if (x && x != v) x->attr.to = t;
   ir_node *m = fold(s, IR_MAX, t, t, x);
   ir_node *inf = like(s, IR_EQ, KILN_BOOL, like(s, IR_ABS, t, m, NULL), block_const(s, t, INFINITY));
   if (inf) inf->attr.compute = t;
