@@ -8,6 +8,7 @@ next to kiln-fused's. A library that is not installed is skipped; --json FILE
 reads kiln's numbers from an earlier kiln_bench run instead.
 
     python3 bench/compare.py [--runs 5] [--threads N] [--only W1,W7-1024] [--kiln-bench PATH | --json FILE]
+                             [--keep-json FILE]
 
 Same rules as kiln_bench: one warm-up, then the median of --runs timed runs
 (at least 5), inputs made before the clock starts, outputs allocated by each
@@ -37,6 +38,7 @@ def parse_args():
     p.add_argument("--only", help="comma-separated workload names (W1,...,W7-1024,W7-2048)")
     p.add_argument("--kiln-bench", default="build/bench/kiln_bench", help="the kiln_bench to run for the kiln column")
     p.add_argument("--json", help="kiln_bench's JSON of an earlier run, instead of running it")
+    p.add_argument("--keep-json", help="where to keep the JSON of the kiln_bench run (all its rows)")
     return p.parse_args()
 
 
@@ -264,7 +266,7 @@ def run_kiln(names, runs):
         print("kiln: %s not found (build it, or pass --kiln-bench/--json); kiln column skipped" % exe)
         return {}
     with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "kiln.json")
+        out = ARGS.keep_json or os.path.join(tmp, "kiln.json")
         cmd = [exe, "--only", ",".join(names), "--runs", str(runs), "--json", out]
         if ARGS.threads:
             cmd += ["--threads", str(ARGS.threads)]
