@@ -4,6 +4,7 @@
  * Setup prints the peak memory each kiln form allocates above its inputs. */
 #include "attention.h"
 
+#include "common.h"
 #include "hand.h"
 
 #include <math.h>
@@ -82,8 +83,8 @@ static void *setup(int64_t s) {
   int64_t n = W15_B * W15_H * s * W15_D;
   if (!st) return NULL;
   st->s = s;
-  st->q = malloc(sizeof(float) * (size_t)n), st->k = malloc(sizeof(float) * (size_t)n);
-  st->v = malloc(sizeof(float) * (size_t)n), st->out = malloc(sizeof(float) * (size_t)n);
+  st->q = bench_alloc(sizeof(float) * (size_t)n), st->k = bench_alloc(sizeof(float) * (size_t)n);
+  st->v = bench_alloc(sizeof(float) * (size_t)n), st->out = bench_alloc(sizeof(float) * (size_t)n);
   if (!st->q || !st->k || !st->v || !st->out) {
     w15_teardown(st);
     return NULL;

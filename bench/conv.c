@@ -3,6 +3,8 @@
  * im2col + OpenBLAS sgemm + a C epilogue, with and without the im2col. */
 #include "conv.h"
 
+#include "common.h"
+
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +17,7 @@ typedef struct {
 } w14_state;
 
 static float *floats(size_t n, uint64_t seed, float scale) {
-  float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+  float *p = bench_alloc(n * sizeof(float));
   for (size_t i = 0; p && i < n; i++) {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
     p[i] = scale * ((float)(seed >> 40) / (float)(1 << 24) * 2 - 1);

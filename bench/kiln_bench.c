@@ -118,7 +118,7 @@ static void fill_floats(float *p, int64_t n, uint64_t seed, double lo, double hi
 /* n floats uniform in [lo, hi), 64-byte aligned like kiln's own buffers;
  * writing them also faults every page in before timing. */
 static float *random_floats_in(int64_t n, uint64_t seed, double lo, double hi) {
-  float *p = aligned_alloc(64, ((size_t)n * sizeof(float) + 63) / 64 * 64);
+  float *p = bench_alloc((size_t)n * sizeof(float));
   if (p) fill_floats(p, n, seed, lo, hi);
   return p;
 }
@@ -195,9 +195,9 @@ static void w13_hand(void *p, int threads) {
 static void *w13_setup(void) {
   w1_state *s = calloc(1, sizeof *s);
   if (!s) return NULL;
-  int32_t *a = s->a = malloc(sizeof *a * (size_t)W13_N), *b = s->b = malloc(sizeof *b * (size_t)W13_N);
-  int32_t *c = s->c = malloc(sizeof *c * (size_t)W13_N);
-  s->out = malloc(sizeof *s->out * (size_t)W13_N);
+  int32_t *a = s->a = bench_alloc(sizeof *a * (size_t)W13_N), *b = s->b = bench_alloc(sizeof *b * (size_t)W13_N);
+  int32_t *c = s->c = bench_alloc(sizeof *c * (size_t)W13_N);
+  s->out = bench_alloc(sizeof *s->out * (size_t)W13_N);
   if (!a || !b || !c || !s->out) {
     w1_teardown(s);
     return NULL;
