@@ -30,7 +30,7 @@ void bench_json_string(FILE *f, const char *s) {
 }
 
 void bench_json_number(FILE *f, double v) {
-  if (isnan(v)) fputs("null", f);
+  if (!isfinite(v)) fputs("null", f);
   else fprintf(f, "%.6g", v);
 }
 

@@ -1553,9 +1553,9 @@ static int kernels_child(const char *arg) {
   for (int i = 0; i < NUM_WORKLOADS; i++)
     if (!strcmp(workloads[i].name, "W9-mlp")) w = &workloads[i];
   FILE *log = tmpfile();
+  setenv("KILN_DEBUG", "1", 1);   /* before kiln's first call: it reads its options once */
   void *st = w && runs && log && dup2(fileno(log), STDERR_FILENO) >= 0 ? w->setup() : NULL;
   if (!st) return 1;
-  setenv("KILN_DEBUG", "1", 1);
   static char text[1 << 16];
   kiln_fn *f = compile_fn(w, st);
   kiln_tensor *out = NULL;
