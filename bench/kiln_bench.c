@@ -42,7 +42,8 @@ typedef struct {
   const char *name;                        /* row label: kiln-fused, c-hand, ... */
   int mode;                                /* kiln rows: KILN_EAGER's 1 is kiln_set_eager(1), KILN_GENERIC's 2
                                               the shape-generic variant (kiln_set_dynamic), KILN_FN's 3 a
-                                              replay through kiln_compile / kiln_fn_run */
+                                              replay through kiln_compile / kiln_fn_run, KILN_SPECIALISED's
+                                              5 the shape-specialised variant */
   void (*native)(void *st, int threads);   /* non-kiln rows; NULL for kiln rows */
   double bytes;                            /* ideal bytes when not the workload's (stream-triad) */
 } impl;
@@ -56,6 +57,9 @@ typedef struct {
 /* the kernels' own times of a kiln-fn replay, summed (KILN_DEBUG=1 in a child) */
 #define KILN_KERNELS_MODE 4
 #define KILN_KERNELS {"kernels-sum", KILN_KERNELS_MODE, NULL, 0}
+/* fused, shape-specialised (a CPU GEMM's fused row is shape-generic) */
+#define KILN_SPECIALISED_MODE 5
+#define KILN_SPECIALISED {"kiln-specialised", KILN_SPECIALISED_MODE, NULL, 0}
 
 /* The state of a workload with a kiln-fn row starts with its input tensors:
  * the row builds the expression on placeholders in their place, compiles it
@@ -1240,7 +1244,7 @@ static const workload workloads[] = {
 #ifdef KILN_BENCH_OPENBLAS
   {"W7-1024", "matmul f32[1024,1024] @ f32[1024,1024]", 0, 0,
    w7_1024_setup, mm_build, mm_expected, mm_teardown,
-   {KILN_FUSED, OPENBLAS_IMPL("openblas")}, MM_ROWS(1024)},
+   {KILN_FUSED, KILN_SPECIALISED, OPENBLAS_IMPL("openblas")}, MM_ROWS(1024)},
   {"W7-2048", "matmul f32[2048,2048] @ f32[2048,2048]", 0, 0,
    w7_2048_setup, mm_build, mm_expected, mm_teardown,
    {KILN_FUSED, OPENBLAS_IMPL("openblas")}, MM_ROWS(2048)},
@@ -1465,7 +1469,8 @@ static kiln_sample timed_run(const workload *w, const impl *im, void *st) {
 /* A warm-up run, which compiles and is checked, then `runs` timed runs. */
 static void measure_kiln(const workload *w, const impl *im, void *st, double *ms, int runs) {
   kiln_set_eager(im->mode == 1);
-  kiln_set_dynamic(im->mode == 2 ? KILN_DYNAMIC_ON : KILN_DYNAMIC_AUTO);
+  kiln_set_dynamic(im->mode == 2 ? KILN_DYNAMIC_ON : im->mode == KILN_SPECIALISED_MODE ? KILN_DYNAMIC_OFF
+                                                                                      : KILN_DYNAMIC_AUTO);
   kiln_sample warm = kiln_run(w, im, st, true), last = warm;
   int64_t compiles = 0;   /* after the warm-up: a loop's steady state compiles nothing */
   for (int i = 0; i < runs && last.ok; i++) {
@@ -1483,7 +1488,8 @@ static void measure_kiln(const workload *w, const impl *im, void *st, double *ms
     return;
   }
   double med = add_timed_row(w, im, ms, runs, last.kernels);
-  if (im->mode == 0 && warm.compiles > 0) add_compile_row(w, warm, med);
+  /* W7-1000 is there to show what a new shape costs, nothing included */
+  if (im->mode == 0 && (warm.compiles > 0 || !strcmp(w->name, "W7-1000"))) add_compile_row(w, warm, med);
 }
 
 /* The expression built on placeholders standing for the state's inputs. */
@@ -1610,7 +1616,8 @@ static void run_workload(const workload *w, int runs) {
     if (im->native && !on_gpu) measure_native(w, im, st, ms, n);   /* host code: no GPU row */
     else if (im->mode == KILN_FN_MODE && !on_gpu) measure_fn(w, im, st, ms, n);   /* placeholders are host tensors */
     else if (im->mode == KILN_KERNELS_MODE && !on_gpu) measure_kernels(w, im, ms, n);
-    else if (!im->native && im->mode < KILN_FN_MODE) measure_kiln(w, im, st, ms, n);
+    else if (!im->native && (im->mode < KILN_FN_MODE || im->mode == KILN_SPECIALISED_MODE))
+      measure_kiln(w, im, st, ms, n);
   }
 #ifdef KILN_BENCH_CUDA
   if (on_gpu && ms) measure_yardsticks(w, st, ms, n);

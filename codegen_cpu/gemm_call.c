@@ -2,7 +2,8 @@
  * shape-generic driver of its dtypes (gemm.c) with m, n, kdim, the strides
  * and the operands' offsets as values, and the KS_GEMM body (the epilogue)
  * as a function of the kernel's module that the driver calls back with each
- * finished block of sums. Only this part is compiled per shape. */
+ * finished block of sums. Only this part is compiled per kernel, and in a
+ * shape-generic kernel it serves every shape. */
 #include "codegen_cpu/cpu_impl.h"
 
 #include <stdio.h>
@@ -116,6 +117,12 @@ static LLVMValueRef context(gemm_call *c) {
 
 static LLVMValueRef i64c(emitter *em, int64_t v) { return LLVMConstInt(em->g.i64, (unsigned long long)v, 1); }
 
+/* A size or stride (KG_*): a launch argument in a shape-generic kernel. */
+static LLVMValueRef dim(emitter *em, const kstmt *s, int which) {
+  const kexpr *b = s->gemm.bound[which];
+  return b ? cpu_emit_expr(em, b) : i64c(em, ks_gemm_value(s, which));
+}
+
 /* A window's geometry as a constant of the kernel's module, or null. */
 static LLVMValueRef window(emitter *em, const kstmt *s) {
   if (!s->gemm.win) return LLVMConstNull(em->g.ptr);
@@ -131,7 +138,8 @@ static LLVMValueRef window(emitter *em, const kstmt *s) {
 }
 
 /* The driver's arguments: the KS_GEMM's m (or the thread's rows), n, kdim
- * and strides are values here, so a new shape changes only them. */
+ * and strides are values here (launch arguments in a shape-generic kernel,
+ * constants otherwise). */
 static void call_driver(gemm_call *c, LLVMValueRef epi, LLVMValueRef ctx) {
   emitter *em = c->em;
   const kstmt *s = c->s;
@@ -141,9 +149,9 @@ static void call_driver(gemm_call *c, LLVMValueRef epi, LLVMValueRef ctx) {
   if (!fn) fn = LLVMAddFunction(em->g.mod, d.name, ft);
   bool top = em->k->body == s;
   LLVMValueRef args[] = {
-      cpu_elem_ptr(em, s->gemm.a_buf, cpu_emit_expr(em, s->gemm.a_off)), i64c(em, s->gemm.a_si), i64c(em, s->gemm.a_sk),
-      cpu_elem_ptr(em, s->gemm.b_buf, cpu_emit_expr(em, s->gemm.b_off)), i64c(em, s->gemm.b_sk), i64c(em, s->gemm.b_sn),
-      top ? em->lo : i64c(em, 0), top ? em->hi : i64c(em, s->extent), i64c(em, s->gemm.n), i64c(em, s->gemm.kdim),
+      cpu_elem_ptr(em, s->gemm.a_buf, cpu_emit_expr(em, s->gemm.a_off)), dim(em, s, KG_A_SI), dim(em, s, KG_A_SK),
+      cpu_elem_ptr(em, s->gemm.b_buf, cpu_emit_expr(em, s->gemm.b_off)), dim(em, s, KG_B_SK), dim(em, s, KG_B_SN),
+      top ? em->lo : i64c(em, 0), top ? em->hi : dim(em, s, KG_ROWS), dim(em, s, KG_COLS), dim(em, s, KG_DEPTH),
       epi, ctx, window(em, s)};
   LLVMBuildCall2(em->g.b, ft, fn, args, sizeof args / sizeof *args, "");
 }

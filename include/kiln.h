@@ -186,7 +186,9 @@ enum {
  * compiles a kernel for its exact shape the first time, and one variant
  * with sizes and strides as launch arguments when the same structure comes
  * back with another shape; OFF compiles every shape exactly; ON always the
- * generic variant. Groups holding a matmul or a column reduction are always
+ * generic variant. A CPU matmul's kernel is generic from its first shape
+ * (its GEMM driver takes every size at run time) unless OFF; groups
+ * holding a column reduction, a sort or a convolution window are always
  * compiled for their shape.
  * @param mode KILN_DYNAMIC_OFF, KILN_DYNAMIC_ON or KILN_DYNAMIC_AUTO */
 KILN_API void kiln_set_dynamic(int mode);

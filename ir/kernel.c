@@ -307,6 +307,7 @@ int k_site(kernel *k, const kc_site *site) {
 /* A linear search: a kernel has a handful of distinct sizes. */
 kexpr *kx_dim(kernel *k, int64_t v) {
   if (k->oom || !k->generic || v == 0 || v == 1) return kx_int(k, KILN_I64, v);
+  if (k->sizes_only) return k_arg_int(k, KILN_I64, v);
   if (!k->dims && !(k->dims = ir_arena_alloc(k->arena, sizeof *k->dims))) return expr_oom(k);
   struct kx_dims *d = k->dims;
   for (int i = 0; i < d->n; i++)
@@ -434,6 +435,21 @@ kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t k
   return s;
 }
 
+int64_t ks_gemm_value(const kstmt *s, int which) {
+  const int64_t v[KG_NUM] = {s->extent, s->gemm.n, s->gemm.kdim, s->gemm.a_si, s->gemm.a_sk, s->gemm.b_sk,
+                             s->gemm.b_sn};
+  IR_ASSERT(s->kind == KS_GEMM && which >= 0 && which < KG_NUM);
+  return v[which];
+}
+
+void ks_gemm_bind(kernel *k, kstmt *s) {
+  IR_ASSERT(!k->generic || !s->gemm.win);
+  for (int i = 0; i < KG_NUM; i++) {
+    kexpr *b = kx_dim(k, ks_gemm_value(s, i));
+    s->gemm.bound[i] = b->kind == KX_ARG ? b : NULL;
+  }
+}
+
 kstmt *ks_check(kernel *k, kc_code code, int site, kexpr *fail, kexpr *pos, kexpr *what) {
   if (k->oom) return new_stmt(k, (kstmt){.kind = KS_CHECK});   /* the site and fail may be stand-ins */
   IR_ASSERT(code > KC_NONE && code < KC_NUM && site >= 0 && site < k->nsites && fail->type == KILN_BOOL);
@@ -551,6 +567,8 @@ static void walk_block(kwalk *w, const kstmt *s, int depth) {
     if (s->kind == KS_GEMM) {
       walk_expr(w, s->gemm.a_off, depth);
       walk_expr(w, s->gemm.b_off, depth);
+      for (int i = 0; i < KG_NUM; i++)
+        if (s->gemm.bound[i]) walk_expr(w, s->gemm.bound[i], depth);
     }
     if (s->kind == KS_LOOP && s->bound) walk_expr(w, s->bound, depth);
     if (s->kind == KS_SORT) {
@@ -618,14 +636,14 @@ static void key_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
                    s->index ? s->index->id : -1,
                    s->value ? s->value->id : -1, s->acc, s->acc2, s->op, s->type};
   if (s->kind == KS_GEMM) {
-    int64_t g[8] = {s->gemm.var_j, s->gemm.n, s->gemm.kdim, s->gemm.a_buf, s->gemm.b_buf,
-                    s->gemm.a_off->id, s->gemm.b_off->id, s->gemm.a_si};
-    int64_t h[3] = {s->gemm.a_sk, s->gemm.b_sk, s->gemm.b_sn};
+    int64_t g[8] = {s->gemm.var_j, s->gemm.a_buf, s->gemm.b_buf, s->gemm.a_off->id, s->gemm.b_off->id,
+                    s->gemm.win != NULL};
     memcpy(f + 12, g, sizeof g);
-    ir_str_append(ctx, h, sizeof h);
-    int64_t window = s->gemm.win != NULL;
-    ir_str_append(ctx, &window, sizeof window);
-    if (window) ir_str_append(ctx, s->gemm.win, sizeof(int64_t) * KW_N);
+    int64_t dims[KG_NUM];   /* a size or stride: its argument's id, or its literal value */
+    for (int i = 0; i < KG_NUM; i++) dims[i] = s->gemm.bound[i] ? -1 - s->gemm.bound[i]->id : ks_gemm_value(s, i);
+    ir_str_append(ctx, dims, sizeof dims);
+    f[3] = dims[KG_ROWS];
+    if (s->gemm.win) ir_str_append(ctx, s->gemm.win, sizeof(int64_t) * KW_N);
   }
   if (s->kind == KS_CHECK) {
     f[12] = s->check.code;
@@ -638,9 +656,6 @@ static void key_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
     int64_t h[2] = {s->sort.out_stride, s->sort.descending};
     memcpy(f + 12, g, sizeof g);
     ir_str_append(ctx, h, sizeof h);
-    int64_t window = s->gemm.win != NULL;
-    ir_str_append(ctx, &window, sizeof window);
-    if (window) ir_str_append(ctx, s->gemm.win, sizeof(int64_t) * KW_N);
   }
   if (s->kind == KS_ATTN) key_attn(ctx, s, f);
   ir_str_append(ctx, f, sizeof f);
@@ -837,19 +852,23 @@ static void kp_stmt(void *ctx, const kstmt *s, int depth, bool enter) {
     if (s->index) ir_str_printf(b, "[%%%d]", s->index->id);
     ir_str_printf(b, " = %%%d\n", s->value->id);
     break;
-  case KS_GEMM:
-    ir_str_printf(b, "gemm a%d.%s v%d in 0..%lld, v%d in 0..%lld, k in 0..%lld: p%d[%%%d + v%d*%lld + k*%lld] * "
-                  "p%d[%%%d + k*%lld + v%d*%lld]\n",
-                  s->acc, ir_dtypes[s->type].short_name, s->var, (long long)s->extent, s->gemm.var_j,
-                  (long long)s->gemm.n, (long long)s->gemm.kdim, s->gemm.a_buf, s->gemm.a_off->id, s->var,
-                  (long long)s->gemm.a_si, (long long)s->gemm.a_sk, s->gemm.b_buf, s->gemm.b_off->id,
-                  (long long)s->gemm.b_sk, s->gemm.var_j, (long long)s->gemm.b_sn);
+  case KS_GEMM: {
+    char d[KG_NUM][24];   /* a literal, or %id of the argument that holds it */
+    for (int i = 0; i < KG_NUM; i++)
+      if (s->gemm.bound[i]) snprintf(d[i], sizeof d[i], "%%%d", s->gemm.bound[i]->id);
+      else snprintf(d[i], sizeof d[i], "%lld", (long long)ks_gemm_value(s, i));
+    ir_str_printf(b, "gemm a%d.%s v%d in 0..%s, v%d in 0..%s, k in 0..%s: p%d[%%%d + v%d*%s + k*%s] * "
+                  "p%d[%%%d + k*%s + v%d*%s]\n",
+                  s->acc, ir_dtypes[s->type].short_name, s->var, d[KG_ROWS], s->gemm.var_j, d[KG_COLS], d[KG_DEPTH],
+                  s->gemm.a_buf, s->gemm.a_off->id, s->var, d[KG_A_SI], d[KG_A_SK], s->gemm.b_buf,
+                  s->gemm.b_off->id, d[KG_B_SK], s->gemm.var_j, d[KG_B_SN]);
     if (s->gemm.win) {
       ir_str_printf(b, "  B is a window:");
       for (int i = 0; i < KW_N; i++) ir_str_printf(b, " %lld", (long long)s->gemm.win[i]);
       ir_str_printf(b, "\n");
     }
     break;
+  }
   case KS_CHECK:
     ir_str_printf(b, "check %s if %%%d at %%%d (value %%%d, site %d)\n", kc_infos[s->check.code].message,
                   s->value->id, s->index->id, s->check.what->id, s->check.site);

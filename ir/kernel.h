@@ -76,6 +76,9 @@ enum { KW_TAPS, KW_KW, KW_OW, KW_SH, KW_SW, KW_DH, KW_DW, KW_PH, KW_PW, KW_UH, K
 
 typedef enum { KS_LOOP, KS_STORE, KS_ACC, KS_UPDATE, KS_GEMM, KS_CHECK, KS_CARRY, KS_SORT, KS_ATTN } ks_kind;
 
+/* A KS_GEMM's sizes and strides, in the order of its gemm.bound. */
+enum { KG_ROWS, KG_COLS, KG_DEPTH, KG_A_SI, KG_A_SK, KG_B_SK, KG_B_SN, KG_NUM };
+
 /* What a failed check means: X(code, message, name of the reported value
  * or NULL when the value says nothing). Codes start at 1 (0: no failure). */
 #define KC_CODES(X) \
@@ -158,7 +161,11 @@ struct kstmt {
    * B[b_off + c*sc + h*sy + w*sx] for the channel c = k / taps, tap (i, t)
    * of k % taps (kw wide) and output position (oh, ow) of j (ow_n wide),
    * where uh*h = oh*sh + i*dh - ph and uw*w = ow*sw + t*dw - pw with
-   * 0 <= h < in_h, 0 <= w < in_w; 0 where there is no such (h, w). */
+   * 0 <= h < in_h, 0 <= w < in_w; 0 where there is no such (h, w).
+   * In a shape-generic kernel bound[KG_*] are the i64 launch arguments
+   * (kx_dim) holding m (extent), n, kdim and the four strides, NULL where
+   * the value is a literal (ks_gemm_bind): one compiled GEMM serves every
+   * shape of its structure. */
   struct {
     int var_j;
     int64_t n, kdim;
@@ -166,6 +173,7 @@ struct kstmt {
     kexpr *a_off, *b_off;
     int64_t a_si, a_sk, b_sk, b_sn;
     const int64_t *win;
+    kexpr *bound[KG_NUM];
   } gemm;
   /* KS_CHECK: if value (bool) is true, the launch fails with code (kc_code)
    * at site (k->sites), flat position index (i64) and check.what (i64). */
@@ -241,6 +249,12 @@ typedef struct {
   bool generic;         /* shape-generic: sizes, strides and offsets are launch
                            arguments (kx_dim), and the key leaves out every
                            value that comes from a shape */
+  bool sizes_only;      /* generic, and its shape would change nothing but
+                           constants (a CPU GEMM, whose driver takes every
+                           size at run time): auto dynamic takes this
+                           variant at the first shape too, and every size is
+                           its own argument (no duck sizing), so a square
+                           product is no other structure */
   struct kx_dims *dims; /* generic: the argument of each size value (kx_dim) */
   int nsites;
   kc_site *sites;       /* where each check's failure is reported from (not in the key) */
@@ -294,8 +308,8 @@ int k_status_param(const kernel *k);
 int k_site(kernel *k, const kc_site *site);
 /* A size, stride or offset (i64) v: a literal in a shape-specialised kernel,
  * and in a shape-generic one (k->generic) a launch argument, one per
- * distinct value (equal sizes share one, as torch.compile's duck sizing),
- * except 0 and 1, which stay literals (a size of 1 broadcasts, a stride of
+ * distinct value (equal sizes share one, as torch.compile's duck sizing,
+ * unless k->sizes_only), except 0 and 1, which stay literals (a size of 1 broadcasts, a stride of
  * 1 is contiguous: both are structure). */
 kexpr *kx_dim(kernel *k, int64_t v);
 /* i64 index helpers: a + b, a * b */
@@ -327,6 +341,12 @@ kexpr *kx_acc_lane(kernel *k, int acc, kiln_dtype t, kexpr *lane);
 /* A KS_GEMM with loop vars i (returned in s->var) and j (s->gemm.var_j);
  * the caller fills the A/B fields and the epilogue body. */
 kstmt *ks_gemm(kernel *k, int acc, kiln_dtype t, int64_t m, int64_t n, int64_t kdim);
+/* The value of a KS_GEMM's size or stride `which` (KG_*) at this launch. */
+int64_t ks_gemm_value(const kstmt *s, int which);
+/* In a shape-generic kernel, makes s's sizes and strides launch arguments
+ * (gemm.bound; call once its strides are filled). A GEMM whose B is a
+ * window keeps its geometry, so its kernel must be specialised. */
+void ks_gemm_bind(kernel *k, kstmt *s);
 /* if (fail) record code at site, flat position pos, value what (i64; NULL:
  * 0); adds the status param on first use. */
 kstmt *ks_check(kernel *k, kc_code code, int site, kexpr *fail, kexpr *pos, kexpr *what);

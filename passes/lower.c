@@ -1021,6 +1021,12 @@ static void gemm_window(lower_ctx *c, const ir_node *n, kexpr *const *idx, kstmt
   gs->gemm.win = w;
 }
 
+/* Whether the product's B is a convolution's window, read in place. */
+static bool gemm_windowed(const lower_ctx *c, const ir_node *mm) {
+  const ir_node *b = mm->src[1];
+  return b->op == IR_UNFOLD && !c->g->materialized[b->scratch];
+}
+
 /* Batch loops around one KS_GEMM; the epilogue stores go in its body, where
  * the matmul's value at (i, j) is the GEMM's accumulator. */
 static void gemm_nest(lower_ctx *c, ir_node *mm, kexpr **idx) {
@@ -1035,9 +1041,9 @@ static void gemm_nest(lower_ctx *c, ir_node *mm, kexpr **idx) {
   idx[nd - 2] = kx_var(k, gs->var);
   idx[nd - 1] = kx_var(k, gs->gemm.var_j);
   gemm_operand(c, mm->src[0], idx, &gs->gemm.a_buf, &gs->gemm.a_off, &gs->gemm.a_si, &gs->gemm.a_sk);
-  const ir_node *b = mm->src[1];
-  if (b->op == IR_UNFOLD && !c->g->materialized[b->scratch]) gemm_window(c, b, idx, gs);
+  if (gemm_windowed(c, mm)) gemm_window(c, mm->src[1], idx, gs);
   else gemm_operand(c, mm->src[1], idx, &gs->gemm.b_buf, &gs->gemm.b_off, &gs->gemm.b_sk, &gs->gemm.b_sn);
+  ks_gemm_bind(k, gs);
   memo_put(c, mm, idx, kx_acc(k, acc, at));
   push_frame(c, gs->gemm.var_j, &gs->body);
 }
@@ -1341,12 +1347,17 @@ static void lower_group(lower_ctx *c, const pass_group *pg, bool generic) {
   const ir_node *sort = group_with(c->g, c->gi, IR_SORTING), *attn = group_with(c->g, c->gi, IR_ATTN);
   const ir_node *scan = group_scan(c->g, c->gi);
   c->lanes = scan ? scan_lanes(c->g, pg, scan_dim(scan)) : 0;
-  /* a GEMM's, a column reduction's and a lane scan's blocking follow their
-   * shape, a sort's line sizes and an attention's are its statement's:
-   * specialised; so is a segmented scan, whose block index (i / segment) is
-   * then a shift or a multiply, not a division per element */
-  k->generic = generic && !group_matmul(c->g, c->gi) && !column && !sort && !attn && !c->lanes &&
-               !(scan && scan->attr.segment);
+  /* a column reduction's and a lane scan's blocking follow their shape, a
+   * sort's line sizes and an attention's are its statement's: specialised;
+   * so is a segmented scan, whose block index (i / segment) is then a shift
+   * or a multiply, not a division per element, a convolution's window
+   * geometry, and a CUDA GEMM (its split into cuBLASLt calls reads the
+   * shape). A CPU GEMM's driver takes every size at run time: generic,
+   * whatever its first shape (kernel.h's sizes_only). */
+  const ir_node *mm = group_matmul(c->g, c->gi);
+  k->generic = generic && !(mm && (gemm_windowed(c, mm) || mm->device.type != KILN_CPU)) && !column && !sort && !attn &&
+               !c->lanes && !(scan && scan->attr.segment);
+  k->sizes_only = k->generic && mm;
   if (ir_op_is_scatter(pg->outs[0]->op)) scatter_nest(c, pg->outs[0]);
   else if (sort) sort_nest(c, pg, sort);
   else if (attn) attention_nest(c, attn);

@@ -236,7 +236,7 @@ static kiln_status stub_outputs(builder *b, plan_step *s, ir_node *const *outs) 
 
 /* The kernel for group gi under KILN_DYNAMIC: shape-specialised,
  * shape-generic, or (auto, dynamic.c) specialised until its structure comes
- * back with another shape. Both lowerings bind the same inputs in the same
+ * back with another shape, unless only sizes would differ (a CPU GEMM). Both lowerings bind the same inputs in the same
  * order. *key gets the kernel's cache key (made once: a new shape of a
  * known structure plans on every call). NULL when out of memory. */
 static kernel *kernel_for(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg, ir_str *key) {
@@ -246,7 +246,7 @@ static kernel *kernel_for(pass_graph *g, int gi, ir_node **inputs, int *ninputs,
   kernel *k = pass_run_kernel(g, gi, inputs, ninputs, &c);
   if (!k) return k;
   uint64_t structure = k_key(k, key);
-  if (!k->generic || mode == KILN_DYNAMIC_ON || rt_dynamic_generic(structure, 0)) return k;
+  if (!k->generic || k->sizes_only || mode == KILN_DYNAMIC_ON || rt_dynamic_generic(structure, 0)) return k;
   c.generic = false;
   kernel *spec = pass_run_kernel(g, gi, inputs, ninputs, &c);
   ir_str spec_key = {0};

@@ -328,20 +328,22 @@ START_TEST(generic_views_sources_reductions) {
 }
 END_TEST
 
-/* A 2-layer MLP forward, its products as broadcast multiplies and sums
- * (matmul groups stay shape-specialised), over 100 batch sizes, all above
- * the widths: equal sizes share one argument (duck sizing), so a batch
- * equal to a width would be another structure. */
+/* A 2-layer MLP forward over 100 batch sizes, all above the widths (equal
+ * sizes share one argument, duck sizing, so a batch equal to a width would
+ * be another structure), its products as GEMMs (kiln_linear: shape-generic
+ * from the first size) and as broadcast multiplies and sums (reductions:
+ * specialised, then generic). */
 #define MLP_IN 5
 #define MLP_HID 7
 #define MLP_OUT 11
 #define MLP_BATCH0 12
 
-static kiln_tensor *dense(kiln_tensor *x, kiln_tensor *w, kiln_tensor *b) {
+static kiln_tensor *dense(kiln_tensor *x, kiln_tensor *w, kiln_tensor *b, bool gemm) {
+  if (gemm) return kiln_linear(x, w, b);
   return kiln_add(kiln_sum_dims(kiln_mul(kiln_unsqueeze(x, 1), kiln_unsqueeze(w, 0)), KILN_DIMS(-1), 0), b);
 }
 
-START_TEST(mlp_over_batch_sizes_compiles_twice) {
+static void mlp_over_batch_sizes(bool gemm) {
   kiln_set_dynamic(KILN_DYNAMIC_AUTO);
   kiln_scope_begin();
   kiln_tensor *w1 = tu_data(KILN_F32, KILN_SHAPE(MLP_HID, MLP_IN), 1, TU_SMALL);
@@ -357,16 +359,64 @@ START_TEST(mlp_over_batch_sizes_compiles_twice) {
   for (int64_t batch = MLP_BATCH0; batch < MLP_BATCH0 + 100; batch++) {
     kiln_scope_begin();
     kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(batch, MLP_IN), (uint64_t)batch, TU_SMALL);
-    kiln_tensor *y = kiln_softmax(dense(kiln_relu(dense(x, w1, b1)), w2, b2), -1);
-    check_ref(y, 1e-4, 1e-6, "mlp batch", (int)batch);
+    kiln_tensor *y = kiln_softmax(dense(kiln_relu(dense(x, w1, b1, gemm)), w2, b2, gemm), -1);
+    check_ref(y, 1e-4, 1e-6, gemm ? "mlp batch (linear)" : "mlp batch", (int)batch);
     kiln_scope_end();
     if (batch == MLP_BATCH0) first = kiln_stats().compiles;
     if (batch == MLP_BATCH0 + 1) second = kiln_stats().compiles;
   }
   kiln_scope_end();
   uint64_t all = kiln_stats().compiles;
-  ck_assert_msg(second <= 2 * first && all == second, "%llu kernels compiled for the first batch size, %llu after "
-                "two, %llu after 100", (unsigned long long)first, (unsigned long long)second, (unsigned long long)all);
+  ck_assert_msg(second <= 2 * first && all == second, "%s: %llu kernels compiled for the first batch size, %llu "
+                "after two, %llu after 100", gemm ? "linear" : "sums", (unsigned long long)first,
+                (unsigned long long)second, (unsigned long long)all);
+}
+
+START_TEST(mlp_over_batch_sizes_compiles_twice) {
+  mlp_over_batch_sizes(true);
+  mlp_over_batch_sizes(false);
+}
+END_TEST
+
+/* One compile per GEMM structure, whatever its shapes: the driver takes
+ * every size, the epilogue is shape-generic from the first shape (square
+ * and not, batched, transposed and strided operands, fused epilogues),
+ * each result against the oracle. */
+static kiln_tensor *gemm_expr(int which, int64_t m, int64_t n, int64_t kd) {
+  uint64_t seed = (uint64_t)(m * 10007 + n * 101 + kd);
+  switch (which) {
+  case 0: return kiln_matmul(tu_data(KILN_F32, KILN_SHAPE(m, kd), seed, TU_SMALL),
+                             tu_data(KILN_F32, KILN_SHAPE(kd, n), seed + 1, TU_SMALL));
+  case 1: return kiln_gelu(kiln_linear(tu_data(KILN_F32, KILN_SHAPE(m, kd), seed, TU_SMALL),
+                                       tu_data(KILN_F32, KILN_SHAPE(n, kd), seed + 1, TU_SMALL),
+                                       tu_data(KILN_F32, KILN_SHAPE(n), seed + 2, TU_SMALL)));
+  case 2: return kiln_matmul(tu_data(KILN_F64, KILN_SHAPE(3, m, kd), seed, TU_SMALL),
+                             tu_data(KILN_F64, KILN_SHAPE(3, kd, n), seed + 1, TU_SMALL));
+  case 3: {   /* A: every other column of a wider matrix; B read transposed */
+    kiln_tensor *a = kiln_slice(tu_data(KILN_F32, KILN_SHAPE(m, 2 * kd), seed, TU_SMALL), 1, 0, 2 * kd, 2);
+    kiln_tensor *b = kiln_transpose(tu_data(KILN_F32, KILN_SHAPE(n, kd), seed + 1, TU_SMALL), 0, 1);
+    return kiln_add(kiln_matmul(a, b), tu_data(KILN_F32, KILN_SHAPE(m, n), seed + 2, TU_SMALL));
+  }
+  default: return NULL;
+  }
+}
+
+START_TEST(gemm_shapes_compile_once) {
+  static const int64_t shapes[][3] = {{9, 13, 6}, {20, 20, 20}, {33, 7, 50}, {5, 70, 3}, {64, 48, 40}, {17, 17, 2}};
+  kiln_set_dynamic(KILN_DYNAMIC_AUTO);
+  for (int which = 0; which < 4; which++) {
+    kiln_reset_stats();
+    uint64_t first = 0;
+    for (int i = 0; i < 6; i++) {
+      kiln_scope_begin();
+      check_ref(gemm_expr(which, shapes[i][0], shapes[i][1], shapes[i][2]), 1e-5, 1e-5, "gemm shape", which * 10 + i);
+      kiln_scope_end();
+      if (i == 0) first = kiln_stats().compiles;
+    }
+    uint64_t all = kiln_stats().compiles;
+    ck_assert_msg(first >= 1 && all == first, "gemm structure %d: %llu compiles at the first shape, %llu after 6",
+                  which, (unsigned long long)first, (unsigned long long)all);
+  }
 }
 END_TEST
 
@@ -425,6 +475,7 @@ static Suite *loops_suite(void) {
   tcase_add_test(tc, dynamic_off_compiles_per_shape);
   tcase_add_test(tc, generic_views_sources_reductions);
   tcase_add_test(tc, mlp_over_batch_sizes_compiles_twice);
+  tcase_add_test(tc, gemm_shapes_compile_once);
   suite_add_tcase(s, tc);
   return s;
 }
