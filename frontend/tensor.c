@@ -9,10 +9,15 @@
 #include <string.h>
 
 /* ---- scopes: per thread, each a list of the handles it will release ------ */
-typedef struct { ir_node **v; int n, cap; } fe_scope;
+typedef struct {
+  ir_node **v;
+  int n;
+  size_t cap;
+} fe_scope;
 
 static _Thread_local fe_scope *scopes;
-static _Thread_local int nscopes, scopes_cap;
+static _Thread_local int nscopes;
+static _Thread_local size_t scopes_cap;
 /* A thread's first scopes need no allocation, so a scope can always begin
  * when there is no enclosing one to take its handles. Deeper, a
  * kiln_scope_begin that finds no memory is lost: its handles go to the
@@ -22,12 +27,7 @@ static _Thread_local fe_scope inline_scopes[INLINE_SCOPES];
 static _Thread_local int lost_scopes;
 
 static bool scope_push(fe_scope *s, ir_node *n) {
-  if (s->n == s->cap) {
-    ir_node **v = ir_realloc(s->v, (size_t)(s->cap ? 2 * s->cap : 16) * sizeof *s->v);
-    if (!v) return false;
-    s->v = v;
-    s->cap = s->cap ? 2 * s->cap : 16;
-  }
+  if (!ir_grow((void **)&s->v, &s->cap, (size_t)s->n, (size_t)s->n + 1, sizeof *s->v, NULL)) return false;
   s->v[s->n++] = n;
   return true;
 }
@@ -56,17 +56,11 @@ ir_node *fe_register(ir_node *n) {
 
 void kiln_scope_begin(void) {
   if (!scopes) scopes = inline_scopes, scopes_cap = INLINE_SCOPES;
-  if (nscopes == scopes_cap) {
-    bool inline_ = scopes == inline_scopes;
-    fe_scope *v = lost_scopes ? NULL : ir_realloc(inline_ ? NULL : scopes, (size_t)(2 * scopes_cap) * sizeof *scopes);
-    if (!v) {
-      ir_error_set("scope_begin: out of memory (the enclosing scope holds this one's handles)");
-      lost_scopes++;
-      return;
-    }
-    if (inline_) memcpy(v, inline_scopes, sizeof inline_scopes);
-    scopes = v;
-    scopes_cap *= 2;
+  if (lost_scopes || !ir_grow((void **)&scopes, &scopes_cap, (size_t)nscopes, (size_t)nscopes + 1, sizeof *scopes,
+                              inline_scopes)) {
+    ir_error_set("scope_begin: out of memory (the enclosing scope holds this one's handles)");
+    lost_scopes++;
+    return;
   }
   scopes[nscopes++] = (fe_scope){0};
 }

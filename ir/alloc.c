@@ -44,6 +44,21 @@ void *ir_realloc(void *p, size_t bytes) { return counted(injected() ? NULL : rea
 
 void *ir_aligned_alloc(size_t align, size_t bytes) { return counted(injected() ? NULL : aligned_alloc(align, bytes)); }
 
+bool ir_grow(void **v, size_t *cap, size_t n, size_t need, size_t elem, const void *fixed) {
+  if (need <= *cap) return true;
+  size_t want = *cap > SIZE_MAX / 2 ? need : 2 * *cap;
+  if (want < need) want = need;
+  if (want < 16) want = 16;
+  if (want > SIZE_MAX / elem) return false;
+  bool moved = *v == fixed && fixed;
+  void *grown = moved ? ir_malloc(want * elem) : ir_realloc(*v, want * elem);
+  if (!grown) return false;
+  if (moved) memcpy(grown, *v, n * elem);
+  *v = grown;
+  *cap = want;
+  return true;
+}
+
 char *ir_strdup(const char *s) {
   size_t n = strlen(s) + 1;
   char *d = ir_malloc(n);

@@ -201,12 +201,7 @@ void ir_node_retain(ir_node *n) {
 typedef struct { ir_node **v; size_t n, cap; } node_stack;
 
 static bool stack_push(node_stack *s, ir_node *n) {
-  if (s->n == s->cap) {
-    ir_node **v = ir_realloc(s->v, 2 * (s->cap ? s->cap : 32) * sizeof *s->v);
-    if (!v) return false;
-    s->v = v;
-    s->cap = 2 * (s->cap ? s->cap : 32);
-  }
+  if (!ir_grow((void **)&s->v, &s->cap, s->n, s->n + 1, sizeof *s->v, NULL)) return false;
   s->v[s->n++] = n;
   return true;
 }
@@ -371,14 +366,7 @@ typedef struct {
 /* Pushes n on the walk's stack, which starts in the caller's frame (small,
  * cap) and moves to the heap when it outgrows it. */
 static bool open_push(open_node **v, size_t *n, size_t *cap, open_node *small, ir_node *node) {
-  if (*n == *cap) {
-    open_node *grown = ir_malloc(2 * *cap * sizeof *grown);
-    if (!grown) return false;
-    memcpy(grown, *v, *n * sizeof *grown);
-    if (*v != small) free(*v);
-    *v = grown;
-    *cap *= 2;
-  }
+  if (!ir_grow((void **)v, cap, *n, *n + 1, sizeof **v, small)) return false;
   (*v)[(*n)++] = (open_node){node, 0};
   return true;
 }

@@ -54,9 +54,11 @@ typedef struct {
                            value or a PAD's fill (one per node, whatever the index) */
   int memo_cap, memo_used;
   frame *frames;        /* enclosing loops, outermost first */
-  int nframes, frames_cap;
+  int nframes;
+  size_t frames_cap;
   task *tasks;          /* the explicit stack of emit, innermost last */
-  int ntasks, tasks_cap;
+  int ntasks;
+  size_t tasks_cap;
   int64_t lanes;        /* a scan's lane accumulators (scan_lane_nest), 0: none */
   frame lane_init;      /* where they start: the body of the loop over lanes before the scan loop */
   kexpr *lane;          /* the lane in the scan loop's body */
@@ -599,14 +601,8 @@ static void frame_set_inner(frame *f, kstmt *s) {
 
 /* Room for one more element in a doubling array (*v, *cap of them); out of
  * memory false, with k->oom set. */
-static bool grow(kernel *k, void **v, int n, int *cap, size_t elem) {
-  if (n < *cap) return true;
-  int want = *cap ? 2 * *cap : 16;
-  void *grown = ir_realloc(*v, elem * (size_t)want);
-  if (!grown) return !(k->oom = true);
-  *v = grown;
-  *cap = want;
-  return true;
+static bool grow(kernel *k, void **v, int n, size_t *cap, size_t elem) {
+  return ir_grow(v, cap, (size_t)n, (size_t)n + 1, elem, NULL) || !(k->oom = true);
 }
 
 /* Out of memory the frame is not pushed: pass_lower made room for the

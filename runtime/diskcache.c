@@ -149,7 +149,7 @@ static void remove_stale(int fd, const char *name, const struct stat *st) {
 static disk_file *list_entries(const char *dir, int *n) {
   DIR *d = opendir(dir);
   disk_file *f = NULL;
-  int cap = 0;
+  size_t cap = 0;
   *n = 0;
   for (struct dirent *e; d && (e = readdir(d));) {
     size_t len = strlen(e->d_name);
@@ -157,12 +157,8 @@ static disk_file *list_entries(const char *dir, int *n) {
     if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode)) continue;
     remove_stale(dirfd(d), e->d_name, &st);
     if (len < 5 || len >= sizeof f->name || strcmp(e->d_name + len - 4, ".bin")) continue;
-    if (*n == cap) {
-      disk_file *grown = ir_realloc(f, sizeof *f * (size_t)(cap ? 2 * cap : 64));
-      if (!grown) break;   /* the entries listed so far are what the trim sees */
-      f = grown;
-      cap = cap ? 2 * cap : 64;
-    }
+    if (!ir_grow((void **)&f, &cap, (size_t)*n, (size_t)*n + 1, sizeof *f, NULL))
+      break;   /* the entries listed so far are what the trim sees */
     snprintf(f[*n].name, sizeof f->name, "%s", e->d_name);
     f[*n].bytes = st.st_size;
     f[(*n)++].used = st.st_mtim;

@@ -436,21 +436,16 @@ static bool record_views(rt_exec *p, int n, ir_node *const *clones) {
  * on. Other graphs of the structure run the plan only with these values. */
 static kiln_status plan_pins(builder *b, int n) {
   rt_exec *p = b->p;
-  int cap = 0;
+  size_t cap = 0;
   for (int i = 0; i < n; i++) {
     unsigned fields = pass_arg_fields(b->nodes[i]->op);
     if (!fields || (!b->pinned[i] && ir_ptrmap_get(&b->g->pinned, b->clones[i]) < 0 && (b->bound[i] & fields) == fields))
       continue;
     for (int f = 0; f < PASS_NARG_FIELDS; f++) {
       if (!(fields >> f & 1)) continue;
-      if (p->npins == cap) {
-        cap = cap ? 2 * cap : 4;
-        plan_pin *grown = ir_realloc(p->pins, sizeof *grown * (size_t)cap);
-        if (!grown) {
-          ir_error_setf("out of memory planning the values of a graph of %d nodes", n);
-          return KILN_ERR_MEMORY;
-        }
-        p->pins = grown;
+      if (!ir_grow((void **)&p->pins, &cap, (size_t)p->npins, (size_t)p->npins + 1, sizeof *p->pins, NULL)) {
+        ir_error_setf("out of memory planning the values of a graph of %d nodes", n);
+        return KILN_ERR_MEMORY;
       }
       p->pins[p->npins++] = (plan_pin){i, f, pass_arg_raw(b->nodes[i], f)};
     }

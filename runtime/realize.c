@@ -230,13 +230,10 @@ static void plans_free(void) {
 /* Room for more words; false (the key failed) when out of memory. */
 static bool key_room(key_words *k, size_t more) {
   if (k->failed) return false;
-  if (k->n + more <= k->cap) return true;
-  size_t cap = 2 * k->cap + more;
-  int64_t *w = ir_malloc(sizeof *w * cap);
-  if (!w) return !(k->failed = true);
-  memcpy(w, k->w, sizeof *w * k->n);
-  key_free(k);
-  *k = (key_words){w, k->n, cap, true, false};
+  size_t cap = k->cap;
+  if (!ir_grow((void **)&k->w, &k->cap, k->n, k->n + more, sizeof *k->w, k->heap ? NULL : k->w))
+    return !(k->failed = true);
+  k->heap |= k->cap != cap;   /* it left the caller's frame */
   return true;
 }
 

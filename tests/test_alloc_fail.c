@@ -385,6 +385,32 @@ START_TEST(fresh_kernel_names_the_op_from_n) { sweep_one_kernel(true); }
 END_TEST
 
 /* The error a user sees names the op that could not be built, where. */
+/* ir_grow: a caller's fixed array is copied, never freed (ASan would see
+ * a free of the stack); a heap array keeps its contents; a failed growth
+ * leaves the array and its capacity as they were. */
+START_TEST(grow_keeps_what_it_holds) {
+  int small[4] = {1, 2, 3, 4}, *v = small;
+  size_t cap = 4;
+  ck_assert(ir_grow((void **)&v, &cap, 4, 3, sizeof *v, small));
+  ck_assert(v == small && cap == 4);   /* room enough: nothing moves */
+  ck_assert(ir_grow((void **)&v, &cap, 4, 5, sizeof *v, small));
+  ck_assert(v != small && cap == 16);
+  ck_assert_int_eq(v[0] + v[1] + v[2] + v[3], 10);
+  for (int i = 4; i < 16; i++) v[i] = i + 1;
+  ck_assert(ir_grow((void **)&v, &cap, 16, 40, sizeof *v, small));
+  ck_assert_uint_eq(cap, 40);
+  for (int i = 0; i < 16; i++) ck_assert_int_eq(v[i], i + 1);
+  int *before = v;
+  ir_alloc_fail_at(1, false);
+  ck_assert(!ir_grow((void **)&v, &cap, 40, 41, sizeof *v, small));
+  ir_alloc_fail_at(0, false);
+  ck_assert(v == before && cap == 40 && v[15] == 16);
+  ck_assert(!ir_grow((void **)&v, &cap, 40, SIZE_MAX / 2, sizeof *v, small));   /* its bytes overflow */
+  ck_assert(v == before && cap == 40);
+  free(v);
+}
+END_TEST
+
 START_TEST(failed_op_names_itself) {
   kiln_scope_begin();
   kiln_tensor *a = kiln_from_data(av, KILN_F32, KILN_SHAPE(2, 3));
@@ -415,6 +441,7 @@ END_TEST
 static Suite *alloc_fail_suite(void) {
   Suite *s = suite_create("alloc_fail");
   TCase *tc = tu_tcase(s, "faultsim");
+  tcase_add_test(tc, grow_keeps_what_it_holds);
   tcase_add_test(tc, failed_op_names_itself);
   tcase_add_test(tc, each_allocation_fails_once);
   tcase_add_test(tc, every_allocation_from_n_fails);
