@@ -10,7 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static _Atomic uint64_t next_id;
+/* Node ids come in blocks per thread: one atomic per ID_BLOCK nodes, not
+ * one per node (a node's creation costs a few atomics in all). Ids are
+ * unique and grow on each thread; they only name nodes in printouts. */
+#define ID_BLOCK 1024
+static _Atomic uint64_t next_block;
+static _Thread_local uint64_t next_id, ids_end;
+
+static uint64_t new_id(void) {
+  if (next_id == ids_end) {
+    next_id = atomic_fetch_add(&next_block, ID_BLOCK);
+    ids_end = next_id + ID_BLOCK;
+  }
+  return next_id++;
+}
 static _Thread_local const char *api;   /* ir_api_push */
 
 const char *ir_api_push(const char *name) {
@@ -81,7 +94,7 @@ static void node_init(ir_node *n, ir_op op, kiln_dtype dt, int ndim, const int64
   n->file = file;
   n->line = line;
   n->api = api;
-  n->id = atomic_fetch_add(&next_id, 1);
+  n->id = new_id();
 }
 
 /* One error node with a message buffer, kept so that the error for a failed

@@ -80,7 +80,7 @@ struct kiln_tensor {
   /* error node: status != KILN_OK and msg says why (sticky) */
   kiln_status status;
   char *msg;
-  uint64_t id;          /* creation order, for printing and stable sorting */
+  uint64_t id;          /* unique, growing on each thread (new_id): names the node in printouts */
   int64_t pending;      /* upper bound on unrealized nodes below (bounded laziness) */
   bool symbolic;        /* a placeholder (kiln_placeholder) or reads one: it has
                            no value of its own and runs only through kiln_fn */
