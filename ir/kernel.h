@@ -309,8 +309,8 @@ int k_site(kernel *k, const kc_site *site);
 /* A size, stride or offset (i64) v: a literal in a shape-specialised kernel,
  * and in a shape-generic one (k->generic) a launch argument, one per
  * distinct value (equal sizes share one, as torch.compile's duck sizing,
- * unless k->sizes_only), except 0 and 1, which stay literals (a size of 1 broadcasts, a stride of
- * 1 is contiguous: both are structure). */
+ * unless k->sizes_only), except 0 and 1, which stay literals (a size of 1
+ * broadcasts, a stride of 1 is contiguous: both are structure). */
 kexpr *kx_dim(kernel *k, int64_t v);
 /* i64 index helpers: a + b, a * b */
 kexpr *kx_iadd(kernel *k, kexpr *a, kexpr *b);
