@@ -67,12 +67,10 @@ LLVMValueRef cpu_loop_open(cpu_cg *g, LLVMValueRef fn, cpu_loop *l, LLVMValueRef
                            LLVMValueRef step);
 LLVMValueRef cpu_loop_close(cpu_cg *g, cpu_loop *l);
 /* !llvm.loop !{self, !{hint[, i32 value]}} on a loop's latch branch (value
- * < 0: none); cpu_latency_hint interleaves a loop whose body emitted f32
- * functions computed in f64 since wide_mark (em->wide_math_calls before). */
+ * < 0: none). */
 void cpu_loop_hint(cpu_cg *g, LLVMValueRef latch_br, const char *hint, int value);
 /* Neither vectorized, interleaved nor unrolled: a rarely run loop kept small. */
 void cpu_loop_scalar(cpu_cg *g, LLVMValueRef latch_br);
-void cpu_latency_hint(emitter *em, LLVMValueRef latch_br, int wide_mark);
 /* One module holding k as `void k->name(void *const *bufs, i64 lo, i64 hi)`;
  * NULL when out of memory. */
 LLVMModuleRef cpu_emit_module(LLVMContextRef ctx, kernel *k, const char *triple,

@@ -26,7 +26,7 @@ static LLVMValueRef slot(cpu_cg *g, LLVMBuilderRef b, LLVMValueRef ctx, int i) {
 /* The loops of the epilogue's body function:
  * for r < rows, q < cols: acc = sums[r*ld + q]; body at (i0 + r, j0 + q).
  * The column loop keeps LLVM's own interleaving: the 8-way interleave
- * cpu_latency_hint asks of wide math put 8 copies of gelu's erf in the
+ * emit.c's loops ask of wide math put 8 copies of gelu's erf in the
  * vector body (263 float ops against 60) and doubled the epilogue's compile
  * time for a new shape, with the product's run time unchanged (512^3 with
  * gelu: medians within the noise of a loaded machine). */

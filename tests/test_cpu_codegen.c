@@ -375,6 +375,40 @@ START_TEST(test_nested_loops) {
 }
 END_TEST
 
+/* Rows of 4 to 64 lanes under a parallel loop (a + b on f32[16,16] and
+ * its like): each row becomes vector operations, not one gather and one
+ * scatter per lane across rows (the loop vectorizer taking the outer loop
+ * once LLVM unrolled the row). With the hint gone the test fails. */
+START_TEST(test_short_rows_not_gathered) {
+  static const int64_t widths[] = {4, 8, 16, 64};
+  for (int w = 0; w < 4; w++) {
+    enum { H = 16 };
+    int64_t W = widths[w];
+    kernel *k = k_new();
+    int out = k_param(k, KILN_F32, true, H * W), pa = k_param(k, KILN_F32, false, H * W);
+    int v0 = k_var(k), v1 = k_var(k);
+    kstmt *rows = ks_loop(k, v0, H, KL_PARALLEL), *row = ks_loop(k, v1, W, KL_VECTOR);
+    kexpr *idx = kx_iadd(k, kx_imul(k, kx_var(k, v0), kx_int(k, KILN_I64, W)), kx_var(k, v1));
+    kexpr *a = kx_load(k, pa, idx, KILN_F32);
+    row->body = ks_store(k, out, idx, kx_op(k, IR_ADD, KILN_F32, a, a, NULL));
+    rows->body = row;
+    k->body = rows;
+    ir_str ir = {0};
+    cpu_kernel_fn fn = compile(k, &ir);
+    ck_assert_msg(!strstr(ir.s, "masked.gather") && !strstr(ir.s, "masked.scatter"), "width %d: rows gathered",
+                  (int)W);
+    static float o[H * 64], x[H * 64];
+    for (int j = 0; j < H * W; j++) x[j] = (float)j - 7, o[j] = -1;
+    void *bufs[2] = {o, x};
+    fn(bufs, 0, 5);
+    fn(bufs, 5, H);
+    for (int j = 0; j < H * W; j++) ck_assert_float_eq(o[j], 2 * x[j]);
+    ir_str_free(&ir);
+    k_free(k);
+  }
+}
+END_TEST
+
 /* One expression used in two sibling loops, and a row sum written as
  * out[r] = 0; for j: out[r] = out[r] + a[r*W + j]: a value computed inside
  * a loop must be recomputed, not reused, after it. */
@@ -787,6 +821,7 @@ static Suite *cpu_codegen_suite(void) {
   tcase_add_test(tc, test_w1_vectorizes);
   tcase_add_test(tc, test_wide_math_interleaved);
   tcase_add_test(tc, test_nested_loops);
+  tcase_add_test(tc, test_short_rows_not_gathered);
   tcase_add_test(tc, test_sibling_loops_and_sums);
   tcase_add_test(tc, test_half_storage);
   tcase_add_test(tc, test_philox_exact);
