@@ -148,16 +148,15 @@ static ir_node *check_numbers(const char *f, int l, ir_op op, int nw, const doub
 }
 
 /* ---- building ----------------------------------------------------------- */
-/* A new reference to n seen with the given shape: n itself or an EXPAND of it. */
+/* n seen with the given shape: n itself or an EXPAND of it, taking the
+ * caller's reference to n (NULL, n released, when out of memory). */
 static ir_node *expand_to(ir_node *n, int ndim, const int64_t *shape, const char *f, int l) {
   bool same = n->ndim == ndim;
   for (int d = 0; d < ndim && same; d++) same = n->shape[d] == shape[d];
-  if (same) {
-    ir_node_retain(n);
-    return n;
-  }
-  ir_node *x = ir_node_new(IR_EXPAND, n->dtype, ndim, shape, 1, &n, f, l);
-  if (x) x->attr.compute = n->dtype;
+  if (same) return n;
+  kiln_dtype dt = n->dtype;
+  ir_node *x = ir_node_new_taking(IR_EXPAND, dt, ndim, shape, 1, &n, f, l);
+  if (x) x->attr.compute = dt;
   return x;
 }
 
@@ -168,9 +167,7 @@ static ir_node *wrapped_const(double v, kiln_dtype dt, kiln_device dev, int ndim
   if (!c) return NULL;
   c->attr.value = v;
   c->device = dev;
-  ir_node *x = expand_to(c, ndim, shape, f, l);
-  ir_node_release(c);
-  return x;
+  return expand_to(c, ndim, shape, f, l);
 }
 
 static kiln_dtype result_dtype(ir_typing typing, kiln_dtype compute) {
@@ -200,13 +197,13 @@ static ir_node *elementwise(const char *f, int l, ir_op op, int nt, ir_node *con
   if ((e = fe_check_numel(f, l, name, ndim, shape)) || (e = check_numbers(f, l, op, nw, w, compute)) || (e = check_bool(f, l, op, nt, t, compute)) ||
       (e = check_float(f, l, op, nt, t, compute))) return e;
   ir_node *src[3];
-  for (int i = 0; i < nt; i++) src[i] = expand_to(t[i], ndim, shape, f, l);
+  for (int i = 0; i < nt; i++) ir_node_retain(t[i]), src[i] = expand_to(t[i], ndim, shape, f, l);
   for (int i = 0; i < nw; i++) src[nt + i] = wrapped_const(w[i], compute, t[0]->device, ndim, shape, f, l);
   bool built = true;
   for (int i = 0; i < nt + nw; i++) built &= src[i] != NULL;
-  ir_node *n = built ? ir_node_new(op, result_dtype(typing, compute), ndim, shape, nt + nw, src, f, l) : NULL;
+  for (int i = 0; i < nt + nw && !built; i++) ir_node_release(src[i]);
+  ir_node *n = built ? ir_node_new_taking(op, result_dtype(typing, compute), ndim, shape, nt + nw, src, f, l) : NULL;
   if (n) n->attr.compute = compute;
-  for (int i = 0; i < nt + nw; i++) ir_node_release(src[i]);
   return fe_finish(n);
 }
 

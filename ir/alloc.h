@@ -23,7 +23,8 @@ void *ir_aligned_alloc(size_t align, size_t bytes);   /* bytes a multiple of ali
 
 /* The test hook (tests only; not in kiln.h). Restarts the count; the nth
  * allocation from now fails (1 is the next), and with and_after every one
- * after it too; n = 0 fails none. */
+ * after it too; n = 0 fails none. Allocations are counted from the first
+ * call on. */
 void ir_alloc_fail_at(uint64_t n, bool and_after);
 uint64_t ir_alloc_count(void);      /* allocations since the last ir_alloc_fail_at */
 uint64_t ir_alloc_failed(void);     /* of those, how many the hook failed */

@@ -70,7 +70,8 @@ static int64_t add_saturating(int64_t a, int64_t b) {
   return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
-/* n (all of it, zeroed first) as a new node with one reference. */
+/* n (all of it, zeroed first) as a new node with one reference, holding
+ * the caller's references to its sources. */
 static void node_init(ir_node *n, ir_op op, kiln_dtype dt, int ndim, const int64_t *shape, int nsrc,
                       ir_node *const *src, const char *file, int line) {
   memset(n, 0, sizeof *n);
@@ -86,7 +87,6 @@ static void node_init(ir_node *n, ir_op op, kiln_dtype dt, int ndim, const int64
   n->pending = 1;
   for (int i = 0; i < nsrc; i++) {
     n->src[i] = src[i];
-    ir_node_retain(src[i]);
     if (src[i]->op != IR_BUFFER) n->pending = add_saturating(n->pending, src[i]->pending);
     n->symbolic |= src[i]->symbolic;
   }
@@ -112,17 +112,24 @@ static void reserve_refill(void) {
   }
 }
 
-ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
-                     int nsrc, ir_node *const *src, const char *file, int line) {
+ir_node *ir_node_new_taking(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
+                            int nsrc, ir_node *const *src, const char *file, int line) {
   IR_ASSERT(ndim >= 0 && ndim <= KILN_MAX_DIMS && nsrc >= 0 && nsrc <= IR_MAX_SRC);
   reserve_refill();
   ir_node *n = ir_malloc(sizeof *n);
   if (!n) {
     ir_error_setf("%s:%d: %s: out of memory", file ? file : "?", line, api ? api : ir_ops[op].name);
+    for (int i = 0; i < nsrc; i++) ir_node_release(src[i]);
     return NULL;
   }
   node_init(n, op, dt, ndim, shape, nsrc, src, file, line);
   return n;
+}
+
+ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
+                     int nsrc, ir_node *const *src, const char *file, int line) {
+  for (int i = 0; i < nsrc; i++) ir_node_retain(src[i]);
+  return ir_node_new_taking(op, dt, ndim, shape, nsrc, src, file, line);
 }
 
 /* Appends msg ("max: Dimension out of range") under the composite's name:

@@ -103,6 +103,11 @@ void ir_quarantine_flush(void);
  * registers user handles in scopes.) */
 ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
                      int nsrc, ir_node *const *src, const char *file, int line);
+/* The same, taking over one reference the caller holds to each source
+ * (released when out of memory): a new node from intermediates costs no
+ * retain and release pair per source. */
+ir_node *ir_node_new_taking(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
+                            int nsrc, ir_node *const *src, const char *file, int line);
 /* The public op being built on this thread when it is made of other ops
  * (softmax, layer_norm, index, zeros, ...): nodes built meanwhile record it
  * in api, and errors made meanwhile are reported under its name, so a

@@ -367,7 +367,8 @@ static bool outliving(const rt_exec *p, int n, ir_node *const *held, int nt, ir_
 
 /* Runs p over this graph's leaves; then every pending node whose value
  * outlives the realize and that a step stored becomes a BUFFER over it: the
- * targets, and intermediates a handle still holds. */
+ * targets, and intermediates a handle still holds. That goes sources first
+ * and reads no node before the one it turns (realize_graph's hold). */
 static kiln_status run_plan(const rt_exec *p, int nt, ir_node *const *targets, int nheld, ir_node *const *held,
                             int nleaves, ir_node *const *leaves, bool fresh, int debug) {
   int ns = rt_exec_nslots(p);
@@ -422,9 +423,13 @@ static kiln_status realize_graph(int n, ir_node *const *nodes) {
     free(held);
     return ir_error_oom(nodes[0]);
   }
-  /* Running drops the targets' sources: hold every node until the whole
-   * realize is done. */
-  for (int i = 0; i < nheld; i++) ir_node_retain(held[i]);
+  /* Running drops the targets' sources. A realize that plans reads the
+   * graph after its run (plan_insert): it holds every node until it is
+   * done. A cached one reads held[i] after its run only in run_plan's last
+   * loop, which goes sources first: every node from held[i] on is still
+   * reachable from a target through nodes not yet turned into buffers. */
+  bool hold = !e;
+  for (int i = 0; hold && i < nheld; i++) ir_node_retain(held[i]);
   rt_exec *p = e ? e->plan : NULL;
   kiln_status st = KILN_OK;
   if (!e) {
@@ -440,7 +445,7 @@ static kiln_status realize_graph(int n, ir_node *const *nodes) {
   else if (p && key.failed) rt_exec_free(p);
   else if (p) plan_insert(h, &key, held, p);   /* after its run: inserting may free it */
   key_free(&key);
-  for (int i = 0; i < nheld; i++) ir_node_release(held[i]);
+  for (int i = 0; hold && i < nheld; i++) ir_node_release(held[i]);
   free(held);
   free(leaves);
   return st;
