@@ -48,8 +48,7 @@ void *ir_realloc(void *p, size_t bytes) { return counted(injected() ? NULL : rea
 
 void *ir_aligned_alloc(size_t align, size_t bytes) { return counted(injected() ? NULL : aligned_alloc(align, bytes)); }
 
-bool ir_grow(void **v, size_t *cap, size_t n, size_t need, size_t elem, const void *fixed) {
-  if (need <= *cap) return true;
+bool ir_grow_slow(void **v, size_t *cap, size_t n, size_t need, size_t elem, const void *fixed) {
   size_t want = *cap > SIZE_MAX / 2 ? need : 2 * *cap;
   if (want < need) want = need;
   if (want < 16) want = 16;

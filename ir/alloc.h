@@ -13,12 +13,17 @@ void *ir_malloc(size_t bytes);
 void *ir_calloc(size_t n, size_t size);
 void *ir_realloc(void *p, size_t bytes);   /* on failure p is untouched */
 char *ir_strdup(const char *s);
-/* Room for `need` elements of elem bytes in the array *v of *cap, whose
+/* ir_grow: room for `need` elements of elem bytes in the array *v of *cap, whose
  * first n are in use: when need > *cap, an array of max(2 * *cap, need, 16)
  * holding those n, the old one freed unless it is `fixed` (a small array
  * in the caller's frame; NULL when there is none). False out of memory,
  * with *v and *cap as they were. */
-bool ir_grow(void **v, size_t *cap, size_t n, size_t need, size_t elem, const void *fixed);
+bool ir_grow_slow(void **v, size_t *cap, size_t n, size_t need, size_t elem, const void *fixed);
+/* ir_grow_slow when need > *cap: the test inline, as the graph walks push
+ * once per node and edge. */
+static inline bool ir_grow(void **v, size_t *cap, size_t n, size_t need, size_t elem, const void *fixed) {
+  return need <= *cap || ir_grow_slow(v, cap, n, need, elem, fixed);
+}
 void *ir_aligned_alloc(size_t align, size_t bytes);   /* bytes a multiple of align */
 
 /* The test hook (tests only; not in kiln.h). Restarts the count; the nth
