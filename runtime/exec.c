@@ -82,7 +82,7 @@ static void run_chunk(void *ctx, int64_t lo, int64_t hi) {
   l->fn(l->bufs, lo, hi);
 }
 
-static double now_ms(void) {
+double rt_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
@@ -316,7 +316,7 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
   for (int i = 0; i < ninputs; i++) s->slots[pg->nout + i] = slot_of(b, b->inputs[i]);
   kiln_status st = KILN_OK;
   s->origin = RT_MEMORY;
-  double t0 = now_ms();
+  double t0 = rt_now_ms();
   if (s->kind == STEP_KERNEL) {
     uint64_t failures = ir_alloc_thread_failures();
     if (!key.failed) s->code = rt_kernel_get(k, &key, b->cfg->debug, &s->origin);
@@ -339,7 +339,7 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
     }
     free(err);
   }
-  s->compile_ms = now_ms() - t0;
+  s->compile_ms = rt_now_ms() - t0;
   ir_str_free(&key);
   if (st == KILN_OK) st = plan_binds(b, s, k);
   if (st == KILN_OK && s->origin != RT_MEMORY)
@@ -668,7 +668,7 @@ static kiln_status run_step(const plan_step *s, rt_buffer **slots, bool hit, int
   }
   bind_params(s, slots, bufs, args, values);
   kiln_status st = KILN_OK;
-  double t0 = debug >= 1 ? now_ms() : 0;
+  double t0 = debug >= 1 ? rt_now_ms() : 0;
   int sp = s->status_param;
   int64_t host_slot[KC_SLOT_WORDS];
   rt_buffer *dev_slot = NULL;
@@ -696,7 +696,7 @@ static kiln_status run_step(const plan_step *s, rt_buffer **slots, bool hit, int
   }
   if (st != KILN_OK) return locate_error(s, st);
   count_launch(s, hit);
-  if (debug >= 1) debug_line(s, now_ms() - t0, hit);
+  if (debug >= 1) debug_line(s, rt_now_ms() - t0, hit);
   return KILN_OK;
 }
 
@@ -721,6 +721,15 @@ kiln_status rt_exec_run(const rt_exec *p, rt_buffer **slots, const bool *hold, b
 }
 
 int rt_exec_nslots(const rt_exec *p) { return p->nslots; }
+
+void rt_exec_debug(const rt_exec *p, const char *where, double made_ms) {
+  const char *steps = p->nsteps == 1 ? "" : "s";
+  if (made_ms >= 0)
+    fprintf(stderr, "kiln: plan for %s: made in %.3f ms (%d step%s)\n", where, made_ms, p->nsteps, steps);
+  else
+    fprintf(stderr, "kiln: plan for %s: found (%d step%s), its values bound as launch arguments\n", where, p->nsteps,
+            steps);
+}
 
 size_t rt_exec_code_bytes(const rt_exec *p) {
   size_t b = 0;

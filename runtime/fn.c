@@ -346,7 +346,14 @@ static fn_variant *variant(kiln_fn *fn, int64_t size, kiln_status *st) {
       for (int i = 0; i < fn->nin; i++) value_of(&nv.in[i], nv.leaves[i]);
       for (int o = 0; o < fn->nout; o++) value_of(&nv.out[o], g[fn->out_node[o]]);
       pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1, .symbolic_ok = true};
+      double t0 = rt_now_ms();
       nv.exec = rt_exec_build(fn->ntmpl, g, fn->nout, fn->out_node, fn->nleaves, nv.leaves, &cfg, st);
+      if (nv.exec && cfg.debug >= 2) {
+        char where[300];
+        snprintf(where, sizeof where, fn->dynamic ? "the function compiled at %s, dynamic size %lld"
+                                                  : "the function compiled at %s", fn->where, (long long)size);
+        rt_exec_debug(nv.exec, where, rt_now_ms() - t0);
+      }
       for (int o = 0; nv.exec && o < fn->nout; o++) nv.out[o].in_place = writable(fn, &nv, o);
     } else {
       *st = compile_oom(fn);

@@ -415,6 +415,13 @@ static int plan_leaves(bool planning, int nheld, ir_node **held, ir_node ***leav
   return collect_leaves(nheld, held, leaves);
 }
 
+/* KILN_DEBUG=2: the plan for target t's realize, made in ms or found (< 0). */
+static void plan_debug(const rt_exec *p, const ir_node *t, double ms) {
+  char where[256];
+  snprintf(where, sizeof where, "%s at %s:%d", t->api ? t->api : ir_ops[t->op].name, t->file ? t->file : "?", t->line);
+  rt_exec_debug(p, where, ms);
+}
+
 static kiln_status realize_graph(int n, ir_node *const *nodes) {
   ir_node **held, **leaves;
   int nheld = ir_graph_collect(n, nodes, &held);
@@ -440,6 +447,7 @@ static kiln_status realize_graph(int n, ir_node *const *nodes) {
   for (int i = 0; hold && i < nheld; i++) ir_node_retain(held[i]);
   rt_exec *p = e ? e->plan : NULL;
   kiln_status st = KILN_OK;
+  double t0 = cfg.debug >= 2 ? rt_now_ms() : 0;
   if (!e) {
     int small[16], *tpos = n <= 16 ? small : ir_malloc(sizeof *tpos * (size_t)n);
     for (int t = 0; tpos && t < n; t++) tpos[t] = nodes[t]->scratch;
@@ -448,6 +456,7 @@ static kiln_status realize_graph(int n, ir_node *const *nodes) {
     if (tpos != small) free(tpos);
     if (p) rt_count(&rt_stats_mut()->plans, 1);
   }
+  if (p && cfg.debug >= 2) plan_debug(p, nodes[0], e ? -1 : rt_now_ms() - t0);
   if (p) st = run_plan(p, n, nodes, nheld, held, nleaves, leaves, !e, cfg.debug);
   if (e) plan_done(e);
   else if (p && key.failed) rt_exec_free(p);

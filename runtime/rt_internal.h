@@ -99,6 +99,12 @@ void rt_exec_print(ir_str *b, const rt_exec *p, bool dot, const char *where);
 /* Bytes of compiled CPU code p holds (its kernels stay in memory while it lives). */
 size_t rt_exec_code_bytes(const rt_exec *p);
 int rt_exec_nslots(const rt_exec *p);
+/* KILN_DEBUG=2's line on stderr for p, the plan for `where` ("softmax at
+ * demo.c:14"): made in made_ms (passes, lowering, compiles), or, with
+ * made_ms < 0, found among the plans made before. */
+void rt_exec_debug(const rt_exec *p, const char *where, double made_ms);
+/* CLOCK_MONOTONIC in milliseconds. */
+double rt_now_ms(void);
 
 /* ---- automatic dynamic shapes (dynamic.c) ---- */
 /* Whether the structure whose shape-generic key hash is `structure` runs its

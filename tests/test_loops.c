@@ -420,31 +420,79 @@ START_TEST(gemm_shapes_compile_once) {
 }
 END_TEST
 
-/* KILN_DEBUG=1 says per kernel whether it was compiled (and how long that
- * took) or found in memory, and which variant ran. */
-START_TEST(debug_lines_say_where_kernels_came_from) {
-  rt_opts()->debug = 1;
+/* stderr while run() runs with KILN_DEBUG=level, into text. */
+static void debug_text(int level, void (*run)(void), char *text, size_t size) {
+  rt_opts()->debug = level;
   FILE *log = tmpfile();
   ck_assert_ptr_nonnull(log);
   int saved = dup(2);
   dup2(fileno(log), 2);
-  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(16));
-  for (int i = 0; i < 3; i++) {
-    kiln_scope_begin();
-    kiln_tensor *y = kiln_muls(kiln_slice(x, 0, 0, 16 - i, 1), 3.0 + i);   /* a new shape each time */
-    ck_assert_int_eq(kiln_realize(y), KILN_OK);
-    kiln_scope_end();
-  }
-  kiln_release(x);
+  run();
   fflush(stderr);
   dup2(saved, 2);
   close(saved);
   rt_opts()->debug = 0;
-  char text[4096] = {0};
   rewind(log);
-  size_t n = fread(text, 1, sizeof text - 1, log);
+  size_t n = fread(text, 1, size - 1, log);
+  text[n] = 0;
   fclose(log);
-  ck_assert_uint_gt(n, 0);
+}
+
+/* A softmax of x * s realized for two values of s, then a compiled function
+ * run at one size. */
+static void two_plans(void) {
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(16));
+  for (int i = 0; i < 2; i++) {
+    kiln_scope_begin();
+    ck_assert_int_eq(kiln_realize(kiln_softmax(kiln_muls(x, 2.0 + i), 0)), KILN_OK);
+    kiln_scope_end();
+  }
+  kiln_tensor *p = kiln_placeholder(KILN_F32, KILN_SHAPE(-1)), *q = kiln_exp(p), *out = NULL;
+  kiln_fn *f = kiln_compile(1, &p, 1, &q);
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(kiln_fn_run(f, &x, &out), KILN_OK);
+  kiln_release(out);
+  kiln_fn_free(f);
+  kiln_release(q);
+  kiln_release(p);
+  kiln_release(x);
+}
+
+/* KILN_DEBUG=2 adds what level 1 does not: whether each realize's plan was
+ * made (and in how long) or found, its values bound, and the plans of a
+ * compiled function. */
+START_TEST(debug_level_2_says_where_plans_came_from) {
+  char text[8192];
+  debug_text(2, two_plans, text, sizeof text);
+  const char *made = strstr(text, "kiln: plan for softmax at ");
+  const char *found = made ? strstr(made + 1, "kiln: plan for softmax at ") : NULL;
+  ck_assert_msg(made && strstr(made, ": made in ") && strstr(made, " ms (1 step)"), "%s", text);
+  ck_assert_msg(found && strstr(found, ": found (1 step), its values bound as launch arguments"), "%s", text);
+  ck_assert_msg(strstr(text, "kiln: plan for the function compiled at ") && strstr(text, ", dynamic size 16: made in "),
+                "%s", text);
+  ck_assert_msg(strstr(text, "kiln: k_softmax_f32_"), "level 2 keeps level 1's lines:\n%s", text);
+  debug_text(1, two_plans, text, sizeof text);
+  ck_assert_msg(!strstr(text, "kiln: plan for") && strstr(text, "kiln: k_softmax_f32_"), "%s", text);
+}
+END_TEST
+
+/* x * s over a slice of x with a new length (a new shape) each time. */
+static void three_shapes(void) {
+  kiln_tensor *x = kiln_from_data(xs, KILN_F32, KILN_SHAPE(16));
+  for (int i = 0; i < 3; i++) {
+    kiln_scope_begin();
+    kiln_tensor *y = kiln_muls(kiln_slice(x, 0, 0, 16 - i, 1), 3.0 + i);
+    ck_assert_int_eq(kiln_realize(y), KILN_OK);
+    kiln_scope_end();
+  }
+  kiln_release(x);
+}
+
+/* KILN_DEBUG=1 says per kernel whether it was compiled (and how long that
+ * took) or found in memory, and which variant ran. */
+START_TEST(debug_lines_say_where_kernels_came_from) {
+  char text[4096];
+  debug_text(1, three_shapes, text, sizeof text);
   const char *first = strstr(text, "kiln: k_mul_f32_"), *then = strstr(text, "(generic, compiled in ");
   ck_assert_msg(first && strstr(first, " ms)") && strstr(text, "(compiled in "), "%s", text);
   ck_assert_msg(then && strstr(then, "(generic, memory)"), "%s", text);
@@ -467,6 +515,7 @@ static Suite *loops_suite(void) {
   tcase_add_test(tc, small_integer_pow_is_code);
   tcase_add_test(tc, kernel_names_say_what_they_compute);
   tcase_add_test(tc, debug_lines_say_where_kernels_came_from);
+  tcase_add_test(tc, debug_level_2_says_where_plans_came_from);
   suite_add_tcase(s, tc);
   tc = tcase_create("shapes");
   tcase_set_timeout(tc, 300);
