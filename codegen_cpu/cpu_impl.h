@@ -66,9 +66,6 @@ typedef struct {
 LLVMValueRef cpu_loop_open(cpu_cg *g, LLVMValueRef fn, cpu_loop *l, LLVMValueRef start, LLVMValueRef end,
                            LLVMValueRef step);
 LLVMValueRef cpu_loop_close(cpu_cg *g, cpu_loop *l);
-/* !llvm.loop !{self, !{hint[, i32 value]}} on a loop's latch branch (value
- * < 0: none). */
-void cpu_loop_hint(cpu_cg *g, LLVMValueRef latch_br, const char *hint, int value);
 /* Neither vectorized, interleaved nor unrolled: a rarely run loop kept small. */
 void cpu_loop_scalar(cpu_cg *g, LLVMValueRef latch_br);
 /* One module holding k as `void k->name(void *const *bufs, i64 lo, i64 hi)`;

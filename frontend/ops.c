@@ -197,7 +197,10 @@ static ir_node *elementwise(const char *f, int l, ir_op op, int nt, ir_node *con
   if ((e = fe_check_numel(f, l, name, ndim, shape)) || (e = check_numbers(f, l, op, nw, w, compute)) || (e = check_bool(f, l, op, nt, t, compute)) ||
       (e = check_float(f, l, op, nt, t, compute))) return e;
   ir_node *src[3];
-  for (int i = 0; i < nt; i++) ir_node_retain(t[i]), src[i] = expand_to(t[i], ndim, shape, f, l);
+  for (int i = 0; i < nt; i++) {
+    ir_node_retain(t[i]);   /* the new node's reference, which expand_to takes */
+    src[i] = expand_to(t[i], ndim, shape, f, l);
+  }
   for (int i = 0; i < nw; i++) src[nt + i] = wrapped_const(w[i], compute, t[0]->device, ndim, shape, f, l);
   bool built = true;
   for (int i = 0; i < nt + nw; i++) built &= src[i] != NULL;
