@@ -586,8 +586,8 @@ static void w9_softmax_ref(w9_state *s) {
   }
 }
 /* The same softmax as plain C in float, libm's expf: a per-call row whose
- * time moves with the machine alone (this VM's speed varies by 1.5x from one
- * minute to the next; the ratio to it does not). */
+ * time moves with the machine alone (a shared VM's speed can change by 1.5x
+ * from one minute to the next, and this loop slows as much as kiln). */
 static void w9_softmax_hand(void *p, int threads) {
   (void)threads;
   w9_state *s = p;

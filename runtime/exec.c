@@ -236,8 +236,8 @@ static kiln_status stub_outputs(builder *b, plan_step *s, ir_node *const *outs) 
 
 /* The kernel for group gi under KILN_DYNAMIC: shape-specialised,
  * shape-generic, or (auto, dynamic.c) specialised until its structure comes
- * back with another shape, unless only sizes would differ (a CPU GEMM). Both lowerings bind the same inputs in the same
- * order. *key gets the kernel's cache key (made once: a new shape of a
+ * back with another shape, unless only sizes would differ (a CPU GEMM).
+ * Both lowerings bind the same inputs in the same order. *key gets the kernel's cache key (made once: a new shape of a
  * known structure plans on every call). NULL when out of memory. */
 static kernel *kernel_for(pass_graph *g, int gi, ir_node **inputs, int *ninputs, const pass_config *cfg, ir_str *key) {
   int mode = __atomic_load_n(&rt_opts()->dynamic, __ATOMIC_RELAXED);   /* kiln_set_dynamic may run meanwhile */

@@ -229,7 +229,6 @@ static void plans_free(void) {
 
 /* Room for more words; false (the key failed) when out of memory. */
 static bool key_room(key_words *k, size_t more) {
-  if (k->n + more <= k->cap) return !k->failed;
   if (k->failed) return false;
   size_t cap = k->cap;
   if (!ir_grow((void **)&k->w, &k->cap, k->n, k->n + more, sizeof *k->w, k->heap ? NULL : k->w))
