@@ -263,9 +263,9 @@ KILN_API void kiln_release_at(const char *f, int l, kiln_tensor *t);
  * @return t, to be released with kiln_release */
 KILN_API kiln_tensor *kiln_retain_at(const char *f, int l, kiln_tensor *t);
 /** @macros */
-#define kiln_release(t) kiln_release_at(__FILE__, __LINE__, t)
+#define kiln_release(...) kiln_release_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @macros */
-#define kiln_retain(t) kiln_retain_at(__FILE__, __LINE__, t)
+#define kiln_retain(...) kiln_retain_at(__FILE__, __LINE__, __VA_ARGS__)
 
 /* ---- errors -------------------------------------------------------------- */
 /** @return the message of this thread's last failure, "" if none; valid
@@ -381,21 +381,21 @@ KILN_API void kiln_manual_seed(uint64_t seed);
 /** @name Creation macros
  * @{ */
 /** @macros */
-#define kiln_from_data(data, dt, ...) kiln_from_data_at(__FILE__, __LINE__, data, dt, __VA_ARGS__)
-#define kiln_from_buffer(data, dt, ...) kiln_from_buffer_at(__FILE__, __LINE__, data, dt, __VA_ARGS__)
-#define kiln_scalar(v, dt) kiln_scalar_at(__FILE__, __LINE__, v, dt)
+#define kiln_from_data(...) kiln_from_data_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_from_buffer(...) kiln_from_buffer_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_scalar(...) kiln_scalar_at(__FILE__, __LINE__, __VA_ARGS__)
 #define kiln_full(...) kiln_full_at(__FILE__, __LINE__, __VA_ARGS__)
 #define kiln_zeros(...) kiln_zeros_at(__FILE__, __LINE__, __VA_ARGS__)
 #define kiln_ones(...) kiln_ones_at(__FILE__, __LINE__, __VA_ARGS__)
-#define kiln_arange(start, end, step) kiln_arange_at(__FILE__, __LINE__, start, end, step)
-#define kiln_linspace(start, end, steps) kiln_linspace_at(__FILE__, __LINE__, start, end, steps)
-#define kiln_eye(n, m, dt) kiln_eye_at(__FILE__, __LINE__, n, m, dt)
+#define kiln_arange(...) kiln_arange_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_linspace(...) kiln_linspace_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_eye(...) kiln_eye_at(__FILE__, __LINE__, __VA_ARGS__)
 #define kiln_rand(...) kiln_rand_at(__FILE__, __LINE__, __VA_ARGS__)
 #define kiln_randn(...) kiln_randn_at(__FILE__, __LINE__, __VA_ARGS__)
-#define kiln_randint(low, high, ...) kiln_randint_at(__FILE__, __LINE__, low, high, __VA_ARGS__)
-#define kiln_zeros_like(t) kiln_zeros_like_at(__FILE__, __LINE__, t)
-#define kiln_ones_like(t) kiln_ones_like_at(__FILE__, __LINE__, t)
-#define kiln_rand_like(t) kiln_rand_like_at(__FILE__, __LINE__, t)
+#define kiln_randint(...) kiln_randint_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_zeros_like(...) kiln_zeros_like_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_ones_like(...) kiln_ones_like_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_rand_like(...) kiln_rand_like_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- elementwise ops (NumPy broadcasting, PyTorch type promotion) -------- */
@@ -532,91 +532,91 @@ KILN_API kiln_tensor *kiln_cast_at(const char *f, int l, kiln_tensor *a, kiln_dt
 /** @name Elementwise macros
  * @{ */
 /** @macros */
-#define kiln_neg(a) kiln_neg_at(__FILE__, __LINE__, a)
-#define kiln_abs(a) kiln_abs_at(__FILE__, __LINE__, a)
-#define kiln_exp(a) kiln_exp_at(__FILE__, __LINE__, a)
-#define kiln_log(a) kiln_log_at(__FILE__, __LINE__, a)
-#define kiln_sqrt(a) kiln_sqrt_at(__FILE__, __LINE__, a)
-#define kiln_rsqrt(a) kiln_rsqrt_at(__FILE__, __LINE__, a)
-#define kiln_sin(a) kiln_sin_at(__FILE__, __LINE__, a)
-#define kiln_cos(a) kiln_cos_at(__FILE__, __LINE__, a)
-#define kiln_tanh(a) kiln_tanh_at(__FILE__, __LINE__, a)
-#define kiln_sigmoid(a) kiln_sigmoid_at(__FILE__, __LINE__, a)
-#define kiln_relu(a) kiln_relu_at(__FILE__, __LINE__, a)
-#define kiln_gelu(a) kiln_gelu_at(__FILE__, __LINE__, a)
+#define kiln_neg(...) kiln_neg_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_abs(...) kiln_abs_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_exp(...) kiln_exp_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_log(...) kiln_log_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_sqrt(...) kiln_sqrt_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_rsqrt(...) kiln_rsqrt_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_sin(...) kiln_sin_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_cos(...) kiln_cos_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_tanh(...) kiln_tanh_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_sigmoid(...) kiln_sigmoid_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_relu(...) kiln_relu_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_gelu(...) kiln_gelu_at(__FILE__, __LINE__, __VA_ARGS__)
 /* PyTorch's gelu(x, approximate='tanh'): x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
  * kiln_gelu is the exact erf form; this one is what cuBLASLt's GELU epilogue
  * computes, so on a GPU it fuses into the matrix product. */
-#define kiln_gelu_tanh(a) kiln_gelu_tanh_at(__FILE__, __LINE__, a)
-#define kiln_silu(a) kiln_silu_at(__FILE__, __LINE__, a)
-#define kiln_floor(a) kiln_floor_at(__FILE__, __LINE__, a)
-#define kiln_ceil(a) kiln_ceil_at(__FILE__, __LINE__, a)
-#define kiln_round(a) kiln_round_at(__FILE__, __LINE__, a)
-#define kiln_sign(a) kiln_sign_at(__FILE__, __LINE__, a)
-#define kiln_reciprocal(a) kiln_reciprocal_at(__FILE__, __LINE__, a)
-#define kiln_logical_not(a) kiln_logical_not_at(__FILE__, __LINE__, a)
-#define kiln_add(a, b) kiln_add_at(__FILE__, __LINE__, a, b)
-#define kiln_sub(a, b) kiln_sub_at(__FILE__, __LINE__, a, b)
-#define kiln_mul(a, b) kiln_mul_at(__FILE__, __LINE__, a, b)
-#define kiln_div(a, b) kiln_div_at(__FILE__, __LINE__, a, b)
-#define kiln_pow(a, b) kiln_pow_at(__FILE__, __LINE__, a, b)
-#define kiln_maximum(a, b) kiln_maximum_at(__FILE__, __LINE__, a, b)
-#define kiln_minimum(a, b) kiln_minimum_at(__FILE__, __LINE__, a, b)
-#define kiln_eq(a, b) kiln_eq_at(__FILE__, __LINE__, a, b)
-#define kiln_ne(a, b) kiln_ne_at(__FILE__, __LINE__, a, b)
-#define kiln_lt(a, b) kiln_lt_at(__FILE__, __LINE__, a, b)
-#define kiln_le(a, b) kiln_le_at(__FILE__, __LINE__, a, b)
-#define kiln_gt(a, b) kiln_gt_at(__FILE__, __LINE__, a, b)
-#define kiln_ge(a, b) kiln_ge_at(__FILE__, __LINE__, a, b)
-#define kiln_logical_and(a, b) kiln_logical_and_at(__FILE__, __LINE__, a, b)
-#define kiln_logical_or(a, b) kiln_logical_or_at(__FILE__, __LINE__, a, b)
+#define kiln_gelu_tanh(...) kiln_gelu_tanh_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_silu(...) kiln_silu_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_floor(...) kiln_floor_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_ceil(...) kiln_ceil_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_round(...) kiln_round_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_sign(...) kiln_sign_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_reciprocal(...) kiln_reciprocal_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_logical_not(...) kiln_logical_not_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_add(...) kiln_add_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_sub(...) kiln_sub_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_mul(...) kiln_mul_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_div(...) kiln_div_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_pow(...) kiln_pow_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_maximum(...) kiln_maximum_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_minimum(...) kiln_minimum_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_eq(...) kiln_eq_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_ne(...) kiln_ne_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_lt(...) kiln_lt_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_le(...) kiln_le_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_gt(...) kiln_gt_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_ge(...) kiln_ge_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_logical_and(...) kiln_logical_and_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_logical_or(...) kiln_logical_or_at(__FILE__, __LINE__, __VA_ARGS__)
 /* Scalar forms: kiln_adds(t, 10.0) is t + 10. The scalar acts like a Python
  * number in PyTorch: it never widens a tensor of its own kind; an integral
  * value keeps an integer tensor integer, a fractional one makes it float32. */
-#define kiln_adds(a, b) kiln_adds_at(__FILE__, __LINE__, a, b)
-#define kiln_subs(a, b) kiln_subs_at(__FILE__, __LINE__, a, b)
-#define kiln_muls(a, b) kiln_muls_at(__FILE__, __LINE__, a, b)
-#define kiln_divs(a, b) kiln_divs_at(__FILE__, __LINE__, a, b)
-#define kiln_pows(a, b) kiln_pows_at(__FILE__, __LINE__, a, b)
-#define kiln_maximums(a, b) kiln_maximums_at(__FILE__, __LINE__, a, b)
-#define kiln_minimums(a, b) kiln_minimums_at(__FILE__, __LINE__, a, b)
-#define kiln_eqs(a, b) kiln_eqs_at(__FILE__, __LINE__, a, b)
-#define kiln_nes(a, b) kiln_nes_at(__FILE__, __LINE__, a, b)
-#define kiln_lts(a, b) kiln_lts_at(__FILE__, __LINE__, a, b)
-#define kiln_les(a, b) kiln_les_at(__FILE__, __LINE__, a, b)
-#define kiln_gts(a, b) kiln_gts_at(__FILE__, __LINE__, a, b)
-#define kiln_ges(a, b) kiln_ges_at(__FILE__, __LINE__, a, b)
-#define kiln_logical_ands(a, b) kiln_logical_ands_at(__FILE__, __LINE__, a, b)
-#define kiln_logical_ors(a, b) kiln_logical_ors_at(__FILE__, __LINE__, a, b)
-#define kiln_where(c, a, b) kiln_where_at(__FILE__, __LINE__, c, a, b)
-#define kiln_clamp(a, lo, hi) kiln_clamp_at(__FILE__, __LINE__, a, lo, hi)
-#define kiln_cast(a, dt) kiln_cast_at(__FILE__, __LINE__, a, dt)
-#define kiln_erf(a) kiln_erf_at(__FILE__, __LINE__, a)
-#define kiln_erfc(a) kiln_erfc_at(__FILE__, __LINE__, a)
-#define kiln_expm1(a) kiln_expm1_at(__FILE__, __LINE__, a)
-#define kiln_log1p(a) kiln_log1p_at(__FILE__, __LINE__, a)
-#define kiln_log2(a) kiln_log2_at(__FILE__, __LINE__, a)
-#define kiln_log10(a) kiln_log10_at(__FILE__, __LINE__, a)
-#define kiln_exp2(a) kiln_exp2_at(__FILE__, __LINE__, a)
-#define kiln_tan(a) kiln_tan_at(__FILE__, __LINE__, a)
-#define kiln_asin(a) kiln_asin_at(__FILE__, __LINE__, a)
-#define kiln_acos(a) kiln_acos_at(__FILE__, __LINE__, a)
-#define kiln_atan(a) kiln_atan_at(__FILE__, __LINE__, a)
-#define kiln_sinh(a) kiln_sinh_at(__FILE__, __LINE__, a)
-#define kiln_cosh(a) kiln_cosh_at(__FILE__, __LINE__, a)
-#define kiln_asinh(a) kiln_asinh_at(__FILE__, __LINE__, a)
-#define kiln_acosh(a) kiln_acosh_at(__FILE__, __LINE__, a)
-#define kiln_atanh(a) kiln_atanh_at(__FILE__, __LINE__, a)
-#define kiln_atan2(a, b) kiln_atan2_at(__FILE__, __LINE__, a, b)
-#define kiln_atan2s(a, b) kiln_atan2s_at(__FILE__, __LINE__, a, b)
-#define kiln_logaddexp(a, b) kiln_logaddexp_at(__FILE__, __LINE__, a, b)
-#define kiln_logaddexps(a, b) kiln_logaddexps_at(__FILE__, __LINE__, a, b)
-#define kiln_elu(t, alpha) kiln_elu_at(__FILE__, __LINE__, t, alpha)
-#define kiln_celu(t, alpha) kiln_celu_at(__FILE__, __LINE__, t, alpha)
-#define kiln_softplus(t, beta, threshold) kiln_softplus_at(__FILE__, __LINE__, t, beta, threshold)
-#define kiln_selu(t) kiln_selu_at(__FILE__, __LINE__, t)
-#define kiln_mish(t) kiln_mish_at(__FILE__, __LINE__, t)
-#define kiln_logsigmoid(t) kiln_logsigmoid_at(__FILE__, __LINE__, t)
+#define kiln_adds(...) kiln_adds_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_subs(...) kiln_subs_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_muls(...) kiln_muls_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_divs(...) kiln_divs_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_pows(...) kiln_pows_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_maximums(...) kiln_maximums_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_minimums(...) kiln_minimums_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_eqs(...) kiln_eqs_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_nes(...) kiln_nes_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_lts(...) kiln_lts_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_les(...) kiln_les_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_gts(...) kiln_gts_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_ges(...) kiln_ges_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_logical_ands(...) kiln_logical_ands_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_logical_ors(...) kiln_logical_ors_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_where(...) kiln_where_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_clamp(...) kiln_clamp_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_cast(...) kiln_cast_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_erf(...) kiln_erf_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_erfc(...) kiln_erfc_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_expm1(...) kiln_expm1_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_log1p(...) kiln_log1p_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_log2(...) kiln_log2_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_log10(...) kiln_log10_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_exp2(...) kiln_exp2_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_tan(...) kiln_tan_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_asin(...) kiln_asin_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_acos(...) kiln_acos_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_atan(...) kiln_atan_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_sinh(...) kiln_sinh_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_cosh(...) kiln_cosh_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_asinh(...) kiln_asinh_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_acosh(...) kiln_acosh_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_atanh(...) kiln_atanh_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_atan2(...) kiln_atan2_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_atan2s(...) kiln_atan2s_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_logaddexp(...) kiln_logaddexp_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_logaddexps(...) kiln_logaddexps_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_elu(...) kiln_elu_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_celu(...) kiln_celu_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_softplus(...) kiln_softplus_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_selu(...) kiln_selu_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_mish(...) kiln_mish_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_logsigmoid(...) kiln_logsigmoid_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- elementwise: integer-aware division, bitwise ops, trunc ------------- */
@@ -664,28 +664,28 @@ KILN_API kiln_tensor *kiln_bitwise_not_at(const char *f, int l, kiln_tensor *a);
 /** @name Division and bitwise macros
  * @{ */
 /** @macros */
-#define kiln_floor_divide(a, b) kiln_floor_divide_at(__FILE__, __LINE__, a, b)
-#define kiln_floor_divides(a, b) kiln_floor_divides_at(__FILE__, __LINE__, a, b)
-#define kiln_trunc_divide(a, b) kiln_trunc_divide_at(__FILE__, __LINE__, a, b)
-#define kiln_trunc_divides(a, b) kiln_trunc_divides_at(__FILE__, __LINE__, a, b)
-#define kiln_remainder(a, b) kiln_remainder_at(__FILE__, __LINE__, a, b)
-#define kiln_remainders(a, b) kiln_remainders_at(__FILE__, __LINE__, a, b)
-#define kiln_fmod(a, b) kiln_fmod_at(__FILE__, __LINE__, a, b)
-#define kiln_fmods(a, b) kiln_fmods_at(__FILE__, __LINE__, a, b)
-#define kiln_copysign(a, b) kiln_copysign_at(__FILE__, __LINE__, a, b)
-#define kiln_copysigns(a, b) kiln_copysigns_at(__FILE__, __LINE__, a, b)
-#define kiln_bitwise_and(a, b) kiln_bitwise_and_at(__FILE__, __LINE__, a, b)
-#define kiln_bitwise_ands(a, b) kiln_bitwise_ands_at(__FILE__, __LINE__, a, b)
-#define kiln_bitwise_or(a, b) kiln_bitwise_or_at(__FILE__, __LINE__, a, b)
-#define kiln_bitwise_ors(a, b) kiln_bitwise_ors_at(__FILE__, __LINE__, a, b)
-#define kiln_bitwise_xor(a, b) kiln_bitwise_xor_at(__FILE__, __LINE__, a, b)
-#define kiln_bitwise_xors(a, b) kiln_bitwise_xors_at(__FILE__, __LINE__, a, b)
-#define kiln_bitwise_left_shift(a, b) kiln_bitwise_left_shift_at(__FILE__, __LINE__, a, b)
-#define kiln_bitwise_left_shifts(a, b) kiln_bitwise_left_shifts_at(__FILE__, __LINE__, a, b)
-#define kiln_bitwise_right_shift(a, b) kiln_bitwise_right_shift_at(__FILE__, __LINE__, a, b)
-#define kiln_bitwise_right_shifts(a, b) kiln_bitwise_right_shifts_at(__FILE__, __LINE__, a, b)
-#define kiln_trunc(a) kiln_trunc_at(__FILE__, __LINE__, a)
-#define kiln_bitwise_not(a) kiln_bitwise_not_at(__FILE__, __LINE__, a)
+#define kiln_floor_divide(...) kiln_floor_divide_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_floor_divides(...) kiln_floor_divides_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_trunc_divide(...) kiln_trunc_divide_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_trunc_divides(...) kiln_trunc_divides_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_remainder(...) kiln_remainder_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_remainders(...) kiln_remainders_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_fmod(...) kiln_fmod_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_fmods(...) kiln_fmods_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_copysign(...) kiln_copysign_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_copysigns(...) kiln_copysigns_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_bitwise_and(...) kiln_bitwise_and_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_bitwise_ands(...) kiln_bitwise_ands_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_bitwise_or(...) kiln_bitwise_or_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_bitwise_ors(...) kiln_bitwise_ors_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_bitwise_xor(...) kiln_bitwise_xor_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_bitwise_xors(...) kiln_bitwise_xors_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_bitwise_left_shift(...) kiln_bitwise_left_shift_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_bitwise_left_shifts(...) kiln_bitwise_left_shifts_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_bitwise_right_shift(...) kiln_bitwise_right_shift_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_bitwise_right_shifts(...) kiln_bitwise_right_shifts_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_trunc(...) kiln_trunc_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_bitwise_not(...) kiln_bitwise_not_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- elementwise compositions: tests, parameters, simple activations ----- */
@@ -799,22 +799,22 @@ KILN_API kiln_tensor *kiln_softsign_at(const char *f, int l, kiln_tensor *t);
 /** @name Elementwise composition macros
  * @{ */
 /** @macros */
-#define kiln_frac(a) kiln_frac_at(__FILE__, __LINE__, a)
-#define kiln_isnan(a) kiln_isnan_at(__FILE__, __LINE__, a)
-#define kiln_isinf(a) kiln_isinf_at(__FILE__, __LINE__, a)
-#define kiln_isfinite(a) kiln_isfinite_at(__FILE__, __LINE__, a)
-#define kiln_nan_to_num(t, nan, posinf, neginf) kiln_nan_to_num_at(__FILE__, __LINE__, t, nan, posinf, neginf)
-#define kiln_clamp_tensor(a, min, max) kiln_clamp_tensor_at(__FILE__, __LINE__, a, min, max)
-#define kiln_masked_fill(t, mask, value) kiln_masked_fill_at(__FILE__, __LINE__, t, mask, value)
-#define kiln_lerp(a, b, w) kiln_lerp_at(__FILE__, __LINE__, a, b, w)
-#define kiln_lerps(a, b, w) kiln_lerps_at(__FILE__, __LINE__, a, b, w)
-#define kiln_isclose(a, b, rtol, atol, equal_nan) kiln_isclose_at(__FILE__, __LINE__, a, b, rtol, atol, equal_nan)
-#define kiln_hardtanh(t, min_val, max_val) kiln_hardtanh_at(__FILE__, __LINE__, t, min_val, max_val)
-#define kiln_relu6(t) kiln_relu6_at(__FILE__, __LINE__, t)
-#define kiln_leaky_relu(t, slope) kiln_leaky_relu_at(__FILE__, __LINE__, t, slope)
-#define kiln_hardswish(t) kiln_hardswish_at(__FILE__, __LINE__, t)
-#define kiln_hardsigmoid(t) kiln_hardsigmoid_at(__FILE__, __LINE__, t)
-#define kiln_softsign(t) kiln_softsign_at(__FILE__, __LINE__, t)
+#define kiln_frac(...) kiln_frac_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_isnan(...) kiln_isnan_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_isinf(...) kiln_isinf_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_isfinite(...) kiln_isfinite_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_nan_to_num(...) kiln_nan_to_num_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_clamp_tensor(...) kiln_clamp_tensor_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_masked_fill(...) kiln_masked_fill_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_lerp(...) kiln_lerp_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_lerps(...) kiln_lerps_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_isclose(...) kiln_isclose_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_hardtanh(...) kiln_hardtanh_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_relu6(...) kiln_relu6_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_leaky_relu(...) kiln_leaky_relu_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_hardswish(...) kiln_hardswish_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_hardsigmoid(...) kiln_hardsigmoid_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_softsign(...) kiln_softsign_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- movement: views, never copies until realize (PyTorch semantics) ----- */
@@ -950,24 +950,24 @@ KILN_API kiln_tensor *kiln_index_at(const char *f, int l, kiln_tensor *t, const 
 /** @name Movement macros
  * @{ */
 /** @macros */
-#define kiln_reshape(t, ...) kiln_reshape_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_view(t, ...) kiln_view_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_permute(t, ...) kiln_permute_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_transpose(t, d0, d1) kiln_transpose_at(__FILE__, __LINE__, t, d0, d1)
-#define kiln_T(t) kiln_T_at(__FILE__, __LINE__, t)
-#define kiln_expand(t, ...) kiln_expand_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_squeeze(t) kiln_squeeze_at(__FILE__, __LINE__, t)
-#define kiln_squeeze_dim(t, dim) kiln_squeeze_dim_at(__FILE__, __LINE__, t, dim)
-#define kiln_unsqueeze(t, dim) kiln_unsqueeze_at(__FILE__, __LINE__, t, dim)
-#define kiln_flatten(t) kiln_flatten_at(__FILE__, __LINE__, t)
-#define kiln_flatten_dims(t, start, end) kiln_flatten_dims_at(__FILE__, __LINE__, t, start, end)
-#define kiln_slice(t, dim, start, stop, step) kiln_slice_at(__FILE__, __LINE__, t, dim, start, stop, step)
-#define kiln_select(t, dim, index) kiln_select_at(__FILE__, __LINE__, t, dim, index)
-#define kiln_flip(t, ...) kiln_flip_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_pad(t, ...) kiln_pad_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_cat(n, ts, dim) kiln_cat_at(__FILE__, __LINE__, n, ts, dim)
-#define kiln_stack(n, ts, dim) kiln_stack_at(__FILE__, __LINE__, n, ts, dim)
-#define kiln_index(t, index) kiln_index_at(__FILE__, __LINE__, t, index)
+#define kiln_reshape(...) kiln_reshape_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_view(...) kiln_view_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_permute(...) kiln_permute_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_transpose(...) kiln_transpose_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_T(...) kiln_T_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_expand(...) kiln_expand_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_squeeze(...) kiln_squeeze_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_squeeze_dim(...) kiln_squeeze_dim_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_unsqueeze(...) kiln_unsqueeze_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_flatten(...) kiln_flatten_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_flatten_dims(...) kiln_flatten_dims_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_slice(...) kiln_slice_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_select(...) kiln_select_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_flip(...) kiln_flip_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_pad(...) kiln_pad_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_cat(...) kiln_cat_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_stack(...) kiln_stack_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_index(...) kiln_index_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- indexing with index tensors (PyTorch semantics) -------------------- */
@@ -1093,19 +1093,18 @@ KILN_API kiln_tensor *kiln_embedding_at(const char *f, int l, kiln_tensor *indic
 /** @name Indexing macros
  * @{ */
 /** @macros */
-#define kiln_gather(t, dim, index) kiln_gather_at(__FILE__, __LINE__, t, dim, index)
-#define kiln_scatter(t, dim, index, src) kiln_scatter_at(__FILE__, __LINE__, t, dim, index, src)
-#define kiln_scatters(t, dim, index, value) kiln_scatters_at(__FILE__, __LINE__, t, dim, index, value)
-#define kiln_scatter_add(t, dim, index, src) kiln_scatter_add_at(__FILE__, __LINE__, t, dim, index, src)
-#define kiln_scatter_reduce(t, dim, index, src, reduce, include_self) \
-  kiln_scatter_reduce_at(__FILE__, __LINE__, t, dim, index, src, reduce, include_self)
-#define kiln_index_select(t, dim, index) kiln_index_select_at(__FILE__, __LINE__, t, dim, index)
-#define kiln_take_along_dim(t, indices, dim) kiln_take_along_dim_at(__FILE__, __LINE__, t, indices, dim)
-#define kiln_take(t, index) kiln_take_at(__FILE__, __LINE__, t, index)
-#define kiln_index_tensors(t, n, indices) kiln_index_tensors_at(__FILE__, __LINE__, t, n, indices)
-#define kiln_masked_select(t, mask) kiln_masked_select_at(__FILE__, __LINE__, t, mask)
-#define kiln_nonzero(t) kiln_nonzero_at(__FILE__, __LINE__, t)
-#define kiln_embedding(indices, weight) kiln_embedding_at(__FILE__, __LINE__, indices, weight)
+#define kiln_gather(...) kiln_gather_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_scatter(...) kiln_scatter_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_scatters(...) kiln_scatters_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_scatter_add(...) kiln_scatter_add_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_scatter_reduce(...) kiln_scatter_reduce_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_index_select(...) kiln_index_select_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_take_along_dim(...) kiln_take_along_dim_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_take(...) kiln_take_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_index_tensors(...) kiln_index_tensors_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_masked_select(...) kiln_masked_select_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_nonzero(...) kiln_nonzero_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_embedding(...) kiln_embedding_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- reductions (PyTorch semantics) ------------------------------------- */
@@ -1229,31 +1228,31 @@ KILN_API kiln_tensor *kiln_layer_norm_at(const char *f, int l, kiln_tensor *x, i
  * @{ */
 /** @macros */
 
-#define kiln_sum(t) kiln_sum_at(__FILE__, __LINE__, t)
-#define kiln_mean(t) kiln_mean_at(__FILE__, __LINE__, t)
-#define kiln_prod(t) kiln_prod_at(__FILE__, __LINE__, t)
-#define kiln_max(t) kiln_max_at(__FILE__, __LINE__, t)
-#define kiln_min(t) kiln_min_at(__FILE__, __LINE__, t)
-#define kiln_any(t) kiln_any_at(__FILE__, __LINE__, t)
-#define kiln_all(t) kiln_all_at(__FILE__, __LINE__, t)
-#define kiln_sum_dims(t, ...) kiln_sum_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_mean_dims(t, ...) kiln_mean_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_prod_dims(t, ...) kiln_prod_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_max_dims(t, ...) kiln_max_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_min_dims(t, ...) kiln_min_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_any_dims(t, ...) kiln_any_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_all_dims(t, ...) kiln_all_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_argmax(t) kiln_argmax_at(__FILE__, __LINE__, t)
-#define kiln_argmin(t) kiln_argmin_at(__FILE__, __LINE__, t)
-#define kiln_argmax_dim(t, dim, keepdim) kiln_argmax_dim_at(__FILE__, __LINE__, t, dim, keepdim)
-#define kiln_argmin_dim(t, dim, keepdim) kiln_argmin_dim_at(__FILE__, __LINE__, t, dim, keepdim)
-#define kiln_var(t, unbiased) kiln_var_at(__FILE__, __LINE__, t, unbiased)
-#define kiln_std(t, unbiased) kiln_std_at(__FILE__, __LINE__, t, unbiased)
-#define kiln_var_dims(t, ...) kiln_var_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_std_dims(t, ...) kiln_std_dims_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_softmax(t, dim) kiln_softmax_at(__FILE__, __LINE__, t, dim)
-#define kiln_log_softmax(t, dim) kiln_log_softmax_at(__FILE__, __LINE__, t, dim)
-#define kiln_layer_norm(x, nlast, w, b, eps) kiln_layer_norm_at(__FILE__, __LINE__, x, nlast, w, b, eps)
+#define kiln_sum(...) kiln_sum_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_mean(...) kiln_mean_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_prod(...) kiln_prod_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_max(...) kiln_max_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_min(...) kiln_min_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_any(...) kiln_any_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_all(...) kiln_all_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_sum_dims(...) kiln_sum_dims_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_mean_dims(...) kiln_mean_dims_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_prod_dims(...) kiln_prod_dims_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_max_dims(...) kiln_max_dims_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_min_dims(...) kiln_min_dims_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_any_dims(...) kiln_any_dims_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_all_dims(...) kiln_all_dims_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_argmax(...) kiln_argmax_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_argmin(...) kiln_argmin_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_argmax_dim(...) kiln_argmax_dim_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_argmin_dim(...) kiln_argmin_dim_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_var(...) kiln_var_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_std(...) kiln_std_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_var_dims(...) kiln_var_dims_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_std_dims(...) kiln_std_dims_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_softmax(...) kiln_softmax_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_log_softmax(...) kiln_log_softmax_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_layer_norm(...) kiln_layer_norm_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- scans (PyTorch's cumulative ops) ------------------------------------ */
@@ -1311,11 +1310,11 @@ KILN_API void kiln_cummin_at(const char *f, int l, kiln_tensor *t, int64_t dim, 
 /** @name Scan macros
  * @{ */
 /** @macros */
-#define kiln_cumsum(t, dim) kiln_cumsum_at(__FILE__, __LINE__, t, dim)
-#define kiln_cumprod(t, dim) kiln_cumprod_at(__FILE__, __LINE__, t, dim)
-#define kiln_logcumsumexp(t, dim) kiln_logcumsumexp_at(__FILE__, __LINE__, t, dim)
-#define kiln_cummax(t, dim, values, indices) kiln_cummax_at(__FILE__, __LINE__, t, dim, values, indices)
-#define kiln_cummin(t, dim, values, indices) kiln_cummin_at(__FILE__, __LINE__, t, dim, values, indices)
+#define kiln_cumsum(...) kiln_cumsum_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_cumprod(...) kiln_cumprod_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_logcumsumexp(...) kiln_logcumsumexp_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_cummax(...) kiln_cummax_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_cummin(...) kiln_cummin_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- sorting ------------------------------------------------------------- */
@@ -1366,11 +1365,9 @@ KILN_API void kiln_topk_at(const char *f, int l, kiln_tensor *t, int64_t k, int6
 /** @name Sorting macros
  * @{ */
 /** @macros */
-#define kiln_sort(t, dim, descending, stable, values, indices) \
-  kiln_sort_at(__FILE__, __LINE__, t, dim, descending, stable, values, indices)
-#define kiln_argsort(t, dim, descending, stable) kiln_argsort_at(__FILE__, __LINE__, t, dim, descending, stable)
-#define kiln_topk(t, k, dim, largest, sorted, values, indices) \
-  kiln_topk_at(__FILE__, __LINE__, t, k, dim, largest, sorted, values, indices)
+#define kiln_sort(...) kiln_sort_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_argsort(...) kiln_argsort_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_topk(...) kiln_topk_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- matrix products (PyTorch's matmul rules) ---------------------------- */
@@ -1410,10 +1407,10 @@ KILN_API kiln_tensor *kiln_linear_at(const char *f, int l, kiln_tensor *x, kiln_
 /** @name Matrix product macros
  * @{ */
 /** @macros */
-#define kiln_matmul(a, b) kiln_matmul_at(__FILE__, __LINE__, a, b)
-#define kiln_mm(a, b) kiln_mm_at(__FILE__, __LINE__, a, b)
-#define kiln_dot(a, b) kiln_dot_at(__FILE__, __LINE__, a, b)
-#define kiln_linear(x, w, b) kiln_linear_at(__FILE__, __LINE__, x, w, b)
+#define kiln_matmul(...) kiln_matmul_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_mm(...) kiln_mm_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_dot(...) kiln_dot_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_linear(...) kiln_linear_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- convolution (torch.nn.functional) ------------------------------------- */
@@ -1480,9 +1477,9 @@ KILN_API kiln_tensor *kiln_conv_transpose2d_at(const char *f, int l, kiln_tensor
                                                int noutput_padding, const int64_t *output_padding, int64_t groups,
                                                int ndilation, const int64_t *dilation);
 /** @macros */
-#define kiln_conv_transpose2d(x, w, b, ...) kiln_conv_transpose2d_at(__FILE__, __LINE__, x, w, b, __VA_ARGS__)
-#define kiln_conv2d(x, w, b, ...) kiln_conv2d_at(__FILE__, __LINE__, x, w, b, __VA_ARGS__)
-#define kiln_conv1d(x, w, b, ...) kiln_conv1d_at(__FILE__, __LINE__, x, w, b, __VA_ARGS__)
+#define kiln_conv_transpose2d(...) kiln_conv_transpose2d_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_conv2d(...) kiln_conv2d_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_conv1d(...) kiln_conv1d_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- pooling and resampling (torch.nn.functional) -------------------------- */
@@ -1562,11 +1559,11 @@ KILN_API kiln_tensor *kiln_adaptive_avg_pool2d_at(const char *f, int l, kiln_ten
 KILN_API kiln_tensor *kiln_interpolate_at(const char *f, int l, kiln_tensor *x, int nsize, const int64_t *size,
                                           const char *mode, int align_corners);
 /** @macros */
-#define kiln_interpolate(x, ...) kiln_interpolate_at(__FILE__, __LINE__, x, __VA_ARGS__)
-#define kiln_max_pool2d(x, ...) kiln_max_pool2d_at(__FILE__, __LINE__, x, __VA_ARGS__)
-#define kiln_max_pool2d_with_indices(x, ...) kiln_max_pool2d_with_indices_at(__FILE__, __LINE__, x, __VA_ARGS__)
-#define kiln_avg_pool2d(x, ...) kiln_avg_pool2d_at(__FILE__, __LINE__, x, __VA_ARGS__)
-#define kiln_adaptive_avg_pool2d(x, ...) kiln_adaptive_avg_pool2d_at(__FILE__, __LINE__, x, __VA_ARGS__)
+#define kiln_interpolate(...) kiln_interpolate_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_max_pool2d(...) kiln_max_pool2d_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_max_pool2d_with_indices(...) kiln_max_pool2d_with_indices_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_avg_pool2d(...) kiln_avg_pool2d_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_adaptive_avg_pool2d(...) kiln_adaptive_avg_pool2d_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- normalizations, attention and losses (torch.nn.functional) ---------- */
@@ -1709,21 +1706,16 @@ KILN_API kiln_tensor *kiln_binary_cross_entropy_with_logits_at(const char *f, in
                                                                kiln_tensor *target, kiln_tensor *weight,
                                                                kiln_tensor *pos_weight, const char *reduction);
 /** @macros */
-#define kiln_rms_norm(x, nlast, w, eps) kiln_rms_norm_at(__FILE__, __LINE__, x, nlast, w, eps)
-#define kiln_batch_norm(x, mean, var, w, b, eps) kiln_batch_norm_at(__FILE__, __LINE__, x, mean, var, w, b, eps)
-#define kiln_group_norm(x, groups, w, b, eps) kiln_group_norm_at(__FILE__, __LINE__, x, groups, w, b, eps)
-#define kiln_scaled_dot_product_attention(q, k, v, mask, causal, scale, gqa) \
-  kiln_scaled_dot_product_attention_at(__FILE__, __LINE__, q, k, v, mask, causal, scale, gqa)
-#define kiln_nll_loss(input, target, w, reduction, ignore_index) \
-  kiln_nll_loss_at(__FILE__, __LINE__, input, target, w, reduction, ignore_index)
-#define kiln_cross_entropy(input, target, w, reduction, ignore_index, smoothing) \
-  kiln_cross_entropy_at(__FILE__, __LINE__, input, target, w, reduction, ignore_index, smoothing)
-#define kiln_mse_loss(input, target, reduction) kiln_mse_loss_at(__FILE__, __LINE__, input, target, reduction)
-#define kiln_l1_loss(input, target, reduction) kiln_l1_loss_at(__FILE__, __LINE__, input, target, reduction)
-#define kiln_binary_cross_entropy(input, target, w, reduction) \
-  kiln_binary_cross_entropy_at(__FILE__, __LINE__, input, target, w, reduction)
-#define kiln_binary_cross_entropy_with_logits(input, target, w, pos_weight, reduction) \
-  kiln_binary_cross_entropy_with_logits_at(__FILE__, __LINE__, input, target, w, pos_weight, reduction)
+#define kiln_rms_norm(...) kiln_rms_norm_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_batch_norm(...) kiln_batch_norm_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_group_norm(...) kiln_group_norm_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_scaled_dot_product_attention(...) kiln_scaled_dot_product_attention_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_nll_loss(...) kiln_nll_loss_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_cross_entropy(...) kiln_cross_entropy_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_mse_loss(...) kiln_mse_loss_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_l1_loss(...) kiln_l1_loss_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_binary_cross_entropy(...) kiln_binary_cross_entropy_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_binary_cross_entropy_with_logits(...) kiln_binary_cross_entropy_with_logits_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- more reductions, shape ops and products (PyTorch semantics) -------- */
@@ -1998,38 +1990,38 @@ KILN_API kiln_tensor *kiln_cross_at(const char *f, int l, kiln_tensor *a, kiln_t
 /** @name Macros of the statistics, norms, shape ops and products
  * @{ */
 /** @macros */
-#define kiln_var_correction(t, ...) kiln_var_correction_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_std_correction(t, ...) kiln_std_correction_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_std_mean(t, ...) kiln_std_mean_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_var_mean(t, ...) kiln_var_mean_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_logsumexp(t, ...) kiln_logsumexp_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_aminmax(t, min, max) kiln_aminmax_at(__FILE__, __LINE__, t, min, max)
-#define kiln_aminmax_dim(t, dim, keepdim, min, max) kiln_aminmax_dim_at(__FILE__, __LINE__, t, dim, keepdim, min, max)
-#define kiln_vector_norm(t, ...) kiln_vector_norm_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_matrix_norm(t, ord, dim0, dim1, keepdim) kiln_matrix_norm_at(__FILE__, __LINE__, t, ord, dim0, dim1, keepdim)
-#define kiln_normalize(t, p, dim, eps) kiln_normalize_at(__FILE__, __LINE__, t, p, dim, eps)
-#define kiln_cosine_similarity(a, b, dim, eps) kiln_cosine_similarity_at(__FILE__, __LINE__, a, b, dim, eps)
-#define kiln_trace(t) kiln_trace_at(__FILE__, __LINE__, t)
-#define kiln_tril(t, diagonal) kiln_tril_at(__FILE__, __LINE__, t, diagonal)
-#define kiln_triu(t, diagonal) kiln_triu_at(__FILE__, __LINE__, t, diagonal)
-#define kiln_pad_reflect(t, ...) kiln_pad_reflect_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_pad_replicate(t, ...) kiln_pad_replicate_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_pad_circular(t, ...) kiln_pad_circular_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_split(t, split_size, dim, max_out, out) kiln_split_at(__FILE__, __LINE__, t, split_size, dim, max_out, out)
-#define kiln_split_sizes(t, ...) kiln_split_sizes_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_chunk(t, chunks, dim, max_out, out) kiln_chunk_at(__FILE__, __LINE__, t, chunks, dim, max_out, out)
-#define kiln_unbind(t, dim, max_out, out) kiln_unbind_at(__FILE__, __LINE__, t, dim, max_out, out)
-#define kiln_repeat(t, ...) kiln_repeat_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_tile(t, ...) kiln_tile_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_repeat_interleave(t, repeats) kiln_repeat_interleave_at(__FILE__, __LINE__, t, repeats)
-#define kiln_repeat_interleave_dim(t, repeats, dim) kiln_repeat_interleave_dim_at(__FILE__, __LINE__, t, repeats, dim)
-#define kiln_roll(t, ...) kiln_roll_at(__FILE__, __LINE__, t, __VA_ARGS__)
-#define kiln_diag(t, diagonal) kiln_diag_at(__FILE__, __LINE__, t, diagonal)
-#define kiln_diagonal(t, offset, dim1, dim2) kiln_diagonal_at(__FILE__, __LINE__, t, offset, dim1, dim2)
-#define kiln_one_hot(t, num_classes) kiln_one_hot_at(__FILE__, __LINE__, t, num_classes)
-#define kiln_outer(a, b) kiln_outer_at(__FILE__, __LINE__, a, b)
+#define kiln_var_correction(...) kiln_var_correction_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_std_correction(...) kiln_std_correction_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_std_mean(...) kiln_std_mean_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_var_mean(...) kiln_var_mean_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_logsumexp(...) kiln_logsumexp_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_aminmax(...) kiln_aminmax_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_aminmax_dim(...) kiln_aminmax_dim_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_vector_norm(...) kiln_vector_norm_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_matrix_norm(...) kiln_matrix_norm_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_normalize(...) kiln_normalize_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_cosine_similarity(...) kiln_cosine_similarity_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_trace(...) kiln_trace_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_tril(...) kiln_tril_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_triu(...) kiln_triu_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_pad_reflect(...) kiln_pad_reflect_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_pad_replicate(...) kiln_pad_replicate_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_pad_circular(...) kiln_pad_circular_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_split(...) kiln_split_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_split_sizes(...) kiln_split_sizes_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_chunk(...) kiln_chunk_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_unbind(...) kiln_unbind_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_repeat(...) kiln_repeat_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_tile(...) kiln_tile_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_repeat_interleave(...) kiln_repeat_interleave_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_repeat_interleave_dim(...) kiln_repeat_interleave_dim_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_roll(...) kiln_roll_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_diag(...) kiln_diag_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_diagonal(...) kiln_diagonal_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_one_hot(...) kiln_one_hot_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_outer(...) kiln_outer_at(__FILE__, __LINE__, __VA_ARGS__)
 #define kiln_einsum(...) kiln_einsum_at(__FILE__, __LINE__, __VA_ARGS__)
-#define kiln_cross(a, b, dim) kiln_cross_at(__FILE__, __LINE__, a, b, dim)
+#define kiln_cross(...) kiln_cross_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- results and info ---------------------------------------------------- */
@@ -2122,15 +2114,14 @@ KILN_API kiln_printoptions kiln_get_printoptions(void);
 /** @name Result macros
  * @{ */
 /** @macros */
-#define kiln_realize(t) kiln_realize_at(__FILE__, __LINE__, t)
-#define kiln_realize_n(n, ts) kiln_realize_n_at(__FILE__, __LINE__, n, ts)
-#define kiln_copy_to_host(t, dst, bytes) kiln_copy_to_host_at(__FILE__, __LINE__, t, dst, bytes)
-#define kiln_item(t) kiln_item_at(__FILE__, __LINE__, t)
-#define kiln_data(t) kiln_data_at(__FILE__, __LINE__, t)
-#define kiln_to_string(t) kiln_to_string_at(__FILE__, __LINE__, t)
-#define kiln_print(t) kiln_print_at(__FILE__, __LINE__, t)
-#define kiln_set_printoptions(precision, threshold, edgeitems, linewidth, sci_mode) \
-  kiln_set_printoptions_at(__FILE__, __LINE__, precision, threshold, edgeitems, linewidth, sci_mode)
+#define kiln_realize(...) kiln_realize_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_realize_n(...) kiln_realize_n_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_copy_to_host(...) kiln_copy_to_host_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_item(...) kiln_item_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_data(...) kiln_data_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_to_string(...) kiln_to_string_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_print(...) kiln_print_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_set_printoptions(...) kiln_set_printoptions_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /** The formats of kiln_dump_graph_at. */
@@ -2155,7 +2146,7 @@ typedef enum {
  * @return KILN_OK or the error above. */
 KILN_API kiln_status kiln_dump_graph_at(const char *f, int l, kiln_tensor *t, FILE *out, kiln_graph_format fmt);
 /** @macros */
-#define kiln_dump_graph(t, out, fmt) kiln_dump_graph_at(__FILE__, __LINE__, t, out, fmt)
+#define kiln_dump_graph(...) kiln_dump_graph_at(__FILE__, __LINE__, __VA_ARGS__)
 
 /* ---- compiled functions --------------------------------------------------- */
 /** @name Compiled functions
@@ -2241,13 +2232,13 @@ KILN_API kiln_status kiln_fn_dump(kiln_fn *fn, FILE *out, kiln_graph_format fmt)
  * @param fn the function; NULL is fine */
 KILN_API void kiln_fn_free(kiln_fn *fn);
 /** @macros */
-#define kiln_placeholder(dt, ...) kiln_placeholder_at(__FILE__, __LINE__, dt, __VA_ARGS__)
+#define kiln_placeholder(...) kiln_placeholder_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @macros */
-#define kiln_placeholder_on(dt, dev, ...) kiln_placeholder_on_at(__FILE__, __LINE__, dt, dev, __VA_ARGS__)
+#define kiln_placeholder_on(...) kiln_placeholder_on_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @macros */
-#define kiln_compile(nin, inputs, nout, outputs) kiln_compile_at(__FILE__, __LINE__, nin, inputs, nout, outputs)
+#define kiln_compile(...) kiln_compile_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @macros */
-#define kiln_fn_run(fn, inputs, outputs) kiln_fn_run_at(__FILE__, __LINE__, fn, inputs, outputs)
+#define kiln_fn_run(...) kiln_fn_run_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- devices ------------------------------------------------------------- */
@@ -2268,8 +2259,8 @@ KILN_API kiln_tensor *kiln_cpu_at(const char *f, int l, kiln_tensor *t);
 /** @name Device macros
  * @{ */
 /** @macros */
-#define kiln_to(t, dev) kiln_to_at(__FILE__, __LINE__, t, dev)
-#define kiln_cpu(t) kiln_cpu_at(__FILE__, __LINE__, t)
+#define kiln_to(...) kiln_to_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_cpu(...) kiln_cpu_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* ---- files and exchange --------------------------------------------------- */
@@ -2307,8 +2298,8 @@ KILN_API kiln_tensor *kiln_load_npy_at(const char *f, int l, const char *path);
 /** @name File macros
  * @{ */
 /** @macros */
-#define kiln_save_npy(t, path) kiln_save_npy_at(__FILE__, __LINE__, t, path)
-#define kiln_load_npy(path) kiln_load_npy_at(__FILE__, __LINE__, path)
+#define kiln_save_npy(...) kiln_save_npy_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_load_npy(...) kiln_load_npy_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /** @name DLPack
@@ -2349,8 +2340,8 @@ KILN_API kiln_tensor *kiln_from_dlpack_at(const char *f, int l, struct DLManaged
 /** @name DLPack macros
  * @{ */
 /** @macros */
-#define kiln_to_dlpack(t) kiln_to_dlpack_at(__FILE__, __LINE__, t)
-#define kiln_from_dlpack(m) kiln_from_dlpack_at(__FILE__, __LINE__, m)
+#define kiln_to_dlpack(...) kiln_to_dlpack_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_from_dlpack(...) kiln_from_dlpack_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* Info: valid on any non-error handle without realizing it. */

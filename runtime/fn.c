@@ -40,9 +40,9 @@ struct kiln_fn {
   int nleaves;              /* the placeholders (nin), then the constants */
   ir_node **leaves;         /* retained: of tmpl */
   bool dynamic;             /* a placeholder has a -1 dim: planned per size */
-  pthread_mutex_t mu;       /* guards variants */
+  pthread_mutex_t mu;       /* guards the variants array (each variant, once added, never moves or changes) */
   int nvariants;
-  fn_variant *variants;
+  fn_variant **variants;
   atomic_uint_fast64_t runs;
 };
 
@@ -56,15 +56,18 @@ static void release_all(int n, ir_node **v) {
   free(v);
 }
 
+static void variant_free(const kiln_fn *fn, fn_variant *v) {
+  if (!v) return;
+  rt_exec_free(v->exec);
+  release_all(v->leaves ? fn->nleaves : 0, v->leaves);
+  free(v->in);
+  free(v->out);
+  free(v);
+}
+
 void kiln_fn_free(kiln_fn *fn) {
   if (!fn) return;
-  for (int i = 0; i < fn->nvariants; i++) {
-    fn_variant *v = &fn->variants[i];
-    rt_exec_free(v->exec);
-    release_all(fn->nleaves, v->leaves);
-    free(v->in);
-    free(v->out);
-  }
+  for (int i = 0; i < fn->nvariants; i++) variant_free(fn, fn->variants[i]);
   free(fn->variants);
   release_all(fn->nleaves, fn->leaves);
   release_all(fn->ntmpl, fn->tmpl);
@@ -312,67 +315,77 @@ static bool writable(const kiln_fn *fn, const fn_variant *var, int o) {
   return true;
 }
 
-/* The variant for size, planned on first use. */
-static fn_variant *variant(kiln_fn *fn, int64_t size, kiln_status *st) {
-  pthread_mutex_lock(&fn->mu);
-  fn_variant *v = NULL;
-  for (int i = 0; i < fn->nvariants && !v; i++)
-    if (fn->variants[i].size == size) v = &fn->variants[i];
-  *st = KILN_OK;
-  ir_node **g = v ? NULL : variant_graph(fn, size, st);
-  fn_variant nv = {size, NULL, NULL, NULL, NULL};
-  if (g) {
-    nv.in = ir_malloc(sizeof *nv.in * ((size_t)fn->nin + 1));
-    nv.out = ir_malloc(sizeof *nv.out * (size_t)fn->nout);
-    nv.leaves = ir_calloc((size_t)fn->nleaves + 1, sizeof *nv.leaves);
+/* fn's variant for size, planned now (no lock held: planning only reads
+ * the template); NULL with *st. */
+static fn_variant *variant_plan(kiln_fn *fn, int64_t size, kiln_status *st) {
+  ir_node **g = variant_graph(fn, size, st);
+  if (!g) return NULL;
+  fn_variant *nv = ir_calloc(1, sizeof *nv);
+  if (nv) {
+    nv->size = size;
+    nv->in = ir_malloc(sizeof *nv->in * ((size_t)fn->nin + 1));
+    nv->out = ir_malloc(sizeof *nv->out * (size_t)fn->nout);
+    nv->leaves = ir_calloc((size_t)fn->nleaves + 1, sizeof *nv->leaves);
   }
-  if (g && !(nv.in && nv.out && nv.leaves)) {
+  bool ok = nv && nv->in && nv->out && nv->leaves;
+  for (int i = 0; ok && i < fn->nleaves; i++) {
+    int at = fn->leaf_pos[i];
+    if (at >= 0) ir_node_retain(g[at]);
+    nv->leaves[i] = at >= 0 ? g[at] : ir_node_alias(fn->leaves[i]);
+    ok = nv->leaves[i] != NULL;
+  }
+  if (ok) {
+    for (int i = 0; i < fn->nin; i++) value_of(&nv->in[i], nv->leaves[i]);
+    for (int o = 0; o < fn->nout; o++) value_of(&nv->out[o], g[fn->out_node[o]]);
+    pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1, .symbolic_ok = true};
+    double t0 = rt_now_ms();
+    nv->exec = rt_exec_build(fn->ntmpl, g, fn->nout, fn->out_node, fn->nleaves, nv->leaves, &cfg, st);
+    if (nv->exec && cfg.debug >= 2) {
+      char where[300];
+      snprintf(where, sizeof where, fn->dynamic ? "the function compiled at %s, dynamic size %lld"
+                                                : "the function compiled at %s", fn->where, (long long)size);
+      rt_exec_debug(nv->exec, where, rt_now_ms() - t0);
+    }
+    for (int o = 0; nv->exec && o < fn->nout; o++) nv->out[o].in_place = writable(fn, nv, o);
+    ok = nv->exec != NULL;
+  } else {
     *st = compile_oom(fn);
-    release_all(fn->ntmpl, g);
-    g = NULL;
-    free(nv.in);
-    free(nv.out);
-    free(nv.leaves);
   }
-  if (g) {
-    bool ok = true;
-    for (int i = 0; i < fn->nleaves; i++) {
-      int at = fn->leaf_pos[i];
-      if (at >= 0) ir_node_retain(g[at]);
-      nv.leaves[i] = at >= 0 ? g[at] : ir_node_alias(fn->leaves[i]);
-      ok = ok && nv.leaves[i];
-    }
-    if (ok) {
-      for (int i = 0; i < fn->nin; i++) value_of(&nv.in[i], nv.leaves[i]);
-      for (int o = 0; o < fn->nout; o++) value_of(&nv.out[o], g[fn->out_node[o]]);
-      pass_config cfg = {.off = rt_opts()->passes, .debug = rt_opts()->debug, .target = -1, .symbolic_ok = true};
-      double t0 = rt_now_ms();
-      nv.exec = rt_exec_build(fn->ntmpl, g, fn->nout, fn->out_node, fn->nleaves, nv.leaves, &cfg, st);
-      if (nv.exec && cfg.debug >= 2) {
-        char where[300];
-        snprintf(where, sizeof where, fn->dynamic ? "the function compiled at %s, dynamic size %lld"
-                                                  : "the function compiled at %s", fn->where, (long long)size);
-        rt_exec_debug(nv.exec, where, rt_now_ms() - t0);
-      }
-      for (int o = 0; nv.exec && o < fn->nout; o++) nv.out[o].in_place = writable(fn, &nv, o);
-    } else {
-      *st = compile_oom(fn);
-    }
-    release_all(fn->ntmpl, g);
-    fn_variant *grown = *st == KILN_OK ? ir_realloc(fn->variants, sizeof *grown * (size_t)(fn->nvariants + 1)) : NULL;
-    if (*st == KILN_OK && !grown) *st = compile_oom(fn);
-    if (grown) {
-      fn->variants = grown;
-      v = &fn->variants[fn->nvariants++];
-      *v = nv;
-    } else {
-      rt_exec_free(nv.exec);
-      release_all(fn->nleaves, nv.leaves);
-      free(nv.in);
-      free(nv.out);
-    }
+  release_all(fn->ntmpl, g);
+  if (ok) return nv;
+  variant_free(fn, nv);
+  return NULL;
+}
+
+/* Under fn->mu. */
+static fn_variant *variant_find(const kiln_fn *fn, int64_t size) {
+  for (int i = 0; i < fn->nvariants; i++)
+    if (fn->variants[i]->size == size) return fn->variants[i];
+  return NULL;
+}
+
+/* The variant for size, planned on first use. A variant never moves once
+ * added (runs on other threads hold it), and the lock is held only to find
+ * or add one: two threads that plan the same size at once keep the first. */
+static fn_variant *variant(kiln_fn *fn, int64_t size, kiln_status *st) {
+  *st = KILN_OK;
+  pthread_mutex_lock(&fn->mu);
+  fn_variant *v = variant_find(fn, size);
+  pthread_mutex_unlock(&fn->mu);
+  if (v) return v;
+  fn_variant *nv = variant_plan(fn, size, st);
+  if (!nv) return NULL;
+  pthread_mutex_lock(&fn->mu);
+  v = variant_find(fn, size);
+  fn_variant **grown = v ? NULL : ir_realloc(fn->variants, sizeof *grown * (size_t)(fn->nvariants + 1));
+  if (grown) {
+    fn->variants = grown;
+    v = fn->variants[fn->nvariants++] = nv;
+    nv = NULL;
   }
   pthread_mutex_unlock(&fn->mu);
+  if (!v) *st = compile_oom(fn);
+  variant_free(fn, nv);
   return v;
 }
 
@@ -562,7 +575,7 @@ kiln_status kiln_fn_run_at(const char *f, int l, kiln_fn *fn, kiln_tensor *const
   int64_t size;
   kiln_status st = call_size(f, l, fn, in, &size);
   /* a static function's one variant was planned at compile time and never moves */
-  fn_variant *var = st != KILN_OK ? NULL : fn->dynamic ? variant(fn, size, &st) : &fn->variants[0];
+  fn_variant *var = st != KILN_OK ? NULL : fn->dynamic ? variant(fn, size, &st) : fn->variants[0];
   if (!var) return st;
   int ns = rt_exec_nslots(var->exec);
   rt_buffer *small[32], **slots = ns <= 32 ? small : ir_calloc((size_t)ns, sizeof *slots);
@@ -594,8 +607,8 @@ kiln_status kiln_fn_dump(kiln_fn *fn, FILE *out, kiln_graph_format fmt) {
   if (!fn->nvariants) ir_str_printf(&b, "function compiled at %s: dynamic, not planned yet (no call so far)\n", fn->where);
   for (int i = 0; i < fn->nvariants; i++) {
     char where[200];
-    snprintf(where, sizeof where, fn->dynamic ? "%s, dynamic size %lld" : "%s", fn->where, (long long)fn->variants[i].size);
-    rt_exec_print(&b, fn->variants[i].exec, fmt == KILN_FMT_DOT, where);
+    snprintf(where, sizeof where, fn->dynamic ? "%s, dynamic size %lld" : "%s", fn->where, (long long)fn->variants[i]->size);
+    rt_exec_print(&b, fn->variants[i]->exec, fmt == KILN_FMT_DOT, where);
   }
   pthread_mutex_unlock(&fn->mu);
   kiln_status st = b.failed ? KILN_ERR_MEMORY : KILN_OK;

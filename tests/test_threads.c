@@ -6,6 +6,7 @@
 #include "check_main.h"
 #include "util/testutil.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,6 +195,70 @@ START_TEST(fn_from_threads) {
 }
 END_TEST
 
+/* ---- a dynamic compiled function served from every thread --------------- */
+/* A server: one kiln_fn over a (-1, DK) placeholder, softmax(relu(linear)),
+ * each thread calling it with a new batch size per request, so threads plan
+ * variants while others run theirs (the variants once lived in one array
+ * that a new variant moved under a running call). */
+enum { DK = 32, DN = 6, DMAX = 64 };
+
+typedef struct {
+  work_fn fn;
+  kiln_fn *f;
+  float w[DN * DK], b[DN];
+} shared_dyn;
+
+/* softmax(relu(x w^T + b)) of one row, in double. */
+static void dyn_row(const shared_dyn *s, const float *x, double *y) {
+  double mx = 0, sum = 0;
+  for (int c = 0; c < DN; c++) {
+    double acc = s->b[c];
+    for (int k = 0; k < DK; k++) acc += (double)x[k] * s->w[c * DK + k];
+    y[c] = acc > 0 ? acc : 0;
+    mx = y[c] > mx ? y[c] : mx;
+  }
+  for (int c = 0; c < DN; c++) sum += y[c] = exp(y[c] - mx);
+  for (int c = 0; c < DN; c++) y[c] /= sum;
+}
+
+static void serve(worker *wk) {
+  shared_dyn *s = wk->shared;
+  static float in[NTHREADS][DMAX * DK], out[NTHREADS][DMAX * DN];
+  float *x = in[wk->id], *y = out[wk->id];
+  for (int it = 0; it < 300 && !wk->why[0]; it++) {
+    int64_t batch = 1 + (wk->id * 17 + it * 7) % DMAX;
+    for (int i = 0; i < batch * DK; i++) x[i] = (float)((wk->id + it + i) % 9) / 8 - 0.5f;
+    kiln_tensor *tx = kiln_from_buffer(x, KILN_F32, KILN_SHAPE(batch, DK));
+    kiln_tensor *ty = kiln_from_buffer(y, KILN_F32, KILN_SHAPE(batch, DN));
+    if (kiln_fn_run(s->f, &tx, &ty) != KILN_OK) snprintf(wk->why, sizeof wk->why, "batch %lld: %s", (long long)batch, kiln_last_error());
+    for (int r = 0; r < batch && !wk->why[0]; r++) {
+      double want[DN];
+      dyn_row(s, x + r * DK, want);
+      for (int c = 0; c < DN; c++)
+        if (fabs(y[r * DN + c] - want[c]) > 1e-5)
+          snprintf(wk->why, sizeof wk->why, "batch %lld: out[%d][%d] = %g, want %g", (long long)batch, r, c, y[r * DN + c], want[c]);
+    }
+    kiln_release(tx);
+    kiln_release(ty);
+  }
+}
+
+START_TEST(dynamic_fn_from_threads) {
+  shared_dyn s = {.fn = serve};
+  for (int i = 0; i < DN * DK; i++) s.w[i] = (float)(i % 11) / 10 - 0.5f;
+  for (int i = 0; i < DN; i++) s.b[i] = (float)i / 10;
+  kiln_scope_begin();
+  kiln_tensor *x = kiln_placeholder(KILN_F32, KILN_SHAPE(-1, DK));
+  kiln_tensor *w = kiln_from_data(s.w, KILN_F32, KILN_SHAPE(DN, DK)), *b = kiln_from_data(s.b, KILN_F32, KILN_SHAPE(DN));
+  kiln_tensor *y = kiln_softmax(kiln_relu(kiln_linear(x, w, b)), -1);
+  s.f = kiln_compile(1, &x, 1, &y);
+  ck_assert_msg(s.f, "%s", kiln_last_error());
+  run_threads(&s);
+  kiln_fn_free(s.f);
+  kiln_scope_end();
+}
+END_TEST
+
 /* ---- one structure, missed and then hit by every thread at once --------- */
 static void same_structure(worker *w) {
   for (int r = 0; r < ROUNDS && !w->why[0]; r++) {
@@ -248,6 +313,7 @@ static Suite *threads_suite(void) {
   const struct { const char *name; const TTest *test; } cases[] = {
       {"independent_graphs", independent_graphs}, {"shared_realized_inputs", shared_realized_inputs},
       {"shared_handle_counts", shared_handle_counts}, {"fn_from_threads", fn_from_threads},
+      {"dynamic_fn_from_threads", dynamic_fn_from_threads},
       {"same_structure_at_once", same_structure_at_once}, {"eviction_while_running", eviction_while_running}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     TCase *tc = tcase_create(cases[i].name);
