@@ -63,6 +63,12 @@ size_t fe_npy_header_write(char *out, kiln_dtype dt, int ndim, const int64_t *sh
 ir_node *fe_attention_fused(const char *f, int l, ir_node *q, ir_node *k, ir_node *v, ir_node *mask, bool causal,
                             double scale, bool gqa);
 
+/* ---- grad.c ------------------------------------------------------------ */
+/* Whether ir/grad.def gives op what it needs: a rule, or a reason for none
+ * (a source, a piecewise constant op, or results that are never floating);
+ * *flows: a rule that passes gradients to the sources. */
+bool fe_grad_has_rule(ir_op op, bool *flows);
+
 /* ---- tensor.c: handles, scopes, errors ---------------------------------- */
 /* Records a handle about to be returned to the user in the innermost scope
  * (if one is open) and returns it. */

@@ -4,6 +4,8 @@
  * shape depends on data (nonzero, masked_select), which realize what decides it. */
 #include "frontend/frontend.h"
 
+#include <math.h>
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -421,15 +423,18 @@ kiln_tensor *kiln_scatter_add_at(const char *f, int l, kiln_tensor *t, int dim, 
 
 /* ---- scatter_reduce ---------------------------------------------------------- */
 /* Without include_self, the touched elements first forget t: sum and prod
- * start from 0 and 1; amax and amin from one of their own values (src
- * scattered), which the reduction then meets again. */
+ * start from 0 and 1, float amax and amin from -inf and inf; integer amax
+ * and amin from one of their own values (src scattered), which the
+ * reduction then meets again. (A float value met twice would take a share
+ * of the gradient twice: kiln_grad splits a maximum among its ties.) */
 static ir_node *reduce_into(const char *f, int l, temps *s, ir_op kind, const scatter_args *a, bool include_self) {
   ir_node *base = a->t;
   if (!include_self) {
     ir_node *start = a->src;
-    if (kind == IR_SCATTER_ADD || kind == IR_SCATTER_MUL)
-      start = keep(s, fe_const_on(f, l, "scatter_reduce", a->ix->ndim, a->ix->shape, kind == IR_SCATTER_MUL, a->t->dtype,
-                                  a->t->device));
+    bool extreme = kind == IR_SCATTER_MAX || kind == IR_SCATTER_MIN;
+    double identity = !extreme ? kind == IR_SCATTER_MUL : kind == IR_SCATTER_MAX ? -INFINITY : INFINITY;
+    if (!extreme || ir_is_float(a->t->dtype))
+      start = keep(s, fe_const_on(f, l, "scatter_reduce", a->ix->ndim, a->ix->shape, identity, a->t->dtype, a->t->device));
     base = keep(s, scatter_node(f, l, IR_SCATTER, a->t, a->dim, a->ix, start));
   }
   return scatter_node(f, l, kind, base, a->dim, a->ix, a->src);
@@ -443,10 +448,13 @@ static ir_node *scatter_mean(const char *f, int l, temps *s, const scatter_args 
   ir_node *one = keep(s, fe_const_on(f, l, "scatter_reduce", a->ix->ndim, a->ix->shape, 1, KILN_I64, t->device));
   ir_node *base = keep(s, fe_const_on(f, l, "scatter_reduce", t->ndim, t->shape, include_self, KILN_I64, t->device));
   ir_node *cnt = keep(s, scatter_node(f, l, IR_SCATTER_ADD, base, a->dim, a->ix, one)), *q;
+  /* at least 1: where no value comes, t is kept and the quotient unused,
+   * but its gradient must not be 0 / 0 */
+  ir_node *divisor = include_self ? cnt : keep(s, kiln_maximums_at(f, l, cnt, 1));
   if (ir_is_float(t->dtype)) {
-    q = keep(s, kiln_cast_at(f, l, keep(s, kiln_div_at(f, l, sum, cnt)), t->dtype));
+    q = keep(s, kiln_cast_at(f, l, keep(s, kiln_div_at(f, l, sum, divisor)), t->dtype));
   } else {
-    ir_node *x = keep(s, kiln_cast_at(f, l, sum, KILN_F64)), *y = keep(s, kiln_cast_at(f, l, cnt, KILN_F64));
+    ir_node *x = keep(s, kiln_cast_at(f, l, sum, KILN_F64)), *y = keep(s, kiln_cast_at(f, l, divisor, KILN_F64));
     q = keep(s, kiln_cast_at(f, l, keep(s, kiln_floor_at(f, l, keep(s, kiln_div_at(f, l, x, y)))), t->dtype));
   }
   if (include_self) return fe_same(q);

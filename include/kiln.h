@@ -2148,6 +2148,76 @@ KILN_API kiln_status kiln_dump_graph_at(const char *f, int l, kiln_tensor *t, FI
 /** @macros */
 #define kiln_dump_graph(...) kiln_dump_graph_at(__FILE__, __LINE__, __VA_ARGS__)
 
+/* ---- gradients ------------------------------------------------------------- */
+/** @name Gradients
+ * Reverse-mode differentiation as a graph transform (JAX's vjp, tinygrad's
+ * gradient): kiln_grad walks the graph y was built from back to the tensors
+ * asked for and returns their gradients as new lazy tensors, built of
+ * kiln's own ops. They are ordinary tensors: realized together with y
+ * (kiln_realize_n) forward and backward fuse into as few kernels as the
+ * passes can make; they compile with kiln_compile over placeholders; they
+ * can be differentiated again (a Hessian-vector product is the gradient of
+ * sum(grad * v)).
+ * @code
+ * kiln_tensor *loss = kiln_mse_loss(kiln_linear(x, w, b), target, "mean");
+ * kiln_tensor *g[2];
+ * kiln_grad(loss, NULL, 2, (kiln_tensor *[]){w, b}, g);   // lazy: nothing runs yet
+ * kiln_realize_n(3, (kiln_tensor *[]){loss, g[0], g[1]});  // one plan for all three
+ * @endcode
+ * What the backward reads of the forward (a softmax's output, an
+ * activation) is the forward's own node, shared; the fuser stores it or
+ * computes it again where that is cheaper. A realized tensor keeps what it
+ * was computed from (its history), so y, or tensors between y and wrt, may
+ * be realized before kiln_grad: an eager program (KILN_EAGER=1) is
+ * differentiated the same way. A history reaches back over at most
+ * KILN_GRAD_HISTORY_MB (default 1024) of data realized since (a loop
+ * x = f(x) must not keep every x alive); kiln_grad reports a tensor whose
+ * history was dropped instead of guessing.
+ *
+ * Conventions (PyTorch's where there is a choice): relu's derivative at 0
+ * is 0, abs's at 0 is 0, sqrt's at 0 is inf; maximum and minimum split the
+ * gradient evenly on ties; max, min, kiln_max_dims and kiln_min_dims (and
+ * so amax-style reductions) split it evenly among tied elements, and max
+ * pooling among the taps tied at the maximum of a window; sort, topk,
+ * cummax and cummin send it to the positions their values came from; clamp
+ * passes it inside the bounds and at them; where routes it by the
+ * condition; floor, ceil, round, trunc, sign and the rounding divisions
+ * have derivative 0; f16 and bf16 gradients are summed in f32 and rounded
+ * once; nothing flows through integer or bool values (indices,
+ * comparisons, casts to integers).
+ * @{ */
+/** Reverse-mode gradients of y with respect to wrt[0..n-1]: grads[i] is
+ * the gradient of sum(y * dy) with respect to wrt[i], a new lazy tensor of
+ * wrt[i]'s shape, dtype and device (the caller's handle). It is zeros where
+ * y does not depend on wrt[i] (JAX's rule).
+ * @at
+ * @param y a floating tensor, pending or realized
+ * @param dy the cotangent: y's shape, dtype and device; NULL when y has
+ *        one element (then 1)
+ * @param n the number of tensors in wrt
+ * @param wrt floating tensors y was built from: leaves (weights, data) or
+ *        intermediate tensors, pending or realized (one may appear twice)
+ * @param grads receives n handles (NULL each on failure)
+ * @return KILN_OK; KILN_ERR_ARG for NULL arguments, a NULL dy for a y of
+ * more than one element, or a y computed from a tensor whose history was
+ * dropped; KILN_ERR_DTYPE when y or a wrt is not floating; KILN_ERR_SHAPE
+ * for a dy of another shape, dtype or device; an error tensor's own status
+ * (errors are sticky); KILN_ERR_MEMORY. The message names the tensor. */
+KILN_API kiln_status kiln_grad_at(const char *f, int l, kiln_tensor *y, kiln_tensor *dy, int n,
+                                  kiln_tensor *const *wrt, kiln_tensor **grads);
+/** The same value with no gradient flowing through it (torch's detach,
+ * JAX's stop_gradient): kiln_grad treats it as a constant. A view: it costs
+ * nothing.
+ * @at
+ * @param t the tensor
+ * @return a new handle; an error tensor for a NULL or error t */
+KILN_API kiln_tensor *kiln_detach_at(const char *f, int l, kiln_tensor *t);
+/** @macros */
+#define kiln_grad(...) kiln_grad_at(__FILE__, __LINE__, __VA_ARGS__)
+/** @macros */
+#define kiln_detach(...) kiln_detach_at(__FILE__, __LINE__, __VA_ARGS__)
+/** @} */
+
 /* ---- compiled functions --------------------------------------------------- */
 /** @name Compiled functions
  * The fast path for loops (like jax.jit or tinygrad's TinyJit): build a graph

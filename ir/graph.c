@@ -284,6 +284,10 @@ void ir_node_release(ir_node *n) {
     if (n && n != &oom_node && __atomic_sub_fetch(&n->refs, 1, __ATOMIC_ACQ_REL) == 0) {
       buffer_release(n->buf);
       n->buf = NULL;
+      if (n->hist) {   /* a BUFFER has no sources: its history goes as one */
+        n->src[n->nsrc++] = n->hist;
+        n->hist = NULL;
+      }
       free(n->msg);
       n->msg = NULL;
       n->dead_next = dead;
@@ -332,6 +336,32 @@ void ir_node_set_storage(ir_node *n, rt_buffer *buf, const int64_t *strides, int
   n->offset = offset;
 }
 
+/* n's op, attributes and sources, moved into a new node (NULL when out of
+ * memory): what a computed node was before it became a buffer. */
+static ir_node *history_of(ir_node *n) {
+  ir_node *h = ir_malloc(sizeof *h);
+  if (!h) return NULL;
+  node_init(h, n->op, n->dtype, n->ndim, n->shape, n->nsrc, n->src, n->file, n->line);
+  n->nsrc = 0;   /* h holds the sources' references now */
+  h->device = n->device;
+  h->attr = n->attr;
+  memcpy(h->strides, n->strides, sizeof h->strides);
+  h->offset = n->offset;
+  h->api = n->api;
+  h->id = n->id;
+  h->pending = 0;   /* never realized itself: only read by kiln_grad */
+  return h;
+}
+
+void ir_node_set_computed(ir_node *n, rt_buffer *buf, const int64_t *strides, int64_t offset, bool keep,
+                          uint64_t clock) {
+  ir_node *h = keep && n->op != IR_BUFFER ? history_of(n) : NULL;
+  ir_node_set_storage(n, buf, strides, offset);
+  n->hist = h;
+  n->hist_clock = clock;
+  n->hist_cut = !h;
+}
+
 void ir_node_set_view(ir_node *n, const ir_node *of, const int64_t *strides, int64_t offset) {
   buffer_retain(of->buf);
   ir_node_set_storage(n, of->buf, strides, offset);
@@ -345,10 +375,23 @@ ir_node *ir_node_alias(const ir_node *leaf) {
   a->api = leaf->api;
   a->symbolic = leaf->symbolic;
   a->pending = 0;
+  ir_node_retain(a->hist = leaf->hist);
+  a->hist_clock = leaf->hist_clock;
+  a->hist_cut = leaf->hist_cut;
   buffer_retain(leaf->buf);
   a->buf = leaf->buf;
   memcpy(a->strides, leaf->strides, sizeof a->strides);
   a->offset = leaf->offset;
+  return a;
+}
+
+ir_node *ir_node_detached(const ir_node *leaf) {
+  ir_node *a = ir_node_alias(leaf);
+  if (!a) return NULL;
+  ir_node_release(a->hist);
+  a->hist = NULL;
+  a->hist_cut = false;
+  a->id = new_id();
   return a;
 }
 

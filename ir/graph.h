@@ -51,6 +51,7 @@ typedef struct {
   int64_t sort_k;                     /* IR_SORTING ops: elements kept per line */
   bool descending;                    /* IR_SORTING ops: largest first */
   bool causal;                        /* IR_ATTN ops: query i sees keys j <= i only */
+  bool detached;                      /* RESHAPE: kiln_detach's, through which no gradient flows */
   int64_t group;                      /* IR_ATTN ops: query heads per key/value head (dim -3) */
 } ir_attr;
 
@@ -84,6 +85,15 @@ struct kiln_tensor {
   int64_t pending;      /* upper bound on unrealized nodes below (bounded laziness) */
   bool symbolic;        /* a placeholder (kiln_placeholder) or reads one: it has
                            no value of its own and runs only through kiln_fn */
+  /* A BUFFER that was computed keeps what it was computed from: hist is
+   * the node it was (op, attributes, sources) before it became a buffer,
+   * which kiln_grad differentiates through. NULL for data the user gave,
+   * and when the history was not kept (hist_cut: the runtime bounds how
+   * far back histories reach). hist_clock: the runtime's realized-bytes
+   * clock at the oldest realize the history reaches back to. */
+  struct kiln_tensor *hist;
+  uint64_t hist_clock;
+  bool hist_cut;
   struct kiln_tensor *dead_next;   /* ir_node_release's stack of freed nodes */
   int scratch;          /* per-pass temporary (kernel id, visit mark); no meaning between passes */
 };
@@ -147,6 +157,11 @@ void ir_node_set_const(ir_node *n, double value);
 void ir_node_set_view(ir_node *n, const ir_node *of, const int64_t *strides, int64_t offset);
 /* Turns n into a BUFFER over buf (the caller's reference) with strides and offset. */
 void ir_node_set_storage(ir_node *n, rt_buffer *buf, const int64_t *strides, int64_t offset);
+/* The same for a node just computed, keeping what it was (its op,
+ * attributes and sources) as n->hist stamped with clock when keep, else
+ * marking its history cut (also when there is no memory for it). */
+void ir_node_set_computed(ir_node *n, rt_buffer *buf, const int64_t *strides, int64_t offset, bool keep,
+                          uint64_t clock);
 bool ir_node_is_contiguous(const ir_node *n);
 void ir_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 
@@ -161,9 +176,12 @@ int ir_graph_collect(int nroots, ir_node *const *roots, ir_node ***out);
  * out of memory, with nothing left held. */
 bool ir_graph_clone(int n, ir_node *const *topo, ir_node **clones);
 /* A new BUFFER node over leaf's storage and view (same dtype, shape,
- * device, location and id), one reference for the caller; NULL when out
- * of memory. */
+ * device, location, id and history), one reference for the caller; NULL
+ * when out of memory. */
 ir_node *ir_node_alias(const ir_node *leaf);
+/* The same view with no history and an id of its own: kiln_detach of a
+ * realized tensor, which holds nothing but the storage. */
+ir_node *ir_node_detached(const ir_node *leaf);
 /* Realized tensors may be read by other threads while this one walks a
  * graph over them, and walks write nodes' scratch: replaces every BUFFER
  * topo[i] (topo from ir_graph_collect over roots that are not BUFFERs) by

@@ -1,7 +1,8 @@
 /* options.c: kiln's settings, read once from the environment (KILN_DEBUG,
  * KILN_EAGER, KILN_NUM_THREADS, KILN_PASSES, KILN_MAX_PENDING,
  * KILN_ALLOW_TF32, KILN_CUBLASLT, KILN_VALIDATE, KILN_DYNAMIC,
- * KILN_CHECK_HANDLES, KILN_KERNEL_CACHE_MB, KILN_CACHE, KILN_CACHE_MAX_MB). All are
+ * KILN_CHECK_HANDLES, KILN_KERNEL_CACHE_MB, KILN_CACHE, KILN_CACHE_MAX_MB,
+ * KILN_GRAD_HISTORY_MB). All are
  * process-wide. What can change at run time (kiln_set_eager, kiln_set_dynamic:
  * atomic words; the print options: print.c's lock) may change while other
  * threads read it. */
@@ -27,6 +28,12 @@
  * disk's 512 MiB is a tenth of ccache's default: entries are small. */
 #define RT_KERNEL_CACHE_MB 16
 #define RT_DISK_CACHE_MB 512
+/* A realized tensor's history (what kiln_grad differentiates through)
+ * reaches back over at most this much realized data: a loop that feeds
+ * each result into the next (x = f(x), realized each time) would otherwise
+ * keep every earlier x alive through the histories. A training step's
+ * activations in eager mode fit in it. */
+#define RT_GRAD_HISTORY_MB 1024
 
 static rt_options opts;
 static pthread_once_t opts_once = PTHREAD_ONCE_INIT;
@@ -112,6 +119,7 @@ static void opts_init(void) {
   opts.kernel_cache_bytes = env_mb("KILN_KERNEL_CACHE_MB", RT_KERNEL_CACHE_MB);
   opts.disk_cache = env_flag_on("KILN_CACHE");
   opts.disk_cache_bytes = env_mb("KILN_CACHE_MAX_MB", RT_DISK_CACHE_MB);
+  opts.grad_history_bytes = env_mb("KILN_GRAD_HISTORY_MB", RT_GRAD_HISTORY_MB);
   const char *lt = getenv("KILN_CUBLASLT");
   opts.cublaslt = lt && *lt ? lt : NULL;
   opts.print = (kiln_printoptions){.precision = 4, .threshold = 1000, .edgeitems = 3, .linewidth = 80,

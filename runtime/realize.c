@@ -11,6 +11,7 @@
 #include "runtime/device.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,18 +373,40 @@ static bool outliving(const rt_exec *p, int n, ir_node *const *held, int nt, ir_
   return true;
 }
 
+/* ---- histories ------------------------------------------------------------
+ * A node this realize computes keeps what it was computed from (ir/graph.h:
+ * hist), unless that history would reach back past KILN_GRAD_HISTORY_MB of
+ * data realized since: the clock counts the bytes of every computed node
+ * turned into a buffer, and a history is stamped with the oldest clock it
+ * reaches through the histories of the buffers it reads. */
+static _Atomic uint64_t realized_clock;
+
+/* The oldest clock node i's history reaches (UINT64_MAX: none), from its
+ * sources', sources first (reach[j] for the pending held[j]). */
+static uint64_t reach_of(const ir_node *n, const uint64_t *reach) {
+  uint64_t r = UINT64_MAX;
+  for (int s = 0; s < n->nsrc; s++) {
+    const ir_node *x = n->src[s];
+    uint64_t v = x->op != IR_BUFFER ? reach[x->scratch] : x->hist ? x->hist_clock : UINT64_MAX;
+    if (v < r) r = v;
+  }
+  return r;
+}
+
 /* Runs p over this graph's leaves; then every pending node whose value
  * outlives the realize and that a step stored becomes a BUFFER over it: the
- * targets, and intermediates a handle still holds. That goes sources first
- * and reads no node before the one it turns (realize_graph's hold). */
+ * targets, and intermediates a handle still holds, each keeping its history
+ * (above). That goes sources first and reads no node before the one it
+ * turns (realize_graph's hold). */
 static kiln_status run_plan(const rt_exec *p, int nt, ir_node *const *targets, int nheld, ir_node *const *held,
                             int nleaves, ir_node *const *leaves, bool fresh, int debug) {
   int ns = rt_exec_nslots(p);
   rt_buffer *small_slots[32], **slots = ns <= 32 ? small_slots : ir_malloc(sizeof *slots * (size_t)ns);
   bool small_lives[64], *lives = nheld <= 64 ? small_lives : ir_malloc(sizeof *lives * (size_t)nheld);
   bool small_hold[32], *hold = ns <= 32 ? small_hold : ir_malloc(sizeof *hold * (size_t)ns);
+  uint64_t small_reach[64], *reach = nheld <= 64 ? small_reach : ir_malloc(sizeof *reach * (size_t)nheld);
   kiln_status st = KILN_OK;
-  if (!slots || !lives || !hold || !outliving(p, nheld, held, nt, targets, lives)) {
+  if (!slots || !lives || !hold || !reach || !outliving(p, nheld, held, nt, targets, lives)) {
     st = ir_error_oom(targets[0]);
   } else {
     memset(slots, 0, sizeof *slots * (size_t)ns);
@@ -393,16 +416,26 @@ static kiln_status run_plan(const rt_exec *p, int nt, ir_node *const *targets, i
       if (lives[i] && held[i]->op != IR_BUFFER && rt_exec_node(p, i)->slot >= 0) hold[rt_exec_node(p, i)->slot] = true;
     st = rt_exec_run(p, slots, hold, fresh, debug, held);
   }
+  uint64_t bytes = 0, window = (uint64_t)rt_opts()->grad_history_bytes;
+  for (int i = 0; st == KILN_OK && i < nheld; i++) {
+    const rt_exec_view *v = rt_exec_node(p, i);
+    if (held[i]->op == IR_BUFFER) continue;
+    reach[i] = reach_of(held[i], reach);
+    if (lives[i] && v->slot >= 0) bytes += slots[v->slot]->bytes;
+  }
+  uint64_t now = st == KILN_OK ? atomic_fetch_add(&realized_clock, bytes) + bytes : 0;
   for (int i = 0; st == KILN_OK && i < nheld; i++) {
     const rt_exec_view *v = rt_exec_node(p, i);
     if (!lives[i] || held[i]->op == IR_BUFFER || v->slot < 0) continue;
+    uint64_t oldest = reach[i] < now ? reach[i] : now;
     rt_buffer_retain(slots[v->slot]);
-    ir_node_set_storage(held[i], slots[v->slot], v->strides, v->offset);
+    ir_node_set_computed(held[i], slots[v->slot], v->strides, v->offset, window && now - oldest <= window, oldest);
   }
   for (int i = nleaves; st == KILN_OK && i < ns; i++) rt_buffer_release(slots[i]);
   if (slots != small_slots) free(slots);
   if (lives != small_lives) free(lives);
   if (hold != small_hold) free(hold);
+  if (reach != small_reach) free(reach);
   return st;
 }
 

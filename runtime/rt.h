@@ -22,6 +22,7 @@ typedef struct {
   int64_t kernel_cache_bytes;  /* KILN_KERNEL_CACHE_MB: compiled CPU code kept in memory */
   bool disk_cache;      /* KILN_CACHE (default 1): compiled kernels kept in the disk cache */
   int64_t disk_cache_bytes;    /* KILN_CACHE_MAX_MB: the disk cache's size budget */
+  int64_t grad_history_bytes;  /* KILN_GRAD_HISTORY_MB: how far back a realized tensor's history reaches */
 } rt_options;
 rt_options *rt_opts(void);
 

@@ -132,7 +132,10 @@ START_TEST(fused_launches_one_kernel) {
 END_TEST
 
 /* ---- lifetimes ------------------------------------------------------------ */
+/* Without histories (KILN_GRAD_HISTORY_MB=0) a realized node lets go of
+ * what it was computed from. */
 START_TEST(realized_node_drops_inputs) {
+  setenv("KILN_GRAD_HISTORY_MB", "0", 1);   /* read at this forked test's first op */
   kiln_scope_begin();
   kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(5, 7), 1, TU_FULL);
   kiln_tensor *b = tu_data(KILN_F32, KILN_SHAPE(5, 7), 2, TU_FULL);
@@ -165,8 +168,29 @@ START_TEST(realized_node_drops_inputs) {
 }
 END_TEST
 
+/* With histories (the default) a realized node's edges move to its
+ * history, which kiln_grad reads: its sources stay alive as long as it
+ * does, and go with it. */
+START_TEST(realized_node_keeps_its_history) {
+  kiln_scope_begin();
+  kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(5, 7), 1, TU_FULL);
+  kiln_tensor *s = kiln_add(a, a), *y = kiln_retain(kiln_relu(s));
+  int s_refs = s->refs;
+  ck_assert_int_eq(kiln_realize(y), KILN_OK);
+  ck_assert_int_eq(y->op, IR_BUFFER);
+  ck_assert_int_eq(y->nsrc, 0);
+  ck_assert(y->hist && y->hist->op == IR_RELU && y->hist->src[0] == s && !y->hist_cut);
+  ck_assert_int_eq(s->refs, s_refs);   /* the history holds what y held */
+  kiln_scope_end();                    /* s lives on in y's history */
+  ck_assert(ir_node_live(y->hist->src[0]) && y->hist->src[0]->op == IR_ADD);
+  kiln_release(y);
+}
+END_TEST
+
 /* Everything made in a scope goes (its buffers return to the allocator)
- * except what was kept, which stays readable. */
+ * except what was kept, which stays readable. A kept result computed in the
+ * scope would keep its history (what it was computed from); kiln_detach
+ * gives its value alone. */
 START_TEST(scope_releases_all_but_kept) {
   size_t live0 = rt_buffer_stats().live_bytes;
   kiln_scope_begin();
@@ -175,8 +199,10 @@ START_TEST(scope_releases_all_but_kept) {
   kiln_tensor *c = kiln_add(b, a);
   ck_assert_int_eq(kiln_realize(b), KILN_OK);
   ck_assert_int_eq(kiln_realize(c), KILN_OK);
-  kiln_tensor *kept = kiln_keep(kiln_muls(c, 2.0));
-  ref_tensor *expect = ref_eval(kept);
+  kiln_tensor *twice = kiln_muls(c, 2.0);
+  ref_tensor *expect = ref_eval(twice);
+  ck_assert_int_eq(kiln_realize(twice), KILN_OK);
+  kiln_tensor *kept = kiln_keep(kiln_detach(twice));
   ck_assert_uint_gt(rt_buffer_stats().live_bytes, live0 + 3 * 400000 - 1);
   kiln_scope_end();
   ck_assert_int_eq(kept->refs, 1);
@@ -392,6 +418,7 @@ static Suite *runtime_behaviour_suite(void) {
   tcase_add_test(tc, fused_launches_one_kernel);
   tc = tu_tcase(s, "lifetime");
   tcase_add_test(tc, realized_node_drops_inputs);
+  tcase_add_test(tc, realized_node_keeps_its_history);
   tcase_add_test(tc, scope_releases_all_but_kept);
   tcase_add_test(tc, dead_intermediates_are_reused);
   tc = tu_tcase(s, "random");
