@@ -211,14 +211,51 @@ static ir_node *tied_part(gr_ctx *c) {
 }
 
 /* ---- products ------------------------------------------------------------------- */
-/* y = a b: da = g b^T, db = a^T g, the transposes views the GEMM reads in place. */
+/* Whether t is its source with the last two dims swapped (linear's w^T). */
+static bool transposed(const ir_node *t) {
+  int nd = t->ndim;
+  if (t->op != IR_PERMUTE || nd < 2 || t->attr.perm[nd - 2] != nd - 1 || t->attr.perm[nd - 1] != nd - 2) return false;
+  for (int d = 0; d < nd - 2; d++)
+    if (t->attr.perm[d] != d) return false;
+  return true;
+}
+
+/* y = a b: da = g b^T, db = a^T g, the transposes views the GEMM reads in
+ * place. An operand that is itself a transpose (linear's weight) gets the
+ * transpose of the other product, (b g^T)^T or (g^T a)^T: its source's
+ * gradient is then the product itself, stored as computed, where a^T g
+ * would be stored and copied into the weight's layout. */
+static ir_node *t(gr_ctx *c, ir_node *m) { return K(transpose, m, -2, -1); }
+
 static void matmul_parts(gr_ctx *c) {
   kiln_dtype dt = G->dtype;
-  D(0, K(matmul, G, K(transpose, as(c, X1, dt), -2, -1)))
-  D(1, K(matmul, K(transpose, as(c, X0, dt), -2, -1), G))
+  ir_node *a = as(c, X0, dt), *b = as(c, X1, dt);
+  D(0, transposed(X0) ? t(c, K(matmul, b, t(c, G))) : K(matmul, G, t(c, b)))
+  D(1, transposed(X1) ? t(c, K(matmul, t(c, G), a)) : K(matmul, t(c, a), G))
 }
 
 /* ---- indexing ------------------------------------------------------------------------ */
+/* gather's adjoint, duplicates accumulating: a scatter_add into zeros;
+ * where each line reads one element (an index of size 1 along the dim and
+ * the source's size along the others: cross_entropy's pick of the target
+ * class) no two reads meet, and the adjoint is elementwise: the cotangent
+ * where the position along the dim is the index, 0 elsewhere (a one-hot,
+ * fused into its consumers, no scatter kernel). */
+static ir_node *ungather(gr_ctx *c) {
+  const ir_node *x = X0, *ix = X1;
+  int dim = A.dim;
+  bool single = ix->shape[dim] == 1;
+  for (int d = 0; d < x->ndim && single; d++) single = d == dim || ix->shape[d] == x->shape[d];
+  if (!single) return K(scatter_add, zeros(c, X0), dim, X1, G);
+  int64_t n = x->shape[dim], at[KILN_MAX_DIMS];
+  for (int d = 0; d < x->ndim; d++) at[d] = d == dim ? n : 1;
+  ir_node *pos = K(reshape, K(arange, 0, (double)n, 1), x->ndim, at);
+  ir_node *wrapped = K(where, K(lts, X1, 0), K(adds, X1, (double)n), X1);   /* negative indices count from the end */
+  ir_node *hit = K(eq, K(expand, pos, x->ndim, x->shape), K(expand, wrapped, x->ndim, x->shape));
+  ir_node *g = K(expand, G, x->ndim, x->shape);
+  return K(where, hit, g, zeros(c, g));
+}
+
 /* scatter_reduce(prod) with self included, PyTorch's rule: zeros in the
  * destination or among the scattered values are taken out of the products
  * they would zero. */

@@ -117,6 +117,11 @@ static ir_node *reshape_node(const char *f, int l, ir_node *t, int ndim, const i
 }
 
 static ir_node *permute_node(const char *f, int l, ir_node *t, const int *perm) {
+  if (t->op == IR_PERMUTE) {   /* a permute of a permute is one permute of the first's source */
+    int composed[KILN_MAX_DIMS];
+    for (int d = 0; d < t->ndim; d++) composed[d] = t->attr.perm[perm[d]];
+    return permute_node(f, l, t->src[0], composed);
+  }
   int64_t shape[KILN_MAX_DIMS];
   bool identity = true;
   for (int d = 0; d < t->ndim; d++) {

@@ -23,7 +23,7 @@ static ir_node *shaped_as(const char *f, int l, ir_node *n, const ir_node *like)
 static ir_node *logsumexp(const char *f, int l, ir_node *t, int ndims, const int64_t *dims, bool keepdim) {
   ir_node *e = fe_check_arg(f, l, "logsumexp", t, 1);
   if (e) return e;
-  ir_node *tmp[9];
+  ir_node *tmp[10];
   int n = 0;
   ir_node *x = tmp[n++] = as_float(f, l, t);
   if (ir_numel(x->ndim, x->shape) == 0) {   /* nothing to shift by: log(0) = -inf, or an empty result */
@@ -35,10 +35,13 @@ static ir_node *logsumexp(const char *f, int l, ir_node *t, int ndims, const int
   tmp[n++] = kiln_abs_at(f, l, m);
   tmp[n++] = kiln_eqs_at(f, l, tmp[2], INFINITY);
   tmp[n++] = kiln_zeros_like_at(f, l, m);
-  ir_node *shift = tmp[n++] = kiln_where_at(f, l, tmp[3], tmp[4], m);
+  /* detached: the result does not change with the shift (kiln_grad need
+   * not differentiate through the max) */
+  tmp[n++] = kiln_where_at(f, l, tmp[3], tmp[4], m);
+  ir_node *shift = tmp[n++] = kiln_detach_at(f, l, tmp[5]);
   tmp[n++] = kiln_sub_at(f, l, x, shift);
-  tmp[n++] = kiln_exp_at(f, l, tmp[6]);
-  ir_node *s = tmp[n++] = kiln_sum_dims_at(f, l, tmp[7], ndims, dims, keepdim);
+  tmp[n++] = kiln_exp_at(f, l, tmp[7]);
+  ir_node *s = tmp[n++] = kiln_sum_dims_at(f, l, tmp[8], ndims, dims, keepdim);
   ir_node *logs = kiln_log_at(f, l, s);
   ir_node *add = keepdim ? fe_same(shift) : shaped_as(f, l, shift, s);
   ir_node *r = kiln_add_at(f, l, logs, add);

@@ -259,13 +259,18 @@ void kiln_std_mean_at(const char *f, int l, kiln_tensor *t, int ndims, const int
   var_mean(f, l, "std_mean", t, ndims, dims, correction, keepdim, true, std, mean);
 }
 
-/* x - max(x): the shifted input both softmaxes start from (no overflow). */
+/* x - max(x): the shifted input both softmaxes start from (no overflow).
+ * The max is detached: a softmax does not change with the shift, so its
+ * gradient through the max is zero, which kiln_grad need not compute (as
+ * JAX's softmax does). */
 static ir_node *shifted(const char *f, int l, const char *op, ir_node *t, int64_t dim) {
   ir_node *e = float_only(f, l, op, t);
   if (e) return e;
   if (ir_numel(t->ndim, t->shape) == 0) return fe_same(t);  /* no row has a max; the result is empty */
-  ir_node *m = reduce(f, l, IR_MAX, t, 1, &dim, true);
-  return fe_done(kiln_sub_at(f, l, t, m), 1, &m);
+  ir_node *m[2];
+  m[0] = reduce(f, l, IR_MAX, t, 1, &dim, true);
+  m[1] = kiln_detach_at(f, l, m[0]);
+  return fe_done(kiln_sub_at(f, l, t, m[1]), 2, m);
 }
 
 static ir_node *softmax(const char *f, int l, ir_node *t, int64_t dim) {

@@ -6,7 +6,9 @@
  *   (recomputing it per output element would repeat its work; broadcasting
  *   only along trailing dims keeps it inlined, computed once per outer index:
  *   that is how softmax and layer_norm become one row-wise kernel), or when
- *   kernels of different shapes need it (computed once, loaded by each).
+ *   kernels of different shapes need it (computed once, loaded by each). An
+ *   elementwise target stored for no other reason is one more output of its
+ *   users' elementwise kernel of its shape (mark_outputs).
  * - Everything else is inlined into the one kernel that consumes it. Views
  *   (movement nodes) are index rewrites, never stored unless a target.
  *   Sources (constants, arange, eye, random) are cheap and always inlined,
@@ -243,11 +245,11 @@ static void grid_sources(const pass_graph *g, reached *reach) {
   }
 }
 
-/* First-pass materialization: targets, computing nodes broadcast along a
- * leading dim, matmul operands that are not strided views of a buffer,
- * reductions read by a small reduction, grid reductions (above) and with
- * merging off every computing node. */
-static bool mark_forced(pass_graph *g, bool merge, bool *mat) {
+/* First-pass materialization: computing nodes broadcast along a leading
+ * dim, matmul operands that are not strided views of a buffer, reductions
+ * read by a small reduction, grid reductions (above) and with merging off
+ * every computing node. Targets go in *target (mark_outputs). */
+static bool mark_forced(pass_graph *g, bool merge, bool *mat, bool *target) {
   reached *reach = ir_malloc(sizeof *reach * (size_t)g->n);
   if (!reach) return false;
   grid_sources(g, reach);
@@ -257,7 +259,7 @@ static bool mark_forced(pass_graph *g, bool merge, bool *mat) {
     int nr = reach[i].k;
     if (nr > 1 || (nr == 1 && ir_numel(n->ndim, n->shape) >= SMALL_REDUCE))
       for (int j = 0; j < nr; j++) mat[reach[i].r[j]->scratch] = true;
-    if (is_target(g, n)) mat[i] = true;
+    target[i] = is_target(g, n);
     if (!merge && (ir_op_has(n->op, IR_EW) || node_kind(n))) mat[i] = true;
     if (n->op == IR_EXPAND) {
       ir_node *s = n->src[0];
@@ -314,6 +316,19 @@ static bool mark_deep(const pass_graph *g, bool *mat) {
   }
   free(depth);
   return true;
+}
+
+/* Targets are stored. One that is elementwise and stored for no other
+ * reason may join the kernel of its users (place), as one more output of
+ * it: a gradient that another gradient reads (d relu = where(x > 0, g, 0),
+ * d w = d relu * x) is then stored by the kernel that computes both, not
+ * by a kernel of its own that the other reads back. *target keeps those. */
+static void mark_outputs(const pass_graph *g, bool *mat, bool *target) {
+  for (int i = 0; i < g->n; i++) {
+    if (!target[i]) continue;
+    target[i] = !mat[i] && ir_op_has(g->topo[i]->op, IR_EW);
+    mat[i] = true;
+  }
 }
 
 /* Whether matmul mm may join group r, whose only views are reshapes: its
@@ -420,6 +435,10 @@ static int place(pass_graph *g, fuse_ctx *c, int i, int *group, int *ngroups, bo
   }
   /* a column reduction is its own kernel, lowered with its loop outside */
   if ((kind & HAS_REDUCE) && !pass_reduce_trailing(g->topo[i])) conflict = true;
+  /* a stored output joins only an elementwise kernel of its own shape (mark_outputs) */
+  if (mat[i] && root >= 0)
+    conflict |= (c->kinds[root] & (HAS_CONTRACT | HAS_SORT | HAS_SCATTER | HAS_SCAN | HAS_GRID)) ||
+                !same_shape(g->groups[root].outs[0], g->topo[i]);
   if (root >= 0 && !conflict && fits(g, c, root, kind, g->topo[i])) {
     c->kinds[root] |= (unsigned char)kind;
     return root;
@@ -556,19 +575,20 @@ void pass_fuse(pass_graph *g, pass_fuse_mode mode) {
   int *group = ir_calloc((size_t)n + 1, sizeof *group);
   fuse_ctx c = {ir_calloc((size_t)n + 1, sizeof(int)), ir_calloc((size_t)n + 1, 1), siblings,
                 ir_calloc((size_t)n + 1, sizeof(int)), ir_calloc(IR_MAX_SRC * ((size_t)n + 1), sizeof(int)), group};
-  bool *recompute = ir_calloc((size_t)n + 1, sizeof *recompute);
+  bool *recompute = ir_calloc((size_t)n + 1, sizeof *recompute), *output = ir_calloc((size_t)n + 1, sizeof *output);
   g->groups = ir_arena_alloc(g->arena, sizeof(pass_group) * (size_t)(n + 1));
-  g->oom = !(mat && group && c.parent && c.kinds && c.first_user && c.next_user && recompute && g->groups);
+  g->oom = !(mat && group && c.parent && c.kinds && c.first_user && c.next_user && recompute && output && g->groups);
   if (!g->oom) build_users(g, &c);
-  g->oom = g->oom || !mark_forced(g, merge, mat);
+  g->oom = g->oom || !mark_forced(g, merge, mat, output);
   g->oom = g->oom || !mark_deep(g, mat);
+  if (!g->oom) mark_outputs(g, mat, output);
   if (merge && !g->oom) mark_recomputable(g, mat, recompute);
   int ngroups = 0;
   for (int i = g->oom ? -1 : n - 1; i >= 0; i--) {
     ir_node *nd = g->topo[i];
     group[i] = -1;
     if (nd->op == IR_BUFFER || (free_node(nd) && !mat[i])) continue;
-    if (mat[i]) {
+    if (mat[i] && !(merge && output[i])) {
       group[i] = new_group(g, &c, i, &ngroups);
     } else {
       group[i] = place(g, &c, i, group, &ngroups, mat, recompute);
@@ -578,6 +598,7 @@ void pass_fuse(pass_graph *g, pass_fuse_mode mode) {
   if (siblings && !g->oom) merge_sorts(g, &c, group);
   g->oom = g->oom || !regroup(g, &c, group, ngroups, mat);
   free(recompute);
+  free(output);
   free(mat);
   free(group);
   free(c.parent);

@@ -551,6 +551,35 @@ START_TEST(history_window_is_bounded) {
 }
 END_TEST
 
+/* ---- what the backward compiles to ------------------------------------------------ */
+/* Kernels launched to realize grads[0..n) of y with respect to wrt. */
+static uint64_t backward_kernels(kiln_tensor *y, kiln_tensor *dy, int n, kiln_tensor *const *wrt) {
+  kiln_tensor *g[4];
+  ck_assert_msg(kiln_grad(y, dy, n, wrt, g) == KILN_OK, "%s", kiln_last_error());
+  kiln_reset_stats();
+  ck_assert_int_eq(kiln_realize_n(n, g), KILN_OK);
+  return kiln_stats().kernels_launched;
+}
+
+START_TEST(backward_fuses) {
+  kiln_scope_begin();
+  kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(64, 33), 1, TU_SMALL), *b = tu_data(KILN_F32, KILN_SHAPE(64, 33), 2, TU_SMALL);
+  kiln_tensor *c = tu_data(KILN_F32, KILN_SHAPE(64, 33), 3, TU_SMALL), *dy = tu_data(KILN_F32, KILN_SHAPE(64, 33), 4, TU_SMALL);
+  /* W1's expression: its three gradients in one kernel (one of them reads another) */
+  kiln_tensor *w1 = kiln_mul(kiln_relu(kiln_add(kiln_mul(a, b), c)), kiln_sigmoid(a));
+  ck_assert_uint_eq(backward_kernels(w1, dy, 3, (kiln_tensor *[]){a, b, c}), 1);
+  /* softmax and cross_entropy: one row kernel (no gradient through the shift, a one-hot, no scatter) */
+  ck_assert_uint_eq(backward_kernels(kiln_softmax(a, -1), dy, 1, &a), 1);
+  kiln_tensor *target = kiln_from_data(((const int64_t[]){3, 0, 32, 7}), KILN_I64, KILN_SHAPE(4));
+  kiln_tensor *logits = kiln_slice(a, 0, 0, 4, 1);
+  ck_assert_uint_eq(backward_kernels(kiln_cross_entropy(logits, target, NULL, "mean", -100, 0), NULL, 1, &a), 1);
+  /* linear's weight: one GEMM in the weight's layout, no transposing copy */
+  kiln_tensor *w = tu_data(KILN_F32, KILN_SHAPE(17, 33), 5, TU_SMALL);
+  ck_assert_uint_eq(backward_kernels(kiln_sum(kiln_exp(kiln_linear(a, w, NULL))), NULL, 1, &w), 2);   /* + the exp's stored product */
+  kiln_scope_end();
+}
+END_TEST
+
 /* ---- errors ----------------------------------------------------------------------- */
 START_TEST(bad_arguments) {
   kiln_scope_begin();
@@ -593,6 +622,7 @@ static Suite *grad_suite(void) {
   tcase_add_test(tu_tcase(s, "independent_inputs_get_zeros"), independent_inputs_get_zeros);
   tcase_add_test(tu_tcase(s, "dropped_history_is_an_error"), dropped_history_is_an_error);
   tcase_add_test(tu_tcase(s, "history_window_is_bounded"), history_window_is_bounded);
+  tcase_add_test(tu_tcase(s, "backward_fuses"), backward_fuses);
   tcase_add_test(tu_tcase(s, "bad_arguments"), bad_arguments);
   return s;
 }
