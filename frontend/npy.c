@@ -6,7 +6,6 @@
 #include "ir/file.h"
 #include "runtime/rt.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,16 +68,6 @@ kiln_tensor *kiln_load_npy_at(const char *f, int l, const char *path) {
 }
 
 /* ---- saving --------------------------------------------------------------- */
-/* The header, then the data, replacing path (ir_file_replace: a tensor
- * still mapping the old file keeps reading it). */
-static kiln_status write_file(const char *f, int l, const char *path, const char *hdr, size_t hlen,
-                              const void *data, size_t bytes) {
-  int err = ir_file_replace(path, (const ir_file_chunk[]){{hdr, hlen}, {data, bytes}}, 2);
-  if (!err) return KILN_OK;
-  ir_error_setf("%s:%d: save_npy: '%s': cannot write: %s", f, l, path, strerror(err));
-  return err == ENOMEM ? KILN_ERR_MEMORY : KILN_ERR_IO;
-}
-
 kiln_status kiln_save_npy_at(const char *f, int l, kiln_tensor *t, const char *path) {
   if (!t || !path) {
     ir_error_setf("%s:%d: save_npy: %s is NULL", f, l, t ? "path" : "tensor");
@@ -95,8 +84,9 @@ kiln_status kiln_save_npy_at(const char *f, int l, kiln_tensor *t, const char *p
   kiln_tensor *host = kiln_cpu_at(f, l, t);   /* t itself when it is on the CPU */
   const void *data;
   kiln_status st = fe_host_data(f, l, "save_npy", host, &data);
-  if (st == KILN_OK)
-    st = write_file(f, l, path, hdr, hlen, data, (size_t)ir_numel(t->ndim, t->shape) * ir_dtypes[t->dtype].size);
+  size_t bytes = (size_t)ir_numel(t->ndim, t->shape) * ir_dtypes[t->dtype].size;
+  if (st == KILN_OK)   /* replaced, not rewritten: a tensor mapping the old file keeps reading it */
+    st = ir_file_replace(f, l, "save_npy", path, (const ir_file_chunk[]){{hdr, hlen}, {data, bytes}}, 2);
   kiln_release(host);
   return st;
 }

@@ -59,7 +59,8 @@ static bool write_all(int fd, const char *p, size_t n) {
   return true;
 }
 
-int ir_file_replace(const char *path, const ir_file_chunk *chunks, size_t nchunks) {
+/* The file, or the errno of what failed (ENOMEM for kiln's own allocation). */
+static int replace(const char *path, const ir_file_chunk *chunks, size_t nchunks) {
   static unsigned counter;   /* two threads saving one path never share a temporary file */
   char *tmp = ir_strprintf("%s.kiln-%d-%u.tmp", path, (int)getpid(),
                            __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
@@ -74,4 +75,13 @@ int ir_file_replace(const char *path, const ir_file_chunk *chunks, size_t nchunk
   if (!ok && fd >= 0) unlink(tmp);
   free(tmp);
   return ok ? 0 : err;
+}
+
+kiln_status ir_file_replace(const char *f, int l, const char *op, const char *path, const ir_file_chunk *chunks,
+                            size_t nchunks) {
+  int err = replace(path, chunks, nchunks);
+  if (!err) return KILN_OK;
+  if (err == ENOMEM) ir_error_setf("%s:%d: %s: '%s': out of memory", f, l, op, path);
+  else ir_error_setf("%s:%d: %s: '%s': cannot write: %s", f, l, op, path, strerror(err));
+  return err == ENOMEM ? KILN_ERR_MEMORY : KILN_ERR_IO;
 }

@@ -3,6 +3,8 @@
 #ifndef KILN_FILE_H
 #define KILN_FILE_H
 
+#include "kiln.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -21,12 +23,14 @@ void ir_file_map_close(ir_file_map *m);
 /* Writes the chunks, in order, to a new file beside path, flushes it to the
  * disk and renames it over path: readers see the old file or the new one,
  * never a part, and a tensor still mapping the old file keeps reading it.
- * 0, or the errno of what failed (ENOMEM for kiln's own allocation), with
- * nothing left behind and path untouched. */
+ * KILN_OK; else nothing is left behind, path is untouched and the last
+ * error says "<f>:<l>: <op>: '<path>': cannot write: <reason>" (KILN_ERR_IO)
+ * or "...: out of memory" (KILN_ERR_MEMORY). */
 typedef struct {
   const void *p;
   size_t n;
 } ir_file_chunk;
-int ir_file_replace(const char *path, const ir_file_chunk *chunks, size_t nchunks);
+kiln_status ir_file_replace(const char *f, int l, const char *op, const char *path, const ir_file_chunk *chunks,
+                            size_t nchunks);
 
 #endif

@@ -7,11 +7,10 @@
 #include "train/train.h"
 
 #include <dlpack/dlpack.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- loading ------------------------------------------------------------------ */
+/* ---- loading ------------------------------------------------------------- */
 /* The file's mapping, shared by the tensors that read it in place. */
 typedef struct {
   ir_file_map map;
@@ -139,7 +138,7 @@ void kiln_safetensors_free(kiln_safetensors *st) {
   *st = (kiln_safetensors){0};
 }
 
-/* ---- saving ------------------------------------------------------------------- */
+/* ---- saving -------------------------------------------------------------- */
 static kiln_status arg_error(const char *f, int l, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static kiln_status arg_error(const char *f, int l, const char *fmt, ...) {
   va_list ap;
@@ -219,9 +218,7 @@ static kiln_status write_file(const char *f, int l, const char *path, int n, con
   }
   if (st == KILN_OK) {
     chunks[0] = (ir_file_chunk){hdr.s, hdr.len};
-    int err = ir_file_replace(path, chunks, (size_t)n + 1);
-    if (err) ir_error_setf("%s:%d: save_safetensors: '%s': cannot write: %s", f, l, path, strerror(err));
-    st = !err ? KILN_OK : err == ENOMEM ? KILN_ERR_MEMORY : KILN_ERR_IO;
+    st = ir_file_replace(f, l, "save_safetensors", path, chunks, (size_t)n + 1);
   }
   ir_str_free(&hdr);
   free(chunks);
