@@ -16,7 +16,7 @@ static const char *const dtype_names[KILN_NUM_DTYPES] = {
     [KILN_I64] = "I64",   [KILN_F16] = "F16",   [KILN_BF16] = "BF16", [KILN_F32] = "F32", [KILN_F64] = "F64",
 };
 
-/* ---- UTF-8 ---------------------------------------------------------------- */
+/* ---- UTF-8 --------------------------------------------------------------- */
 /* The length of the well-formed UTF-8 sequence at p (a byte >= 0x80 first),
  * 0 for an ill-formed one: overlong forms, surrogates and code points past
  * U+10FFFF are refused, as JSON's decoders refuse them. */
@@ -107,7 +107,7 @@ static bool expect_in(cursor *c, char ch, const char *name) {
   return take(c, ch) || fail(c, "header: expected '%c' in the entry of tensor '%.200s'", ch, name);
 }
 
-/* ---- strings --------------------------------------------------------------- */
+/* ---- strings ------------------------------------------------------------- */
 static int hex_digit(unsigned char ch) {
   if (ch >= '0' && ch <= '9') return ch - '0';
   ch |= 0x20;   /* lower case */
@@ -199,7 +199,7 @@ static const char *parse_string(cursor *c) {
   return s;
 }
 
-/* ---- a tensor's entry ------------------------------------------------------ */
+/* ---- a tensor's entry ---------------------------------------------------- */
 /* A non-negative JSON integer (no sign, fraction, exponent or leading zero)
  * of at most max, in the entry of tensor name's key what. */
 static bool parse_uint(cursor *c, uint64_t max, uint64_t *v, const char *name, const char *what) {
@@ -253,7 +253,8 @@ static bool parse_offsets(cursor *c, tr_st_entry *e) {
 /* "[2, 3]", as the header writes it. */
 static void shape_text(const tr_st_entry *e, char *out, size_t len) {
   int n = snprintf(out, len, "[");
-  for (int d = 0; d < e->ndim; d++) n += snprintf(out + n, len - (size_t)n, "%s%lld", d ? ", " : "", (long long)e->shape[d]);
+  for (int d = 0; d < e->ndim; d++)
+    n += snprintf(out + n, len - (size_t)n, "%s%lld", d ? ", " : "", (long long)e->shape[d]);
   snprintf(out + n, len - (size_t)n, "]");
 }
 
@@ -313,7 +314,7 @@ static bool parse_entry(cursor *c, tr_st_entry *e, uint64_t data_len) {
   return check_entry(c, e, data_len);
 }
 
-/* ---- the header ------------------------------------------------------------ */
+/* ---- the header ---------------------------------------------------------- */
 /* {"key": "value", ...}; the pairs are appended to h->meta. */
 static bool parse_metadata(cursor *c, tr_st_header *h, size_t *cap) {
   if (!take(c, '{')) return fail(c, "header: __metadata__ must be an object of strings");
@@ -435,7 +436,7 @@ void tr_st_header_free(tr_st_header *h) {
   *h = (tr_st_header){0};
 }
 
-/* ---- writing ----------------------------------------------------------------- */
+/* ---- writing ------------------------------------------------------------- */
 /* s as a JSON string, escaped as the safetensors package (serde_json)
  * escapes it, so that both write the same bytes: quotes, backslashes and
  * control characters, in the short form where JSON has one ('/' stays as

@@ -5,7 +5,7 @@
 
 #include "ir/ir.h"
 
-/* ---- safetensors_header.c: the safetensors header ----------------------- */
+/* ---- safetensors_header.c: the safetensors header ------------------------ */
 /* One tensor of a header: what its JSON entry says. */
 typedef struct {
   const char *name;       /* UTF-8, NUL-terminated */
