@@ -139,10 +139,14 @@ kiln_tensor *kiln_from_dlpack_at(const char *f, int l, struct DLManagedTensor *m
   else ir_contiguous_strides(t->ndim, t->shape, strides);   /* NULL strides: compact row-major */
   if ((e = check_layout(f, l, t, dt, strides, &lo, &bytes))) return e;
   char *first = bytes ? (char *)t->data + t->byte_offset + lo * (int64_t)ir_dtypes[dt].size : no_data;
-  rt_buffer *buf = rt_buffer_lend(first, bytes, dev, import_release, m);
+  /* the deleter goes on once the node holds the buffer: a node that cannot be
+   * made frees the buffer, and m must then stay the caller's */
+  rt_buffer *buf = rt_buffer_lend(first, bytes, dev, NULL, NULL);
   if (!buf) return fe_error(KILN_ERR_MEMORY, f, l, "from_dlpack: out of memory");
   ir_node *n = fe_buffer_node(f, l, "from_dlpack", buf, dt, t->ndim, t->shape);
   if (n->status != KILN_OK) return n;
+  buf->on_release = import_release;
+  buf->release_ctx = m;
   memcpy(n->strides, strides, sizeof *strides * (size_t)t->ndim);
   n->offset = -lo;
   n->device = dev;

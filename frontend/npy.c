@@ -3,48 +3,16 @@
  * borrowed in place, the mapping held as long as a buffer reads it; Fortran
  * order and big-endian data are copied into C-ordered native values. */
 #include "frontend/frontend.h"
+#include "ir/file.h"
 #include "runtime/rt.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* ---- loading -------------------------------------------------------------- */
-typedef struct {
-  void *base;
-  size_t len;
-} mapping;
-
 static void unmap(void *ctx) {
-  mapping *m = ctx;
-  munmap(m->base, m->len);
-  free(m);
-}
-
-/* The whole file mapped read-only (base NULL for an empty file); false with
- * the system's reason in why. */
-static bool map_file(const char *path, mapping *m, char *why, size_t why_len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  struct stat st;
-  const char *what = fd < 0 ? "cannot open" : fstat(fd, &st) ? "cannot stat" : NULL;
-  if (!what && !S_ISREG(st.st_mode)) {
-    snprintf(why, why_len, "not a regular file");
-    close(fd);
-    return false;
-  }
-  *m = (mapping){.len = what ? 0 : (size_t)st.st_size};
-  if (!what && m->len && (m->base = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
-    m->base = NULL;
-    what = "cannot map";
-  }
-  if (what) snprintf(why, why_len, "%s: %s", what, strerror(errno));
-  if (fd >= 0) close(fd);
-  return !what;
+  ir_file_map_close(ctx);
+  free(ctx);
 }
 
 static void swap_bytes(char *p, size_t n, size_t es) {
@@ -80,54 +48,26 @@ static bool borrowable(const fe_npy_header *h) {
 kiln_tensor *kiln_load_npy_at(const char *f, int l, const char *path) {
   if (!path) return fe_error(KILN_ERR_ARG, f, l, "load_npy: path is NULL");
   char why[256];
-  mapping m;
+  ir_file_map m;
   fe_npy_header h;
-  if (!map_file(path, &m, why, sizeof why)) return fe_error(KILN_ERR_IO, f, l, "load_npy: '%s': %s", path, why);
-  if (!fe_npy_parse(m.base, m.len, &h, why, sizeof why)) {
-    if (m.base) munmap(m.base, m.len);
+  if (!ir_file_map_open(path, &m, why, sizeof why) || !fe_npy_parse(m.base, m.len, &h, why, sizeof why)) {
+    ir_file_map_close(&m);
     return fe_error(KILN_ERR_IO, f, l, "load_npy: '%s': %s", path, why);
   }
   const char *src = (const char *)m.base + h.data_offset;
-  mapping *keep = borrowable(&h) ? ir_malloc(sizeof *keep) : NULL;
+  ir_file_map *keep = borrowable(&h) ? ir_malloc(sizeof *keep) : NULL;
   rt_buffer *buf = keep ? rt_buffer_lend((void *)src, h.data_bytes, kiln_cpu_device(), unmap, keep)
                         : copy_data(&h, src);
   if (keep && buf) *keep = m;
   else {
     free(keep);
-    if (m.base) munmap(m.base, m.len);
+    ir_file_map_close(&m);
   }
   if (!buf) return fe_error(KILN_ERR_MEMORY, f, l, "load_npy: '%s': out of memory allocating %zu bytes", path, h.data_bytes);
   return fe_buffer_node(f, l, "load_npy", buf, h.dtype, h.ndim, h.shape);
 }
 
 /* ---- saving --------------------------------------------------------------- */
-/* The header, then the data, into a new file beside path that then replaces
- * it: a tensor still mapping the old file keeps reading it (truncating a
- * mapped file in place would crash its readers). A file that could not be
- * written whole is removed. */
-static kiln_status write_file(const char *f, int l, const char *path, const char *hdr, size_t hlen,
-                              const void *data, size_t bytes) {
-  static unsigned counter;
-  ir_str tmp = {0};
-  ir_str_printf(&tmp, "%s.kiln-%d-%u.tmp", path, (int)getpid(), __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
-  if (tmp.failed) {
-    ir_error_setf("%s:%d: save_npy: out of memory", f, l);
-    return KILN_ERR_MEMORY;
-  }
-  int fd = open(tmp.s, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  FILE *fp = fd >= 0 ? fdopen(fd, "wb") : NULL;
-  bool ok = fp && fwrite(hdr, 1, hlen, fp) == hlen && fwrite(data, 1, bytes, fp) == bytes;
-  int err = errno;
-  if (!fp && fd >= 0) close(fd);
-  if (fp && fclose(fp) && ok) ok = false, err = errno;
-  if (ok && rename(tmp.s, path)) ok = false, err = errno;
-  if (!ok && fd >= 0) unlink(tmp.s);
-  ir_str_free(&tmp);
-  if (ok) return KILN_OK;
-  ir_error_setf("%s:%d: save_npy: '%s': cannot write: %s", f, l, path, strerror(err));
-  return KILN_ERR_IO;
-}
-
 kiln_status kiln_save_npy_at(const char *f, int l, kiln_tensor *t, const char *path) {
   if (!t || !path) {
     ir_error_setf("%s:%d: save_npy: %s is NULL", f, l, t ? "path" : "tensor");
@@ -144,8 +84,9 @@ kiln_status kiln_save_npy_at(const char *f, int l, kiln_tensor *t, const char *p
   kiln_tensor *host = kiln_cpu_at(f, l, t);   /* t itself when it is on the CPU */
   const void *data;
   kiln_status st = fe_host_data(f, l, "save_npy", host, &data);
-  if (st == KILN_OK)
-    st = write_file(f, l, path, hdr, hlen, data, (size_t)ir_numel(t->ndim, t->shape) * ir_dtypes[t->dtype].size);
+  size_t bytes = (size_t)ir_numel(t->ndim, t->shape) * ir_dtypes[t->dtype].size;
+  if (st == KILN_OK)   /* replaced, not rewritten: a tensor mapping the old file keeps reading it */
+    st = ir_file_replace(f, l, "save_npy", path, (const ir_file_chunk[]){{hdr, hlen}, {data, bytes}}, 2);
   kiln_release(host);
   return st;
 }

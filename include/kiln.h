@@ -135,7 +135,7 @@ typedef enum {
   KILN_ERR_DEVICE,    /**< operands on different devices, CUDA not available */
   KILN_ERR_MEMORY,    /**< allocation failed */
   KILN_ERR_COMPILE,   /**< the JIT or NVRTC failed (an internal error) */
-  KILN_ERR_IO,        /**< a file that cannot be read or written, or is not a valid .npy file */
+  KILN_ERR_IO,        /**< a file that cannot be read or written, or is not a valid .npy or safetensors file */
   KILN_ERR_VALUE,     /**< a kernel met a value it cannot compute: an integer division by zero */
   KILN_NUM_STATUS     /**< the number of statuses, not a status */
 } kiln_status;
@@ -2412,6 +2412,93 @@ KILN_API kiln_tensor *kiln_from_dlpack_at(const char *f, int l, struct DLManaged
 /** @macros */
 #define kiln_to_dlpack(...) kiln_to_dlpack_at(__FILE__, __LINE__, __VA_ARGS__)
 #define kiln_from_dlpack(...) kiln_from_dlpack_at(__FILE__, __LINE__, __VA_ARGS__)
+/** @} */
+
+/** @name Checkpoints: safetensors files
+ * The safetensors format (Hugging Face's; PyTorch, JAX and most model hubs
+ * read and write it): an 8-byte little-endian header length, a JSON header
+ * giving each tensor's dtype, shape and data_offsets (and an optional
+ * "__metadata__" object of strings), then the tensors' raw little-endian
+ * bytes. Every kiln dtype is one of the format's: BOOL U8 I8 I16 I32 I64 F16
+ * BF16 F32 F64.
+ *
+ * kiln_save_safetensors realizes the tensors together, copies those on a
+ * GPU to the host and writes them (a strided view in its own C order, as
+ * its values read) to a new file beside path, flushed to the disk and then
+ * renamed over path: a reader sees the old file or the new one, never a
+ * part; a failed save leaves path as it was and nothing else behind;
+ * tensors still mapping an old file of that name keep their values. The
+ * header is padded to 8 bytes and the widest elements come first, so every
+ * tensor's data is aligned to its element size.
+ *
+ * kiln_load_safetensors checks the whole header, then maps the file and
+ * gives its tensors as CPU tensors that read the mapping in place (no copy;
+ * a tensor whose data is not aligned to its element size, which neither
+ * kiln nor the safetensors package writes, is copied). The mapping stays
+ * while any tensor (or a view of one) reads it: the tensors may outlive
+ * the kiln_safetensors that listed them, and the file may be deleted or
+ * replaced meanwhile, but not truncated or rewritten in place. Writing into
+ * a loaded tensor's storage changes private copies of its pages, never the
+ * file. A bad file gives KILN_ERR_IO and a message naming the file and what
+ * is wrong: a truncated file or header, a header length past the file or
+ * over 100 MB, malformed JSON or an unexpected key, an unsupported dtype
+ * (U16, U32, F8_E4M3, ...), more than KILN_MAX_DIMS dims, a shape whose size
+ * overflows, offsets that do not hold the shape's bytes or run past the
+ * data, overlapping tensors, data bytes no tensor covers, a name twice.
+ * @{ */
+/** A loaded file: its tensors and its metadata (kiln_load_safetensors).
+ * The lists and strings are kiln's, valid until kiln_safetensors_free; the
+ * tensors are handles of their own (see kiln_load_safetensors_at). */
+typedef struct {
+  int n;                       /**< the number of tensors */
+  const char *const *names;    /**< n names (UTF-8), in the header's order */
+  kiln_tensor *const *tensors; /**< n CPU tensors, tensors[i] named names[i] */
+  int nmeta;                   /**< the number of __metadata__ entries */
+  const char *const *meta;     /**< 2 * nmeta strings: a key, its value, the next key, ... */
+  void *storage_;              /**< kiln's: the block that holds the lists and strings */
+} kiln_safetensors;
+/** Writes tensors to a safetensors file.
+ * @at
+ * @param path the file, replaced if it exists
+ * @param n,names,tensors n tensors (any device and dtype) and their names:
+ * distinct, UTF-8, none "__metadata__"
+ * @param nmeta,meta nmeta entries of the header's __metadata__: meta holds
+ * 2 * nmeta UTF-8 strings (a key, its value, the next key, ...); 0 and NULL
+ * for none
+ * @return KILN_OK; the status of a tensor that cannot be computed (its
+ * op's message); KILN_ERR_ARG for a NULL path, list, name or tensor, a
+ * negative count, a name or key given twice, a name "__metadata__", a
+ * string that is not UTF-8; KILN_ERR_IO naming the file when it cannot be
+ * written; KILN_ERR_MEMORY. */
+KILN_API kiln_status kiln_save_safetensors_at(const char *f, int l, const char *path, int n, const char *const *names,
+                                              kiln_tensor *const *tensors, int nmeta, const char *const *meta);
+/** Reads a safetensors file.
+ * @at
+ * @param path the file
+ * @param out where the file's tensors and metadata go; zeroed on failure.
+ * Free its lists and strings with kiln_safetensors_free. Each tensor is a
+ * new handle like any op's result: the current scope's, or outside a scope
+ * the caller's to kiln_release; kiln_safetensors_free leaves them be.
+ * @return KILN_OK; KILN_ERR_IO naming the file and the problem (and no
+ * tensor made); KILN_ERR_ARG for a NULL path or out; KILN_ERR_MEMORY. */
+KILN_API kiln_status kiln_load_safetensors_at(const char *f, int l, const char *path, kiln_safetensors *out);
+/** A loaded tensor by its name (a linear search).
+ * @at
+ * @param st a loaded file
+ * @param name the name
+ * @return the handle st->tensors holds (not a new one); NULL with an error
+ * set (kiln_last_error) when no tensor has that name or an argument is NULL. */
+KILN_API kiln_tensor *kiln_safetensors_get_at(const char *f, int l, const kiln_safetensors *st, const char *name);
+/** Frees st's lists and strings (not its tensors) and zeroes it.
+ * @param st a loaded file, or one a failed load zeroed; NULL is fine */
+KILN_API void kiln_safetensors_free(kiln_safetensors *st);
+/** @} */
+/** @name Checkpoint macros
+ * @{ */
+/** @macros */
+#define kiln_save_safetensors(...) kiln_save_safetensors_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_load_safetensors(...) kiln_load_safetensors_at(__FILE__, __LINE__, __VA_ARGS__)
+#define kiln_safetensors_get(...) kiln_safetensors_get_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
 /* Info: valid on any non-error handle without realizing it. */

@@ -2,10 +2,11 @@
  * memory shared and held until the deleter), import of hand-made managed
  * tensors (compact, strided, negative strides, byte offset; the deleter
  * called exactly once, after the last reference), round trips, every dtype,
- * errors that leave the tensor to the caller, and CUDA where a GPU is
+ * errors (out of memory too) that leave the tensor to the caller, and CUDA where a GPU is
  * present. tests/python/numpy_dlpack.py does the same with NumPy. */
 #include "check_main.h"
 #include "frontend/frontend.h"
+#include "ir/alloc.h"
 #include "runtime/rt.h"
 
 #include <dlpack/dlpack.h>
@@ -237,6 +238,30 @@ START_TEST(test_dlpack_import_errors) {
 }
 END_TEST
 
+/* Out of memory at each of the import's allocations in turn (the buffer,
+ * the node, the scope's slot): the error leaves m to the caller, its
+ * deleter not called; a success calls it once, at the release. */
+START_TEST(test_dlpack_import_out_of_memory) {
+  float data[4] = {1, 2, 3, 4};
+  producer p;
+  kiln_status st = KILN_ERR_MEMORY;
+  int failures = 0;
+  for (uint64_t n = 1; st != KILN_OK; n++) {
+    produce(&p, data, 1, (const int64_t[]){4}, NULL, 0);
+    kiln_scope_begin();
+    ir_alloc_fail_at(n, false);
+    kiln_tensor *t = kiln_from_dlpack(&p.m);
+    ir_alloc_fail_at(0, false);
+    st = kiln_status_of(t);
+    ck_assert_msg(st == KILN_OK || st == KILN_ERR_MEMORY, "N = %llu: %s", (unsigned long long)n, kiln_last_error());
+    failures += st != KILN_OK;
+    kiln_scope_end();
+    ck_assert_int_eq(p.deleted, st == KILN_OK);
+  }
+  ck_assert_int_ge(failures, 2);
+}
+END_TEST
+
 /* A CUDA tensor goes out as kDLCUDA and comes back on its device; without
  * a GPU a kDLCUDA tensor is refused with the reason. */
 START_TEST(test_dlpack_cuda) {
@@ -276,6 +301,7 @@ static Suite *dlpack_suite(void) {
   tcase_add_test(tc, test_dlpack_dtypes);
   tcase_add_test(tc, test_dlpack_shapes);
   tcase_add_test(tc, test_dlpack_import_errors);
+  tcase_add_test(tc, test_dlpack_import_out_of_memory);
   tcase_add_test(tc, test_dlpack_cuda);
   suite_add_tcase(s, tc);
   return s;

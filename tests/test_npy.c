@@ -8,26 +8,11 @@
 #include "runtime/rt.h"
 #include "util/testutil.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 /* ---- files ---------------------------------------------------------------- */
-static char *tmp_path(const char *name) {
-  static char buf[256];
-  const char *dir = getenv("TMPDIR");
-  snprintf(buf, sizeof buf, "%s/kiln_test_npy_%d_%s", dir && *dir ? dir : "/tmp", (int)getpid(), name);
-  return buf;
-}
-
-static void write_bytes(const char *path, const void *p, size_t n) {
-  FILE *fp = fopen(path, "wb");
-  ck_assert_ptr_nonnull(fp);
-  ck_assert_uint_eq(fwrite(p, 1, n, fp), n);
-  ck_assert_int_eq(fclose(fp), 0);
-}
-
 /* A file of magic, version major.0, the header text (its length field
  * written for the version) and n data bytes. */
 static void write_npy(const char *path, int major, const char *text, const void *data, size_t n) {
@@ -40,48 +25,7 @@ static void write_npy(const char *path, int major, const char *text, const void 
   memcpy(buf + pre, text, tl);
   ck_assert(pre + tl + n <= sizeof buf);
   if (n) memcpy(buf + pre + tl, data, n);
-  write_bytes(path, buf, pre + tl + n);
-}
-
-static size_t read_file(const char *path, unsigned char *out, size_t cap) {
-  FILE *fp = fopen(path, "rb");
-  ck_assert_ptr_nonnull(fp);
-  size_t n = fread(out, 1, cap, fp);
-  fclose(fp);
-  return n;
-}
-
-/* Lines of /proc/self/maps that map path: 1 while a loaded tensor borrows it. */
-static int mappings_of(const char *path) {
-  FILE *fp = fopen("/proc/self/maps", "r");
-  char line[1024];
-  int n = 0;
-  while (fp && fgets(line, sizeof line, fp))
-    if (strstr(line, path)) n++;
-  if (fp) fclose(fp);
-  return n;
-}
-
-/* Files beside path whose name starts with path's: a temporary save left. */
-static int leftovers(const char *path) {
-  char dir[256];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  *slash = '\0';
-  const char *base = slash + 1;
-  int n = 0;
-  DIR *d = opendir(dir);
-  for (struct dirent *e; d && (e = readdir(d));)
-    if (!strncmp(e->d_name, base, strlen(base)) && strcmp(e->d_name, base)) n++;
-  if (d) closedir(d);
-  return n;
-}
-
-static void assert_bytes(kiln_tensor *t, const void *want, size_t n) {
-  unsigned char got[4096];
-  ck_assert_uint_le(n, sizeof got);
-  ck_assert_int_eq(kiln_copy_to_host(t, got, sizeof got), KILN_OK);
-  ck_assert_int_eq(memcmp(got, want, n), 0);
+  tu_write_file(path, buf, pre + tl + n);
 }
 
 /* ---- round trips ---------------------------------------------------------- */
@@ -98,7 +42,7 @@ START_TEST(test_npy_round_trip) {
   size_t n = (size_t)ir_numel(shapes[s].ndim, shapes[s].shape), bytes = n * kiln_dtype_size(dt);
   unsigned char data[512];
   tu_fill(dt, (int64_t)n, (uint64_t)_i, TU_FULL, data);
-  char *path = tmp_path("rt.npy");
+  char *path = tu_tmp_path("rt.npy");
   kiln_scope_begin();
   kiln_tensor *t = kiln_from_data(data, dt, shapes[s].ndim, shapes[s].shape);
   ck_assert_int_eq(kiln_save_npy(t, path), KILN_OK);
@@ -107,7 +51,7 @@ START_TEST(test_npy_round_trip) {
   ck_assert_int_eq(kiln_dtype_of(u), dt);
   ck_assert_int_eq(kiln_ndim(u), shapes[s].ndim);
   for (int d = 0; d < shapes[s].ndim; d++) ck_assert_int_eq(kiln_size(u, d), shapes[s].shape[d]);
-  assert_bytes(u, data, bytes);
+  tu_assert_bytes(u, data, bytes);
   ck_assert_int_eq(u->buf->borrowed, n > 0);   /* mapped unless there is nothing to map */
   kiln_scope_end();
   unlink(path);
@@ -118,12 +62,12 @@ END_TEST
 START_TEST(test_npy_header_bytes) {
   static const char want[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
   float v[6] = {0, 1, 2, 3, 4, 5};
-  char *path = tmp_path("hdr.npy");
+  char *path = tu_tmp_path("hdr.npy");
   kiln_scope_begin();
   ck_assert_int_eq(kiln_save_npy(kiln_from_data(v, KILN_F32, KILN_SHAPE(2, 3)), path), KILN_OK);
   kiln_scope_end();
   unsigned char got[256];
-  ck_assert_uint_eq(read_file(path, got, sizeof got), 128 + sizeof v);
+  ck_assert_uint_eq(tu_read_file(path, got, sizeof got), 128 + sizeof v);
   ck_assert_int_eq(memcmp(got, want, sizeof want - 1), 0);
   for (size_t i = sizeof want - 1; i < 127; i++) ck_assert_int_eq(got[i], ' ');
   ck_assert_int_eq(got[127], '\n');
@@ -141,7 +85,7 @@ END_TEST
 
 /* A transposed, sliced view is saved in its own C order. */
 START_TEST(test_npy_save_view) {
-  char *path = tmp_path("view.npy");
+  char *path = tu_tmp_path("view.npy");
   kiln_scope_begin();
   kiln_tensor *a = kiln_reshape(kiln_arange(0, 12, 1), KILN_SHAPE(3, 4));
   kiln_tensor *v = kiln_slice(kiln_T(a), 0, 1, KILN_END, 2);   /* rows 1 and 3 of a^T: (2, 3) */
@@ -150,7 +94,7 @@ START_TEST(test_npy_save_view) {
   kiln_tensor *u = kiln_load_npy(path);
   ck_assert_int_eq(kiln_size(u, 0), 2);
   ck_assert_int_eq(kiln_size(u, 1), 3);
-  assert_bytes(u, want, sizeof want);
+  tu_assert_bytes(u, want, sizeof want);
   kiln_scope_end();
   unlink(path);
 }
@@ -159,23 +103,23 @@ END_TEST
 /* The mapping stays while any tensor reads it (a view included) and goes
  * with the last; kernels read the mapped data like any buffer. */
 START_TEST(test_npy_mapping_lifetime) {
-  char *path = tmp_path("map.npy");
+  char *path = tu_tmp_path("map.npy");
   float v[4] = {1, 2, 3, 4};
   kiln_tensor *t = kiln_from_data(v, KILN_F32, KILN_SHAPE(4));
   ck_assert_int_eq(kiln_save_npy(t, path), KILN_OK);
   kiln_release(t);
   kiln_tensor *u = kiln_load_npy(path);
-  ck_assert_int_eq(mappings_of(path), 1);
+  ck_assert_int_eq(tu_mappings_of(path), 1);
   kiln_tensor *w = kiln_slice(u, 0, 2, KILN_END, 1);
   ck_assert_int_eq(kiln_realize(w), KILN_OK);
   kiln_release(u);
-  ck_assert_int_eq(mappings_of(path), 1);
+  ck_assert_int_eq(tu_mappings_of(path), 1);
   kiln_tensor *y = kiln_muls(w, 10), *s = kiln_sum(y);
   ck_assert_double_eq(kiln_item(s), 70);
   kiln_release(s);
   kiln_release(w);
   kiln_release(y);
-  ck_assert_int_eq(mappings_of(path), 0);
+  ck_assert_int_eq(tu_mappings_of(path), 0);
   unlink(path);
 }
 END_TEST
@@ -184,19 +128,19 @@ END_TEST
  * its values (truncating the mapped file would crash it), a new load sees
  * the new ones, and no temporary file is left. */
 START_TEST(test_npy_overwrite_mapped) {
-  char *path = tmp_path("over.npy");
+  char *path = tu_tmp_path("over.npy");
   float a[3] = {1, 2, 3}, b[3] = {7, 8, 9};
   kiln_scope_begin();
   ck_assert_int_eq(kiln_save_npy(kiln_from_data(a, KILN_F32, KILN_SHAPE(3)), path), KILN_OK);
   kiln_tensor *old = kiln_load_npy(path);
   ck_assert(old->buf->borrowed);
   ck_assert_int_eq(kiln_save_npy(kiln_from_data(b, KILN_F32, KILN_SHAPE(3)), path), KILN_OK);
-  assert_bytes(old, a, sizeof a);
-  assert_bytes(kiln_load_npy(path), b, sizeof b);
+  tu_assert_bytes(old, a, sizeof a);
+  tu_assert_bytes(kiln_load_npy(path), b, sizeof b);
   ck_assert_int_eq(kiln_save_npy(old, path), KILN_OK);   /* a mapped tensor saved over its own file */
-  assert_bytes(kiln_load_npy(path), a, sizeof a);
+  tu_assert_bytes(kiln_load_npy(path), a, sizeof a);
   kiln_scope_end();
-  ck_assert_int_eq(leftovers(path), 0);
+  ck_assert_int_eq(tu_leftovers(path), 0);
   unlink(path);
 }
 END_TEST
@@ -204,26 +148,26 @@ END_TEST
 /* ---- files kiln does not write but NumPy may ------------------------------ */
 /* Fortran order and big-endian data are copied into C order, native bytes. */
 START_TEST(test_npy_copied_layouts) {
-  char *path = tmp_path("layout.npy");
+  char *path = tu_tmp_path("layout.npy");
   const int64_t want[6] = {0, 1, 2, 3, 4, 5};   /* a (2, 3) array */
   const int64_t fortran[6] = {0, 3, 1, 4, 2, 5};
   kiln_scope_begin();
   write_npy(path, 1, "{'descr': '<i8', 'fortran_order': True, 'shape': (2, 3), }\n", fortran, sizeof fortran);
   kiln_tensor *u = kiln_load_npy(path);
   ck_assert(!u->buf->borrowed);
-  assert_bytes(u, want, sizeof want);
+  tu_assert_bytes(u, want, sizeof want);
   unsigned char big[12];
   for (int i = 0; i < 6; i++) big[2 * i] = 0, big[2 * i + 1] = (unsigned char)(i * 10);
   write_npy(path, 1, "{'descr': '>i2', 'fortran_order': False, 'shape': (6,), }\n", big, sizeof big);
   const int16_t want16[6] = {0, 10, 20, 30, 40, 50};
-  assert_bytes(kiln_load_npy(path), want16, sizeof want16);
+  tu_assert_bytes(kiln_load_npy(path), want16, sizeof want16);
   /* big-endian and Fortran order at once: (3, 2) of float32 */
   float fv[6] = {1, 3, 5, 2, 4, 6}, fw[6] = {1, 2, 3, 4, 5, 6};
   unsigned char fb[24];
   for (int i = 0; i < 6; i++)
     for (int b = 0; b < 4; b++) fb[4 * i + b] = ((unsigned char *)&fv[i])[3 - b];
   write_npy(path, 1, "{'descr': '>f4', 'fortran_order': True, 'shape': (3, 2), }\n", fb, sizeof fb);
-  assert_bytes(kiln_load_npy(path), fw, sizeof fw);
+  tu_assert_bytes(kiln_load_npy(path), fw, sizeof fw);
   kiln_scope_end();
   unlink(path);
 }
@@ -238,7 +182,7 @@ START_TEST(test_npy_header_variants) {
       {1, "{'fortran_order':False,'shape':(2L,2L),'descr':'>u1'}   \n"},
   };
   const unsigned char data[5] = {1, 2, 3, 4, 99};
-  char *path = tmp_path("variant.npy");
+  char *path = tu_tmp_path("variant.npy");
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     kiln_scope_begin();
     write_npy(path, rows[i].major, rows[i].text, data, sizeof data);
@@ -246,7 +190,7 @@ START_TEST(test_npy_header_variants) {
     ck_assert_msg(kiln_status_of(u) == KILN_OK, "row %zu: %s", i, kiln_last_error());
     ck_assert_int_eq(kiln_dtype_of(u), KILN_U8);
     ck_assert_int_eq(kiln_numel(u), 4);
-    assert_bytes(u, data, 4);
+    tu_assert_bytes(u, data, 4);
     kiln_scope_end();
   }
   unlink(path);
@@ -296,10 +240,10 @@ static const bad_row bad[] = {
 
 START_TEST(test_npy_bad_files) {
   const bad_row *r = &bad[_i];
-  char *path = tmp_path("bad.npy");
+  char *path = tu_tmp_path("bad.npy");
   unsigned char zeros[64] = {0};
   if (r->major) write_npy(path, r->major, r->text, zeros, r->ndata);
-  else write_bytes(path, r->text, r->nraw);
+  else tu_write_file(path, r->text, r->nraw);
   int line = __LINE__ + 1;
   kiln_tensor *u = kiln_load_npy(path);
   ck_assert_int_eq(kiln_status_of(u), KILN_ERR_IO);
@@ -327,7 +271,7 @@ START_TEST(test_npy_io_errors) {
   ck_assert_int_eq(kiln_save_npy(NULL, "x.npy"), KILN_ERR_ARG);
   ck_assert_ptr_nonnull(strstr(kiln_last_error(), "save_npy: tensor is NULL"));
   /* an error tensor gives its own error, and nothing is written */
-  char *path = tmp_path("never.npy");
+  char *path = tu_tmp_path("never.npy");
   kiln_tensor *e = kiln_add(t, kiln_ones(KILN_SHAPE(3), KILN_F32));
   ck_assert_int_eq(kiln_save_npy(e, path), KILN_ERR_SHAPE);
   ck_assert_int_eq(access(path, F_OK), -1);
@@ -337,7 +281,7 @@ END_TEST
 
 /* bfloat16 has no NumPy dtype: saving it is refused and names the way out. */
 START_TEST(test_npy_bf16) {
-  char *path = tmp_path("bf16.npy");
+  char *path = tu_tmp_path("bf16.npy");
   kiln_scope_begin();
   kiln_tensor *t = kiln_ones(KILN_SHAPE(2), KILN_BF16);
   int line = __LINE__ + 1;
@@ -348,7 +292,7 @@ START_TEST(test_npy_bf16) {
   ck_assert_int_eq(access(path, F_OK), -1);
   ck_assert_int_eq(kiln_save_npy(kiln_cast(t, KILN_F32), path), KILN_OK);
   const float want_v[2] = {1, 1};
-  assert_bytes(kiln_load_npy(path), want_v, sizeof want_v);
+  tu_assert_bytes(kiln_load_npy(path), want_v, sizeof want_v);
   kiln_scope_end();
   unlink(path);
 }

@@ -2,11 +2,13 @@
  * fused/eager/oracle comparison that the value-level suites share. */
 #include "testutil.h"
 
+#include <dirent.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 uint64_t tu_next(uint64_t *s) {
   uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -260,6 +262,60 @@ static int64_t ord32(float f) {  /* floats -> consecutive integers */
 int64_t tu_ulps_f32(float got, float want) {
   if (isnan(want) || isnan(got)) return isnan(want) && isnan(got) ? 0 : INT64_MAX;
   return llabs(ord32(got) - ord32(want));
+}
+
+/* ---- files ---------------------------------------------------------------- */
+char *tu_tmp_path(const char *name) {
+  static char buf[256];
+  const char *dir = getenv("TMPDIR");
+  snprintf(buf, sizeof buf, "%s/kiln_test_%d_%s", dir && *dir ? dir : "/tmp", (int)getpid(), name);
+  return buf;
+}
+
+void tu_write_file(const char *path, const void *p, size_t n) {
+  FILE *fp = fopen(path, "wb");
+  ck_assert_ptr_nonnull(fp);
+  ck_assert_uint_eq(fwrite(p, 1, n, fp), n);
+  ck_assert_int_eq(fclose(fp), 0);
+}
+
+size_t tu_read_file(const char *path, void *out, size_t cap) {
+  FILE *fp = fopen(path, "rb");
+  ck_assert_ptr_nonnull(fp);
+  size_t n = fread(out, 1, cap, fp);
+  fclose(fp);
+  return n;
+}
+
+int tu_mappings_of(const char *path) {
+  FILE *fp = fopen("/proc/self/maps", "r");
+  char line[1024];
+  int n = 0;
+  while (fp && fgets(line, sizeof line, fp))
+    if (strstr(line, path)) n++;
+  if (fp) fclose(fp);
+  return n;
+}
+
+void tu_assert_bytes(kiln_tensor *t, const void *want, size_t n) {
+  unsigned char got[4096];
+  ck_assert_uint_le(n, sizeof got);
+  ck_assert_int_eq(kiln_copy_to_host(t, got, sizeof got), KILN_OK);
+  ck_assert(!n || !memcmp(got, want, n));   /* want may be NULL when empty */
+}
+
+int tu_leftovers(const char *path) {
+  char dir[256];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  *slash = '\0';
+  const char *base = slash + 1;
+  int n = 0;
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (!strncmp(e->d_name, base, strlen(base)) && strcmp(e->d_name, base)) n++;
+  if (d) closedir(d);
+  return n;
 }
 
 TCase *tu_tcase(Suite *s, const char *name) {

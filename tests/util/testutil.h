@@ -92,6 +92,22 @@ int tu_sweep_f32(float *x, int n, double lo, double hi);
  * matches a nan (INT64_MAX otherwise). */
 int64_t tu_ulps_f32(float got, float want);
 
+/* ---- files (the file-format suites) ---- */
+/* $TMPDIR/kiln_test_<pid>_<name> (/tmp without TMPDIR), in a buffer that
+ * the next call overwrites. */
+char *tu_tmp_path(const char *name);
+/* The n bytes at p as the whole file path; asserts on failure. */
+void tu_write_file(const char *path, const void *p, size_t n);
+/* Up to cap bytes of path into out; how many were read. */
+size_t tu_read_file(const char *path, void *out, size_t cap);
+/* Lines of /proc/self/maps that map path: 1 while a loaded tensor borrows it. */
+int tu_mappings_of(const char *path);
+/* t's values (copied to the host) are the n bytes at want. */
+void tu_assert_bytes(kiln_tensor *t, const void *want, size_t n);
+/* Files beside path whose names start with its own: a temporary file a
+ * save left behind. */
+int tu_leftovers(const char *path);
+
 /* A test case added to s with a timeout that fits JIT compiles under
  * sanitizers (Check's default is 4 s). */
 TCase *tu_tcase(Suite *s, const char *name);
