@@ -39,6 +39,15 @@ static ir_node *one_minus(gr_ctx *c, ir_node *a) { return K(adds, K(neg, a), 1);
 static ir_node *filled(gr_ctx *c, ir_node *like, double v) { return K(adds, zeros(c, like), v); }
 static ir_node *as(gr_ctx *c, ir_node *t, kiln_dtype dt) { return K(cast, t, dt); }
 
+/* Whether t is its source with the last two dims swapped (linear's w^T). */
+static bool transposed(const ir_node *t) {
+  int nd = t->ndim;
+  if (t->op != IR_PERMUTE || nd < 2 || t->attr.perm[nd - 2] != nd - 1 || t->attr.perm[nd - 1] != nd - 2) return false;
+  for (int d = 0; d < nd - 2; d++)
+    if (t->attr.perm[d] != d) return false;
+  return true;
+}
+
 /* The one dim of a scan's or a sort's axes. */
 static int axis(const gr_ctx *c) { return __builtin_ctz(A.axes); }
 
@@ -211,15 +220,6 @@ static ir_node *tied_part(gr_ctx *c) {
 }
 
 /* ---- products ------------------------------------------------------------------- */
-/* Whether t is its source with the last two dims swapped (linear's w^T). */
-static bool transposed(const ir_node *t) {
-  int nd = t->ndim;
-  if (t->op != IR_PERMUTE || nd < 2 || t->attr.perm[nd - 2] != nd - 1 || t->attr.perm[nd - 1] != nd - 2) return false;
-  for (int d = 0; d < nd - 2; d++)
-    if (t->attr.perm[d] != d) return false;
-  return true;
-}
-
 /* y = a b: da = g b^T, db = a^T g, the transposes views the GEMM reads in
  * place. An operand that is itself a transpose (linear's weight) gets the
  * transpose of the other product, (b g^T)^T or (g^T a)^T: its source's
@@ -352,9 +352,55 @@ static ir_node *tap_back(gr_ctx *c, ir_node *t, int k, int64_t off, int64_t in) 
   return u > 1 ? K(slice, t, dim, 0, u * in, u) : t;
 }
 
-/* UNFOLD's adjoint: each tap's rows of the cotangent put back in place,
- * summed over the taps (one elementwise kernel, no scatter). */
+/* The input gradient of a convolution y = w U (U the window, x's UNFOLD),
+ * whose window cotangent is w^T gy (matmul_parts): folding that product
+ * back is itself a convolution of gy, with the kernel flipped and its
+ * input and output channels swapped, over a window of gy that steps u
+ * (the forward window's spread) and reads gy spread s apart, padded d (k -
+ * 1) - p: the GEMM reads that window in place, as the forward's, and
+ * w^T gy (an im2col-sized matrix) is never made. NULL when g is not that
+ * product. */
+static ir_node *conv_input_grad(gr_ctx *c, ir_node *g) {
+  if (g->op != IR_MATMUL || !transposed(g->src[0])) return NULL;
+  const ir_node *x = X0;
+  ir_node *a = g->src[0]->src[0], *gy = g->src[1];
+  if (a->op == IR_EXPAND) a = a->src[0];   /* the weights broadcast over the batch */
+  int nd = a->ndim;
+  int64_t n = x->shape[0], ch = x->shape[1], groups = g->shape[1], kh = A.win.k[0], kw = A.win.k[1];
+  int64_t cg = ch / groups, og = a->shape[nd - 2], oh = A.win.out[0], ow = A.win.out[1];
+  /* w'[g, c, (o, i, j)] = w[g, o, (c, kh-1-i, kw-1-j)] */
+  int64_t split[KILN_MAX_DIMS], perm[KILN_MAX_DIMS], flat[KILN_MAX_DIMS], taps[2] = {nd, nd + 1};
+  memcpy(split, a->shape, sizeof(int64_t) * (size_t)(nd - 1));
+  split[nd - 1] = cg, split[nd] = kh, split[nd + 1] = kw;
+  for (int d = 0; d < nd + 2; d++) perm[d] = d;
+  perm[nd - 2] = nd - 1, perm[nd - 1] = nd - 2;
+  memcpy(flat, a->shape, sizeof(int64_t) * (size_t)(nd - 2));
+  flat[nd - 2] = cg, flat[nd - 1] = og * kh * kw;
+  ir_node *wf = K(reshape, K(permute, K(flip, K(reshape, a, nd + 2, split), 2, taps), nd + 2, perm), nd, flat);
+  ir_node *g4 = K(reshape, gy, 4, (int64_t[]){n, groups * og, oh, ow});
+  if (g4->status != KILN_OK) return g4;
+  int64_t shape[4] = {n, groups, og * kh * kw, x->shape[2] * x->shape[3]};
+  ir_node *u = ir_node_new(IR_UNFOLD, g4->dtype, 4, shape, 1, &g4, c->f, c->l);
+  if (!u) return fe_nomem();
+  u->device = g4->device;
+  u->attr.compute = g4->dtype;
+  for (int i = 0; i < 2; i++) {
+    u->attr.win.k[i] = A.win.k[i];
+    u->attr.win.s[i] = A.win.u[i];
+    u->attr.win.p[i] = A.win.d[i] * (A.win.k[i] - 1) - A.win.p[i];
+    u->attr.win.d[i] = A.win.d[i];
+    u->attr.win.u[i] = A.win.s[i];
+    u->attr.win.out[i] = x->shape[2 + i];
+  }
+  return K(reshape, K(matmul, wf, fe_finish_view(u)), 4, x->shape);
+}
+
+/* UNFOLD's adjoint: a convolution's input gradient (above), or each tap's
+ * rows of the cotangent put back in place, summed over the taps (one
+ * elementwise kernel, no scatter). */
 static ir_node *fold(gr_ctx *c, ir_node *g) {
+  ir_node *direct = conv_input_grad(c, g);
+  if (direct) return direct;
   const ir_node *x = X0;
   int64_t n = x->shape[0], ch = x->shape[1], groups = g->shape[1], kh = A.win.k[0], kw = A.win.k[1];
   int64_t oh = A.win.out[0], ow = A.win.out[1];
