@@ -69,6 +69,12 @@ ir_node *fe_attention_fused(const char *f, int l, ir_node *q, ir_node *k, ir_nod
  * *flows: a rule that passes gradients to the sources. */
 bool fe_grad_has_rule(ir_op op, bool *flows);
 
+/* ---- assign.c ------------------------------------------------------------ */
+/* t (a BUFFER) may be overwritten by kiln_assign: nodes built on it from
+ * now on read a snapshot of it (ir/graph.h: assignable). Optimizers mark
+ * their parameters when they are made. */
+void fe_mark_assignable(ir_node *t);
+
 /* ---- tensor.c: handles, scopes, errors ---------------------------------- */
 /* Records a handle about to be returned to the user in the innermost scope
  * (if one is open) and returns it. */

@@ -2218,6 +2218,33 @@ KILN_API kiln_tensor *kiln_detach_at(const char *f, int l, kiln_tensor *t);
 #define kiln_detach(...) kiln_detach_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
+/* ---- in-place updates ------------------------------------------------------ */
+/** @name In-place updates
+ * Training updates weights and optimizer state in place, step after step,
+ * without growing memory; kiln keeps the semantics of values while doing so.
+ * @{ */
+/** Writes value into dst's storage: value is broadcast to dst's shape and
+ * cast to its dtype (torch's copy_), computed first, then written.
+ *
+ * What sees what: a view of dst (realized, sharing its storage) sees the
+ * new value, as in PyTorch, and so does the memory a kiln_from_buffer
+ * tensor borrows. A pending tensor built on dst since dst was first
+ * assigned (or made a parameter of an optimizer) keeps the value it was
+ * built on: such tensors read dst through a snapshot, which is given a copy
+ * of the old contents when something still holds it at the assignment
+ * (release or realize what you no longer need before assigning, and no copy
+ * is made). dst becomes data: kiln_grad sees no history behind it.
+ * @at
+ * @param dst a tensor with storage (a pending one is realized first); not a placeholder
+ * @param value the new value, on dst's device; it may read dst
+ * @return KILN_OK; the status of a value that cannot be computed;
+ * KILN_ERR_SHAPE when value does not broadcast to dst; KILN_ERR_DEVICE for
+ * two devices; KILN_ERR_ARG for NULL or placeholders; KILN_ERR_MEMORY. */
+KILN_API kiln_status kiln_assign_at(const char *f, int l, kiln_tensor *dst, kiln_tensor *value);
+/** @macros */
+#define kiln_assign(...) kiln_assign_at(__FILE__, __LINE__, __VA_ARGS__)
+/** @} */
+
 /* ---- compiled functions --------------------------------------------------- */
 /** @name Compiled functions
  * The fast path for loops (like jax.jit or tinygrad's TinyJit): build a graph

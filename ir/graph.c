@@ -112,17 +112,28 @@ static void reserve_refill(void) {
   }
 }
 
+static ir_node *snapshot_alias(const ir_node *leaf);
+
 ir_node *ir_node_new_taking(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
                             int nsrc, ir_node *const *src, const char *file, int line) {
   IR_ASSERT(ndim >= 0 && ndim <= KILN_MAX_DIMS && nsrc >= 0 && nsrc <= IR_MAX_SRC);
   reserve_refill();
-  ir_node *n = ir_malloc(sizeof *n);
-  if (!n) {
+  ir_node *n = ir_malloc(sizeof *n), *in[IR_MAX_SRC];
+  bool symbolic = false, ok = n;
+  for (int i = 0; i < nsrc; i++) symbolic |= (in[i] = src[i])->symbolic;
+  for (int i = 0; i < nsrc && ok; i++) {
+    if (!in[i]->assignable || symbolic) continue;
+    ir_node *a = snapshot_alias(in[i]);
+    ok = a;
+    if (a) ir_node_release(in[i]), in[i] = a;
+  }
+  if (!ok) {
     ir_error_setf("%s:%d: %s: out of memory", file ? file : "?", line, api ? api : ir_ops[op].name);
-    for (int i = 0; i < nsrc; i++) ir_node_release(src[i]);
+    for (int i = 0; i < nsrc; i++) ir_node_release(in[i]);
+    free(n);
     return NULL;
   }
-  node_init(n, op, dt, ndim, shape, nsrc, src, file, line);
+  node_init(n, op, dt, ndim, shape, nsrc, in, file, line);
   return n;
 }
 
@@ -380,6 +391,24 @@ ir_node *ir_node_alias(const ir_node *leaf) {
   a->hist_cut = leaf->hist_cut;
   buffer_retain(leaf->buf);
   a->buf = leaf->buf;
+  memcpy(a->strides, leaf->strides, sizeof a->strides);
+  a->offset = leaf->offset;
+  return a;
+}
+
+/* leaf as it is now: its alias over a snapshot of its storage. */
+static ir_node *snapshot_alias(const ir_node *leaf) {
+  ir_node *a = ir_node_new(IR_BUFFER, leaf->dtype, leaf->ndim, leaf->shape, 0, NULL, leaf->file, leaf->line);
+  rt_buffer *s = a ? atomic_load_explicit(&host, memory_order_relaxed)->snapshot(leaf->buf) : NULL;
+  if (!s) {
+    ir_node_release(a);
+    return NULL;
+  }
+  a->device = leaf->device;
+  a->id = leaf->id;   /* the same tensor to kiln_grad */
+  a->api = leaf->api;
+  a->pending = 0;
+  a->buf = s;
   memcpy(a->strides, leaf->strides, sizeof a->strides);
   a->offset = leaf->offset;
   return a;

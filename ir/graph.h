@@ -15,6 +15,7 @@ typedef struct rt_buffer rt_buffer;   /* the runtime's; opaque here */
 typedef struct {
   void (*retain)(rt_buffer *b);
   void (*release)(rt_buffer *b);
+  rt_buffer *(*snapshot)(rt_buffer *b);   /* rt_buffer_snapshot */
   bool check_handles;
 } ir_host;
 void ir_set_host(const ir_host *host);
@@ -85,6 +86,8 @@ struct kiln_tensor {
   int64_t pending;      /* upper bound on unrealized nodes below (bounded laziness) */
   bool symbolic;        /* a placeholder (kiln_placeholder) or reads one: it has
                            no value of its own and runs only through kiln_fn */
+  bool assignable;      /* a BUFFER that kiln_assign may overwrite: a node built
+                           on it reads a snapshot alias (ir_node_new_taking) */
   /* A BUFFER that was computed keeps what it was computed from: hist is
    * the node it was (op, attributes, sources) before it became a buffer,
    * which kiln_grad differentiates through. NULL for data the user gave,
@@ -115,7 +118,11 @@ ir_node *ir_node_new(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
                      int nsrc, ir_node *const *src, const char *file, int line);
 /* The same, taking over one reference the caller holds to each source
  * (released when out of memory): a new node from intermediates costs no
- * retain and release pair per source. */
+ * retain and release pair per source. An assignable source (kiln_assign) is
+ * read through an alias of its storage's snapshot (rt_buffer_snapshot), so
+ * that the new node keeps the value it was built on; not when the node
+ * reads a placeholder: a compiled function reads its captured tensors as
+ * they are at each run. */
 ir_node *ir_node_new_taking(ir_op op, kiln_dtype dt, int ndim, const int64_t *shape,
                             int nsrc, ir_node *const *src, const char *file, int line);
 /* The public op being built on this thread when it is made of other ops

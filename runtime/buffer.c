@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #define RT_ALIGN 64
@@ -194,6 +195,111 @@ void rt_buffer_release(rt_buffer *pub) {
   if (cache_push(b)) return;
   free(b->pub.data);
   free(b);
+}
+
+/* ---- snapshots (kiln_assign) ------------------------------------------------
+ * A snapshot is a borrowed buffer over the memory of its origin, which it
+ * holds a reference to (what its release drops). snap_lock guards the
+ * pairing of an origin's snapshot pointer and the snapshot's owner. */
+static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct {
+  rt_buffer *self;      /* the snapshot */
+  rt_buffer *owner;     /* whose memory it reads: its origin, or a copy of the origin's old contents */
+  rt_buffer *origin;    /* NULL once preserved */
+} snapshot_ctx;
+
+static void snapshot_gone(void *p) {
+  snapshot_ctx *c = p;
+  pthread_mutex_lock(&snap_lock);
+  if (c->origin && c->origin->snapshot == c->self) c->origin->snapshot = NULL;
+  pthread_mutex_unlock(&snap_lock);
+  rt_buffer_release(c->owner);
+  free(c);
+}
+
+rt_buffer *rt_buffer_snapshot(rt_buffer *b) {
+  pthread_mutex_lock(&snap_lock);
+  rt_buffer *s = b->snapshot;
+  if (s) {
+    rt_buffer_retain(s);
+  } else {
+    snapshot_ctx *c = ir_malloc(sizeof *c);
+    s = c ? rt_buffer_lend(b->data, b->bytes, b->device, snapshot_gone, c) : NULL;
+    if (s) {
+      *c = (snapshot_ctx){s, b, b};
+      rt_buffer_retain(b);
+      b->snapshot = s;
+    } else {
+      free(c);
+    }
+  }
+  pthread_mutex_unlock(&snap_lock);
+  return s;
+}
+
+/* A copy of b's bytes on b's device. */
+static rt_buffer *copy_of(const rt_buffer *b) {
+  const rt_device *dev = rt_device_of(b->device);
+  rt_buffer *c = dev ? dev->alloc(b->device.index, b->bytes) : rt_buffer_alloc(b->bytes);
+  if (!c) return NULL;
+  if (!dev) {
+    memcpy(c->data, b->data, b->bytes);
+    return c;
+  }
+  void *host = ir_malloc(b->bytes + 1);   /* the device interface copies through the host */
+  kiln_status st = host ? dev->copy_out(host, b, 0, b->bytes) : KILN_ERR_MEMORY;
+  if (st == KILN_OK) st = dev->copy_in(c, host, b->bytes);
+  if (st == KILN_OK) st = dev->sync(b->device.index);
+  free(host);
+  if (st == KILN_OK) return c;
+  rt_buffer_release(c);
+  return NULL;
+}
+
+kiln_status rt_buffer_preserve(rt_buffer *b) {
+  pthread_mutex_lock(&snap_lock);
+  rt_buffer *s = b->snapshot;
+  if (s) rt_buffer_retain(s);   /* ours, while we copy */
+  b->snapshot = NULL;           /* readers from now on get a new one */
+  pthread_mutex_unlock(&snap_lock);
+  if (!s) return KILN_OK;
+  kiln_status st = KILN_OK;
+  if (__atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) > 1) {   /* someone besides us still reads the old contents */
+    rt_buffer *copy = copy_of(b);
+    if (copy) {
+      snapshot_ctx *c = s->release_ctx;
+      pthread_mutex_lock(&snap_lock);
+      s->data = copy->data;
+      c->owner = copy;
+      c->origin = NULL;
+      pthread_mutex_unlock(&snap_lock);
+      rt_buffer_release(b);   /* the snapshot no longer reads it */
+    } else {
+      ir_error_set("assign: out of memory keeping the old value for the pending tensors that read it");
+      st = KILN_ERR_MEMORY;
+      pthread_mutex_lock(&snap_lock);
+      if (!b->snapshot) b->snapshot = s;   /* as it was */
+      pthread_mutex_unlock(&snap_lock);
+    }
+  } else {
+    snapshot_ctx *c = s->release_ctx;   /* nobody reads it: it forgets its origin */
+    pthread_mutex_lock(&snap_lock);
+    c->origin = NULL;
+    pthread_mutex_unlock(&snap_lock);
+  }
+  rt_buffer_release(s);
+  return st;
+}
+
+rt_buffer *rt_buffer_shared(rt_buffer *b) {
+  rt_buffer *r = b;
+  pthread_mutex_lock(&snap_lock);
+  if (b->on_release == snapshot_gone && ((snapshot_ctx *)b->release_ctx)->origin)
+    r = ((snapshot_ctx *)b->release_ctx)->origin;
+  rt_buffer_retain(r);
+  pthread_mutex_unlock(&snap_lock);
+  return r;
 }
 
 void rt_buffer_reset_peak(void) {

@@ -124,7 +124,7 @@ static void opts_init(void) {
   opts.cublaslt = lt && *lt ? lt : NULL;
   opts.print = (kiln_printoptions){.precision = 4, .threshold = 1000, .edgeitems = 3, .linewidth = 80,
                                    .sci_mode = KILN_SCI_AUTO};
-  ir_side = (ir_host){rt_buffer_retain, rt_buffer_release, opts.check_handles};
+  ir_side = (ir_host){rt_buffer_retain, rt_buffer_release, rt_buffer_snapshot, opts.check_handles};
   ir_set_host(&ir_side);
 }
 

@@ -428,8 +428,10 @@ static kiln_status run_plan(const rt_exec *p, int nt, ir_node *const *targets, i
     const rt_exec_view *v = rt_exec_node(p, i);
     if (!lives[i] || held[i]->op == IR_BUFFER || v->slot < 0) continue;
     uint64_t oldest = reach[i] < now ? reach[i] : now;
-    rt_buffer_retain(slots[v->slot]);
-    ir_node_set_computed(held[i], slots[v->slot], v->strides, v->offset, window && now - oldest <= window, oldest);
+    rt_buffer *b = v->slot < nleaves ? rt_buffer_shared(slots[v->slot]) : (rt_buffer_retain(slots[v->slot]), slots[v->slot]);
+    bool shares = b != slots[v->slot];   /* a view of an assignable tensor: it is one too */
+    ir_node_set_computed(held[i], b, v->strides, v->offset, window && now - oldest <= window, oldest);
+    held[i]->assignable |= shares;
   }
   for (int i = nleaves; st == KILN_OK && i < ns; i++) rt_buffer_release(slots[i]);
   if (slots != small_slots) free(slots);

@@ -36,6 +36,7 @@ struct rt_buffer {
                            .npy file, a DLPack tensor): never freed by kiln */
   void (*on_release)(void *ctx);  /* borrowed: tells the owner kiln is done with it */
   void *release_ctx;
+  struct rt_buffer *snapshot;     /* the one rt_buffer_snapshot gives now (not a reference) */
 };
 /* 64-byte aligned; freed blocks are kept by size class and reused, so a
  * fresh output does not pay page faults again. NULL when out of memory. */
@@ -53,6 +54,19 @@ rt_buffer *rt_buffer_borrow(void *data, size_t bytes);
 rt_buffer *rt_buffer_lend(void *data, size_t bytes, kiln_device dev, void (*on_release)(void *ctx), void *ctx);
 void rt_buffer_retain(rt_buffer *b);
 void rt_buffer_release(rt_buffer *b);
+/* Value semantics for storage kiln_assign overwrites: a pending graph that
+ * reads an assignable tensor reads it through a snapshot of its storage,
+ * one shared by every such reader since the last assignment, which reads
+ * b's memory (the caller's reference). Before b is overwritten,
+ * rt_buffer_preserve gives that snapshot a copy of the old contents when
+ * anything still holds it; the next readers get a new one. NULL / false
+ * when out of memory. */
+rt_buffer *rt_buffer_snapshot(rt_buffer *b);
+kiln_status rt_buffer_preserve(rt_buffer *b);
+/* The storage a realized view of b shares: b's origin while b is a
+ * snapshot not yet preserved (a view shares its tensor's storage and sees
+ * its assignments), else b. A new reference. */
+rt_buffer *rt_buffer_shared(rt_buffer *b);
 /* Frees every cached block (kiln_shutdown). Live buffers are untouched. */
 void rt_buffer_cache_free(void);
 typedef struct {

@@ -1,0 +1,97 @@
+/* assign.c: in-place updates with value semantics (kiln_assign). A tensor
+ * that may be assigned is marked, and every pending node built on it from
+ * then on reads it through a snapshot of its storage (ir_node_new_taking);
+ * an assignment computes the new value, hands the snapshot a copy of the
+ * old contents when something still reads it (rt_buffer_preserve), then
+ * writes the value into the storage itself, where views of the tensor and
+ * the memory a kiln_from_buffer tensor borrows see it. */
+#include "frontend/frontend.h"
+#include "runtime/rt.h"
+#include "runtime/device.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void fe_mark_assignable(ir_node *t) {
+  if (t->op == IR_BUFFER) t->assignable = true;
+}
+
+/* "float32 (2,3)" of t into a message. */
+static kiln_status assign_fail(const char *f, int l, kiln_status st, const char *why, const ir_node *dst,
+                               const ir_node *value) {
+  ir_str a = {0}, b = {0};
+  fe_describe(&a, dst);
+  if (value) fe_describe(&b, value);
+  ir_error_setf("%s:%d: assign: %s (dst: %s%s%s)", f, l, why, a.s ? a.s : "?", value ? ", value: " : "",
+                value && b.s ? b.s : "");
+  ir_str_free(&a);
+  ir_str_free(&b);
+  return st;
+}
+
+/* Writes the contiguous elements of v (n of them, es bytes each) into dst's
+ * strided view of its storage. */
+static void write_strided(char *base, const char *v, size_t es, int ndim, const int64_t *shape, const int64_t *strides) {
+  int64_t n = ir_numel(ndim, shape), idx[KILN_MAX_DIMS] = {0};
+  for (int64_t k = 0; k < n; k++) {
+    int64_t off = 0;
+    for (int d = 0; d < ndim; d++) off += idx[d] * strides[d];
+    memcpy(base + off * (int64_t)es, v + k * (int64_t)es, es);
+    for (int d = ndim - 1; d >= 0 && ++idx[d] == shape[d]; d--) idx[d] = 0;
+  }
+}
+
+/* v (realized, dst's shape and dtype) into dst's storage. */
+static kiln_status write_into(const char *f, int l, ir_node *dst, ir_node *v) {
+  size_t es = ir_dtypes[dst->dtype].size, bytes = (size_t)ir_numel(dst->ndim, dst->shape) * es;
+  const rt_device *dev = rt_device_of(dst->device);
+  char *host = NULL;
+  const char *src = v->buf ? (const char *)v->buf->data + v->offset * (int64_t)es : NULL;
+  kiln_status st = KILN_OK;
+  if (dev || !ir_node_is_contiguous(v)) {   /* the value as contiguous host data */
+    host = ir_malloc(bytes + 1);
+    if (!host) return assign_fail(f, l, KILN_ERR_MEMORY, "out of memory", dst, v);
+    st = kiln_copy_to_host_at(f, l, v, host, bytes);
+    src = host;
+  }
+  if (st == KILN_OK && bytes && !dev) {
+    write_strided((char *)dst->buf->data + dst->offset * (int64_t)es, src, es, dst->ndim, dst->shape, dst->strides);
+  } else if (st == KILN_OK && bytes) {   /* a device: through the host (contiguous views only) */
+    if (!ir_node_is_contiguous(dst)) st = assign_fail(f, l, KILN_ERR_ARG, "a strided view on a GPU cannot be assigned yet", dst, v);
+    else st = dev->copy_in(&(rt_buffer){.data = (char *)dst->buf->data + dst->offset * (int64_t)es, .bytes = bytes,
+                                         .device = dst->device}, src, bytes);
+    if (st == KILN_OK) st = dev->sync(dst->device.index);
+  }
+  free(host);
+  return st;
+}
+
+kiln_status kiln_assign_at(const char *f, int l, kiln_tensor *dst, kiln_tensor *value) {
+  if (fe_bad_handle(f, l, "assign", dst) || fe_bad_handle(f, l, "assign", value)) return KILN_ERR_ARG;
+  if (dst->status != KILN_OK || value->status != KILN_OK) {
+    ir_node *e = dst->status != KILN_OK ? dst : value;
+    ir_error_set(ir_node_msg(e));   /* errors are sticky */
+    return e->status;
+  }
+  if (dst->symbolic || value->symbolic)
+    return assign_fail(f, l, KILN_ERR_ARG, "placeholders have no storage to write", dst, value);
+  if (dst->device.type != value->device.type || dst->device.index != value->device.index)
+    return assign_fail(f, l, KILN_ERR_DEVICE, "dst and value are on different devices", dst, value);
+  kiln_status st = dst->op == IR_BUFFER ? KILN_OK : kiln_realize_at(f, l, dst);   /* storage to write into */
+  if (st != KILN_OK) return st;
+  fe_mark_assignable(dst);
+  const char *prev = ir_api_push("assign");
+  ir_node *e = kiln_expand_at(f, l, value, dst->ndim, dst->shape), *v = kiln_cast_at(f, l, e, dst->dtype);
+  kiln_release(e);
+  ir_api_pop(prev);
+  st = kiln_realize_at(f, l, v);   /* the new value, read from the old (dst's snapshot) */
+  if (st == KILN_OK) st = rt_buffer_preserve(dst->buf);
+  if (st == KILN_OK) st = write_into(f, l, dst, v);
+  kiln_release(v);
+  if (st == KILN_OK) {   /* data now: what it was computed from no longer describes it */
+    ir_node_release(dst->hist);
+    dst->hist = NULL;
+    dst->hist_cut = false;
+  }
+  return st;
+}
