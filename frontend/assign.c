@@ -41,8 +41,28 @@ static void write_strided(char *base, const char *v, size_t es, int ndim, const 
   }
 }
 
-/* v (realized, dst's shape and dtype) into dst's storage. */
-static kiln_status write_into(const char *f, int l, ir_node *dst, ir_node *v) {
+/* Whether b holds exactly n's elements, contiguously, and nothing else
+ * reads it: its storage can be handed over instead of copied. */
+static bool sole_owner(const ir_node *n, size_t bytes) {
+  const rt_buffer *b = n->buf;
+  return b && !b->borrowed && __atomic_load_n(&b->refs, __ATOMIC_ACQUIRE) == 1 && !n->offset && b->bytes == bytes &&
+         ir_node_is_contiguous(n);
+}
+
+/* v (realized, dst's shape and dtype) into dst's storage: when both own
+ * their storage alone (no view or snapshot reads dst's, no borrowed
+ * memory) and nothing will read v after (take), v's storage becomes dst's,
+ * with no copy. */
+static kiln_status write_into(const char *f, int l, ir_node *dst, ir_node *v, bool take) {
+  size_t bytes_of = (size_t)ir_numel(dst->ndim, dst->shape) * ir_dtypes[dst->dtype].size;
+  if (v->buf == dst->buf && v->offset == dst->offset && !memcmp(v->strides, dst->strides, sizeof(int64_t) * (size_t)dst->ndim))
+    return KILN_OK;   /* its own value */
+  if (take && sole_owner(dst, bytes_of) && sole_owner(v, bytes_of)) {
+    rt_buffer *old = dst->buf;
+    rt_buffer_retain(dst->buf = v->buf);
+    rt_buffer_release(old);
+    return KILN_OK;
+  }
   size_t es = ir_dtypes[dst->dtype].size, bytes = (size_t)ir_numel(dst->ndim, dst->shape) * es;
   const rt_device *dev = rt_device_of(dst->device);
   char *host = NULL;
@@ -66,7 +86,7 @@ static kiln_status write_into(const char *f, int l, ir_node *dst, ir_node *v) {
   return st;
 }
 
-kiln_status kiln_assign_at(const char *f, int l, kiln_tensor *dst, kiln_tensor *value) {
+kiln_status fe_assign(const char *f, int l, kiln_tensor *dst, kiln_tensor *value, bool take) {
   if (fe_bad_handle(f, l, "assign", dst) || fe_bad_handle(f, l, "assign", value)) return KILN_ERR_ARG;
   if (dst->status != KILN_OK || value->status != KILN_OK) {
     ir_node *e = dst->status != KILN_OK ? dst : value;
@@ -86,7 +106,7 @@ kiln_status kiln_assign_at(const char *f, int l, kiln_tensor *dst, kiln_tensor *
   ir_api_pop(prev);
   st = kiln_realize_at(f, l, v);   /* the new value, read from the old (dst's snapshot) */
   if (st == KILN_OK) st = rt_buffer_preserve(dst->buf);
-  if (st == KILN_OK) st = write_into(f, l, dst, v);
+  if (st == KILN_OK) st = write_into(f, l, dst, v, take || v != value);   /* a cast or broadcast of value is ours */
   kiln_release(v);
   if (st == KILN_OK) {   /* data now: what it was computed from no longer describes it */
     ir_node_release(dst->hist);
@@ -94,4 +114,8 @@ kiln_status kiln_assign_at(const char *f, int l, kiln_tensor *dst, kiln_tensor *
     dst->hist_cut = false;
   }
   return st;
+}
+
+kiln_status kiln_assign_at(const char *f, int l, kiln_tensor *dst, kiln_tensor *value) {
+  return fe_assign(f, l, dst, value, false);
 }

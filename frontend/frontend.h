@@ -74,6 +74,9 @@ bool fe_grad_has_rule(ir_op op, bool *flows);
  * now on read a snapshot of it (ir/graph.h: assignable). Optimizers mark
  * their parameters when they are made. */
 void fe_mark_assignable(ir_node *t);
+/* kiln_assign; with take the caller releases value right after, so its
+ * storage may become dst's instead of being copied (optimizers' updates). */
+kiln_status fe_assign(const char *f, int l, ir_node *dst, ir_node *value, bool take);
 
 /* ---- tensor.c: handles, scopes, errors ---------------------------------- */
 /* Records a handle about to be returned to the user in the innermost scope

@@ -2245,6 +2245,95 @@ KILN_API kiln_status kiln_assign_at(const char *f, int l, kiln_tensor *dst, kiln
 #define kiln_assign(...) kiln_assign_at(__FILE__, __LINE__, __VA_ARGS__)
 /** @} */
 
+/* ---- optimizers -------------------------------------------------------------- */
+/** @name Optimizers
+ * torch.optim's SGD, Adam and AdamW, with their semantics and the same
+ * arithmetic (PyTorch 1.13's single-tensor forms). An optimizer holds its
+ * parameters (they must have storage: a pending one is realized) and its
+ * state (momentum buffers, Adam's first and second moments, made at the
+ * first step); each kiln_optim_step updates them in place with kiln_assign.
+ * @code
+ * kiln_optim *opt = kiln_adamw(2, (kiln_tensor *[]){w, b}, 1e-3, 0.9, 0.999, 1e-8, 1e-2);
+ * for (int step = 0; step < 100; step++) {
+ *   kiln_scope_begin();
+ *   kiln_tensor *loss = kiln_mse_loss(kiln_linear(x, w, b), y, "mean"), *g[2];
+ *   kiln_grad(loss, NULL, 2, (kiln_tensor *[]){w, b}, g);
+ *   kiln_realize_n(3, (kiln_tensor *[]){loss, g[0], g[1]});   // or let the step realize the gradients
+ *   kiln_optim_step(opt, g);
+ *   kiln_scope_end();
+ * }
+ * kiln_optim_free(opt);
+ * @endcode
+ * A step builds every update from the gradients (pending or realized),
+ * realizes them all in one plan (the gradients' pending graphs with them:
+ * backward and update fuse), then writes each parameter and state tensor.
+ * The learning rate and the bias corrections are numbers in the update's
+ * graph, launch arguments of its kernels: kiln_optim_set_lr each step (a
+ * schedule) compiles nothing. Tensors built on a parameter before a step
+ * keep the value they read (kiln_assign): realize or release them first,
+ * or the step keeps a copy of the old parameters for them.
+ * @{ */
+typedef struct kiln_optim kiln_optim;   /**< an optimizer over a list of parameters */
+/** torch.optim.SGD: g += weight_decay p; with momentum, buf = g at the
+ * first step, else momentum buf + (1 - dampening) g, and g = buf (or
+ * g + momentum buf with nesterov); p -= lr g.
+ * @at
+ * @param n,params the parameters: distinct floating tensors with storage (held by the optimizer)
+ * @param lr,momentum,dampening,weight_decay,nesterov as torch.optim.SGD (its defaults: momentum 0, dampening 0,
+ * weight_decay 0, nesterov 0; lr has none)
+ * @return the optimizer, or NULL with kiln_last_error() naming the bad argument */
+KILN_API kiln_optim *kiln_sgd_at(const char *f, int l, int n, kiln_tensor *const *params, double lr, double momentum,
+                                 double dampening, double weight_decay, int nesterov);
+/** torch.optim.Adam (L2 penalty: weight_decay p added to the gradient); torch's defaults are lr 1e-3, beta1 0.9,
+ * beta2 0.999, eps 1e-8, weight_decay 0.
+ * @at
+ * @param n,params the parameters, as kiln_sgd_at
+ * @param lr,beta1,beta2,eps,weight_decay as torch.optim.Adam
+ * @return the optimizer, or NULL with kiln_last_error() naming the bad argument */
+KILN_API kiln_optim *kiln_adam_at(const char *f, int l, int n, kiln_tensor *const *params, double lr, double beta1,
+                                  double beta2, double eps, double weight_decay);
+/** torch.optim.AdamW (decoupled weight decay: p *= 1 - lr weight_decay before Adam's update); torch's default
+ * weight_decay is 1e-2.
+ * @at
+ * @param n,params the parameters, as kiln_sgd_at
+ * @param lr,beta1,beta2,eps,weight_decay as torch.optim.AdamW
+ * @return the optimizer, or NULL with kiln_last_error() naming the bad argument */
+KILN_API kiln_optim *kiln_adamw_at(const char *f, int l, int n, kiln_tensor *const *params, double lr, double beta1,
+                                   double beta2, double eps, double weight_decay);
+/** One step: each parameter updated from its gradient (grads[i] for params[i], its shape and device; NULL leaves
+ * that parameter as it is, as torch does a parameter without .grad). The gradients are read, not released.
+ * @at
+ * @param o the optimizer
+ * @param grads one per parameter
+ * @return KILN_OK; KILN_ERR_SHAPE for a gradient of another shape or device; a gradient's own status; KILN_ERR_ARG
+ * for NULL; KILN_ERR_MEMORY (the parameters are then as before the step, or some updated) */
+KILN_API kiln_status kiln_optim_step_at(const char *f, int l, kiln_optim *o, kiln_tensor *const *grads);
+/** The learning rate of the next steps (a schedule); NULL is fine. */
+KILN_API void kiln_optim_set_lr(kiln_optim *o, double lr);
+/** Frees o and its state; the parameters stay the caller's. NULL is fine. */
+KILN_API void kiln_optim_free(kiln_optim *o);
+/** torch.nn.utils.clip_grad_norm_: the total norm of the gradients (the norm_type norm of their norms; inf: the
+ * largest magnitude), and each gradient scaled by min(1, max_norm / (total + 1e-6)). grads[i] is replaced by the
+ * scaled gradient, a new handle (the old one is released); all lazy.
+ * @at
+ * @param n,grads the gradients
+ * @param max_norm the largest total norm kept
+ * @param norm_type the norm's order (2 in torch's default)
+ * @return the total norm (0-dim float32), or an error tensor */
+KILN_API kiln_tensor *kiln_clip_grad_norm_at(const char *f, int l, int n, kiln_tensor **grads, double max_norm,
+                                             double norm_type);
+/** @macros */
+#define kiln_sgd(...) kiln_sgd_at(__FILE__, __LINE__, __VA_ARGS__)
+/** @macros */
+#define kiln_adam(...) kiln_adam_at(__FILE__, __LINE__, __VA_ARGS__)
+/** @macros */
+#define kiln_adamw(...) kiln_adamw_at(__FILE__, __LINE__, __VA_ARGS__)
+/** @macros */
+#define kiln_optim_step(...) kiln_optim_step_at(__FILE__, __LINE__, __VA_ARGS__)
+/** @macros */
+#define kiln_clip_grad_norm(...) kiln_clip_grad_norm_at(__FILE__, __LINE__, __VA_ARGS__)
+/** @} */
+
 /* ---- compiled functions --------------------------------------------------- */
 /** @name Compiled functions
  * The fast path for loops (like jax.jit or tinygrad's TinyJit): build a graph
