@@ -7,8 +7,8 @@
  * the memory a kiln_from_buffer tensor borrows see it. */
 #include "frontend/frontend.h"
 #include "runtime/rt.h"
-#include "runtime/device.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,18 +27,6 @@ static kiln_status assign_fail(const char *f, int l, kiln_status st, const char 
   ir_str_free(&a);
   ir_str_free(&b);
   return st;
-}
-
-/* Writes the contiguous elements of v (n of them, es bytes each) into dst's
- * strided view of its storage. */
-static void write_strided(char *base, const char *v, size_t es, int ndim, const int64_t *shape, const int64_t *strides) {
-  int64_t n = ir_numel(ndim, shape), idx[KILN_MAX_DIMS] = {0};
-  for (int64_t k = 0; k < n; k++) {
-    int64_t off = 0;
-    for (int d = 0; d < ndim; d++) off += idx[d] * strides[d];
-    memcpy(base + off * (int64_t)es, v + k * (int64_t)es, es);
-    for (int d = ndim - 1; d >= 0 && ++idx[d] == shape[d]; d--) idx[d] = 0;
-  }
 }
 
 /* Whether b holds exactly n's elements, contiguously, and nothing else
@@ -63,38 +51,25 @@ static kiln_status write_into(const char *f, int l, ir_node *dst, ir_node *v, bo
     rt_buffer_release(old);
     return KILN_OK;
   }
-  size_t es = ir_dtypes[dst->dtype].size, bytes = (size_t)ir_numel(dst->ndim, dst->shape) * es;
-  const rt_device *dev = rt_device_of(dst->device);
-  char *host = NULL;
-  const char *src = v->buf ? (const char *)v->buf->data + v->offset * (int64_t)es : NULL;
-  kiln_status st = KILN_OK;
-  if (dev || !ir_node_is_contiguous(v)) {   /* the value as contiguous host data */
-    host = ir_malloc(bytes + 1);
-    if (!host) return assign_fail(f, l, KILN_ERR_MEMORY, "out of memory", dst, v);
-    st = kiln_copy_to_host_at(f, l, v, host, bytes);
-    src = host;
+  kiln_status st = rt_copy_view(dst->buf, dst->strides, dst->offset, v->buf, v->strides, v->offset, ir_dtypes[dst->dtype].size,
+                                dst->ndim, dst->shape);
+  if (st != KILN_OK) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", kiln_last_error());
+    assign_fail(f, l, st, why, dst, v);
   }
-  if (st == KILN_OK && bytes && !dev) {
-    write_strided((char *)dst->buf->data + dst->offset * (int64_t)es, src, es, dst->ndim, dst->shape, dst->strides);
-  } else if (st == KILN_OK && bytes) {   /* a device: through the host (contiguous views only) */
-    if (!ir_node_is_contiguous(dst)) st = assign_fail(f, l, KILN_ERR_ARG, "a strided view on a GPU cannot be assigned yet", dst, v);
-    else st = dev->copy_in(&(rt_buffer){.data = (char *)dst->buf->data + dst->offset * (int64_t)es, .bytes = bytes,
-                                         .device = dst->device}, src, bytes);
-    if (st == KILN_OK) st = dev->sync(dst->device.index);
-  }
-  free(host);
   return st;
 }
 
-kiln_status fe_assign(const char *f, int l, kiln_tensor *dst, kiln_tensor *value, bool take) {
+kiln_status fe_assign(const char *f, int l, kiln_tensor *dst, kiln_tensor *value, bool take, bool defer) {
   if (fe_bad_handle(f, l, "assign", dst) || fe_bad_handle(f, l, "assign", value)) return KILN_ERR_ARG;
   if (dst->status != KILN_OK || value->status != KILN_OK) {
     ir_node *e = dst->status != KILN_OK ? dst : value;
     ir_error_set(ir_node_msg(e));   /* errors are sticky */
     return e->status;
   }
-  if (dst->symbolic || value->symbolic)
-    return assign_fail(f, l, KILN_ERR_ARG, "placeholders have no storage to write", dst, value);
+  if (dst->symbolic)
+    return assign_fail(f, l, KILN_ERR_ARG, "a placeholder has no storage to write", dst, value);
   if (dst->device.type != value->device.type || dst->device.index != value->device.index)
     return assign_fail(f, l, KILN_ERR_DEVICE, "dst and value are on different devices", dst, value);
   kiln_status st = dst->op == IR_BUFFER ? KILN_OK : kiln_realize_at(f, l, dst);   /* storage to write into */
@@ -104,6 +79,13 @@ kiln_status fe_assign(const char *f, int l, kiln_tensor *dst, kiln_tensor *value
   ir_node *e = kiln_expand_at(f, l, value, dst->ndim, dst->shape), *v = kiln_cast_at(f, l, e, dst->dtype);
   kiln_release(e);
   ir_api_pop(prev);
+  if (v->status == KILN_OK && (v->symbolic || defer)) {   /* part of the function kiln_compile makes next */
+    ir_node_retain(dst);
+    ir_node_retain(v);   /* the list's, and the handle's kiln_release below */
+    st = ir_assign_record(dst, v) ? KILN_OK : assign_fail(f, l, KILN_ERR_MEMORY, "out of memory", dst, value);
+    kiln_release(v);
+    return st;
+  }
   st = kiln_realize_at(f, l, v);   /* the new value, read from the old (dst's snapshot) */
   if (st == KILN_OK) st = rt_buffer_preserve(dst->buf);
   if (st == KILN_OK) st = write_into(f, l, dst, v, take || v != value);   /* a cast or broadcast of value is ours */
@@ -117,5 +99,5 @@ kiln_status fe_assign(const char *f, int l, kiln_tensor *dst, kiln_tensor *value
 }
 
 kiln_status kiln_assign_at(const char *f, int l, kiln_tensor *dst, kiln_tensor *value) {
-  return fe_assign(f, l, dst, value, false);
+  return fe_assign(f, l, dst, value, false, false);
 }

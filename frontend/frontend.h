@@ -26,9 +26,6 @@ ir_node *fe_const_on(const char *f, int l, const char *op, int ndim, const int64
                      kiln_device dev);
 
 /* ---- results.c: host data ----------------------------------------------- */
-/* Copies a strided view (element strides, es bytes per element) into dst
- * as contiguous row-major elements. */
-void fe_copy_strided(char *dst, const char *src, size_t es, int ndim, const int64_t *shape, const int64_t *strides);
 /* Realizes t (a CPU tensor) and makes its buffer dense: *data is its first
  * element, valid while t lives. Errors name op and the caller's file:line. */
 kiln_status fe_host_data(const char *f, int l, const char *op, kiln_tensor *t, const void **data);
@@ -75,8 +72,11 @@ bool fe_grad_has_rule(ir_op op, bool *flows);
  * their parameters when they are made. */
 void fe_mark_assignable(ir_node *t);
 /* kiln_assign; with take the caller releases value right after, so its
- * storage may become dst's instead of being copied (optimizers' updates). */
-kiln_status fe_assign(const char *f, int l, ir_node *dst, ir_node *value, bool take);
+ * storage may become dst's instead of being copied (optimizers' updates);
+ * with defer the assignment is part of the function kiln_compile makes next
+ * even when value reads no placeholder (an optimizer's step count, in a
+ * step over placeholders). */
+kiln_status fe_assign(const char *f, int l, ir_node *dst, ir_node *value, bool take, bool defer);
 
 /* ---- tensor.c: handles, scopes, errors ---------------------------------- */
 /* Records a handle about to be returned to the user in the innermost scope

@@ -31,7 +31,7 @@ static rt_buffer *copy_data(const fe_npy_header *h, const char *src) {
   if (h->fortran) {   /* the first index varies fastest; products stay below numel */
     int64_t strides[KILN_MAX_DIMS];
     for (int d = 0; d < h->ndim; d++) strides[d] = d ? strides[d - 1] * h->shape[d - 1] : 1;
-    fe_copy_strided(buf->data, src, h->elem_size, h->ndim, h->shape, strides);
+    ir_copy_view(buf->data, NULL, src, strides, h->elem_size, h->ndim, h->shape);
   } else {
     memcpy(buf->data, src, h->data_bytes);
   }

@@ -38,6 +38,19 @@ static int64_t reduced_count(const ir_node *t, unsigned mask) {
   return n;
 }
 
+/* The count of elements mask reduces, when it follows a placeholder's
+ * dynamic size (kiln_fn): known only at each size the function runs, so a
+ * sum of ones in acc there (the variant's shapes give it its size), kept
+ * dims as 1; NULL when reduced_count is the count. */
+static ir_node *dynamic_count(const char *f, int l, const ir_node *t, int ndims, const int64_t *dims, unsigned mask,
+                              kiln_dtype acc) {
+  bool dynamic = false;
+  for (int d = 0; d < t->ndim; d++) dynamic |= (mask >> d & 1) && t->shape[d] && t->shape[d] % KILN_DYN == 0;
+  if (!dynamic) return NULL;
+  ir_node *ones = kiln_full_at(f, l, t->ndim, t->shape, 1, acc);
+  return fe_done(kiln_sum_dims_at(f, l, ones, ndims, dims, 1), 1, &ones);
+}
+
 /* ---- the one builder ---------------------------------------------------- */
 static kiln_dtype reduce_dtype(ir_op op, kiln_dtype in) {
   switch (op) {
@@ -132,10 +145,11 @@ static ir_node *sum_in(const char *f, int l, ir_node *t, int ndims, const int64_
  * precision: they stay in cache, and f64 would halve the vector width. */
 static ir_node *mean_in(const char *f, int l, ir_node *t, int ndims, const int64_t *dims, unsigned mask,
                         kiln_dtype acc) {
-  ir_node *tmp[2];
-  tmp[0] = sum_in(f, l, t, ndims, dims, acc);
-  tmp[1] = kiln_muls_at(f, l, tmp[0], 1.0 / (double)reduced_count(t, mask));
-  return fe_done(kiln_cast_at(f, l, tmp[1], t->dtype), 2, tmp);
+  fe_temps s = {0};
+  ir_node *count = dynamic_count(f, l, t, ndims, dims, mask, acc), *sum = fe_keep(&s, sum_in(f, l, t, ndims, dims, acc));
+  if (count) fe_keep(&s, count);
+  ir_node *m = fe_keep(&s, count ? kiln_div_at(f, l, sum, count) : kiln_muls_at(f, l, sum, 1.0 / (double)reduced_count(t, mask)));
+  return fe_temps_done(&s, kiln_cast_at(f, l, m, t->dtype));
 }
 
 static ir_node *mean(const char *f, int l, ir_node *t, int ndims, const int64_t *dims, bool keepdim) {
@@ -180,17 +194,19 @@ static ir_node *var(const char *f, int l, const char *op, ir_node *t, int ndims,
   ir_node *e = float_only(f, l, op, t);
   if (e || (e = dims_mask(f, l, op, t, ndims, dims, &mask))) return e;
   double count = (double)reduced_count(t, mask), divisor = count - correction;
-  ir_node *tmp[9];
-  tmp[0] = deviations(f, l, t, mask);
-  tmp[1] = kiln_mul_at(f, l, tmp[0], tmp[0]);
-  tmp[2] = sum_in(f, l, tmp[0], ndims, dims, KILN_F64);   /* sum(d) */
-  tmp[3] = sum_in(f, l, tmp[1], ndims, dims, KILN_F64);   /* sum(d^2) */
-  tmp[4] = kiln_mul_at(f, l, tmp[2], tmp[2]);
-  tmp[5] = kiln_divs_at(f, l, tmp[4], count);
-  tmp[6] = kiln_sub_at(f, l, tmp[3], tmp[5]);
-  tmp[7] = kiln_maximums_at(f, l, tmp[6], 0.0);
-  tmp[8] = kiln_divs_at(f, l, tmp[7], divisor > 0 ? divisor : 0.0);
-  return drop_reduced(f, l, fe_done(kiln_cast_at(f, l, tmp[8], t->dtype), 9, tmp), t, mask, keepdim);
+  fe_temps s = {0};
+  ir_node *n = dynamic_count(f, l, t, ndims, dims, mask, KILN_F64);   /* the count, when it is dynamic */
+  if (n) fe_keep(&s, n);
+  ir_node *d = fe_keep(&s, deviations(f, l, t, mask));
+  ir_node *sum = fe_keep(&s, sum_in(f, l, d, ndims, dims, KILN_F64));
+  ir_node *sq = fe_keep(&s, sum_in(f, l, fe_keep(&s, kiln_mul_at(f, l, d, d)), ndims, dims, KILN_F64));
+  ir_node *sum2 = fe_keep(&s, kiln_mul_at(f, l, sum, sum));
+  ir_node *shift = fe_keep(&s, n ? kiln_div_at(f, l, sum2, n) : kiln_divs_at(f, l, sum2, count));
+  ir_node *m2 = fe_keep(&s, kiln_maximums_at(f, l, fe_keep(&s, kiln_sub_at(f, l, sq, shift)), 0.0));
+  /* a divisor of 0 gives inf or nan, as torch */
+  ir_node *v = fe_keep(&s, n ? kiln_div_at(f, l, m2, fe_keep(&s, kiln_maximums_at(f, l, fe_keep(&s, kiln_adds_at(f, l, n, -correction)), 0.0)))
+                             : kiln_divs_at(f, l, m2, divisor > 0 ? divisor : 0.0));
+  return drop_reduced(f, l, fe_temps_done(&s, kiln_cast_at(f, l, v, t->dtype)), t, mask, keepdim);
 }
 
 static ir_node *std(const char *f, int l, const char *op, ir_node *t, int ndims, const int64_t *dims, double correction,

@@ -54,29 +54,6 @@ static kiln_status realize_on_host(const char *f, int l, const char *op, kiln_te
   return KILN_ERR_DEVICE;
 }
 
-/* Rows of the last dim at a time when that dim is dense, counting through
- * the index like an odometer. */
-void fe_copy_strided(char *dst, const char *src, size_t es, int ndim, const int64_t *shape,
-                         const int64_t *strides) {
-  int64_t numel = ir_numel(ndim, shape);
-  if (numel == 0) return;
-  int inner = ndim - 1;
-  int64_t row = ndim ? shape[inner] : 1;
-  bool dense = !ndim || strides[inner] == 1;
-  int64_t idx[KILN_MAX_DIMS] = {0};
-  for (int64_t done = 0; done < numel; done += row) {
-    int64_t off = 0;
-    for (int d = 0; d < ndim; d++) off += idx[d] * strides[d];
-    if (dense) {
-      memcpy(dst, src + off * (int64_t)es, (size_t)row * es);
-    } else {
-      for (int64_t j = 0; j < row; j++) memcpy(dst + j * es, src + (off + j * strides[inner]) * (int64_t)es, es);
-    }
-    dst += (size_t)row * es;
-    for (int d = inner - 1; d >= 0 && ++idx[d] == shape[d]; d--) idx[d] = 0;
-  }
-}
-
 /* An empty tensor may hold no buffer at all: its data is any valid pointer. */
 static const char *buffer_base(const ir_node *t) {
   static const char no_data[1];
@@ -96,7 +73,7 @@ kiln_status kiln_copy_to_host_at(const char *f, int l, kiln_tensor *t, void *dst
     ir_str_free(&b);
     return KILN_ERR_ARG;
   }
-  fe_copy_strided(dst, buffer_base(t), es, t->ndim, t->shape, t->strides);
+  ir_copy_view(dst, NULL, buffer_base(t), t->strides, es, t->ndim, t->shape);
   return KILN_OK;
 }
 
@@ -124,7 +101,7 @@ static kiln_status make_contiguous(const char *f, int l, kiln_tensor *t) {
     ir_error_setf("%s:%d: data: out of memory allocating %zu bytes for a contiguous copy", f, l, bytes);
     return KILN_ERR_MEMORY;
   }
-  fe_copy_strided(buf->data, buffer_base(t), es, t->ndim, t->shape, t->strides);
+  ir_copy_view(buf->data, NULL, buffer_base(t), t->strides, es, t->ndim, t->shape);
   ir_node_set_buffer(t, buf);
   return KILN_OK;
 }

@@ -2234,6 +2234,14 @@ KILN_API kiln_tensor *kiln_detach_at(const char *f, int l, kiln_tensor *t);
  * of the old contents when something still holds it at the assignment
  * (release or realize what you no longer need before assigning, and no copy
  * is made). dst becomes data: kiln_grad sees no history behind it.
+ *
+ * A value over placeholders is not computed now: the assignment becomes
+ * part of the function the next kiln_compile on this thread makes, which
+ * performs it at every kiln_fn_run (dst's storage donated to the function,
+ * as JAX's donate_argnums): the run computes its outputs and every
+ * assigned value from the tensors as they are when the run starts, then
+ * writes the values, in the order the assignments were made; nothing else
+ * is written.
  * @at
  * @param dst a tensor with storage (a pending one is realized first); not a placeholder
  * @param value the new value, on dst's device; it may read dst

@@ -55,6 +55,26 @@ void ir_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
   }
 }
 
+void ir_copy_view(char *dst, const int64_t *dst_strides, const char *src, const int64_t *src_strides, size_t es, int ndim,
+                  const int64_t *shape) {
+  int64_t numel = ir_numel(ndim, shape), dense[KILN_MAX_DIMS];
+  if (numel <= 0) return;
+  ir_contiguous_strides(ndim, shape, dense);
+  const int64_t *ds = dst_strides ? dst_strides : dense, *ss = src_strides ? src_strides : dense;
+  int inner = ndim - 1;
+  int64_t row = ndim ? shape[inner] : 1, idx[KILN_MAX_DIMS] = {0};
+  bool rows = !ndim || (ds[inner] == 1 && ss[inner] == 1);
+  for (int64_t done = 0; done < numel; done += row) {
+    int64_t d0 = 0, s0 = 0;
+    for (int d = 0; d < ndim; d++) d0 += idx[d] * ds[d], s0 += idx[d] * ss[d];
+    if (rows) memcpy(dst + d0 * (int64_t)es, src + s0 * (int64_t)es, (size_t)row * es);
+    else
+      for (int64_t j = 0; j < row; j++)
+        memcpy(dst + (d0 + j * ds[inner]) * (int64_t)es, src + (s0 + j * ss[inner]) * (int64_t)es, es);
+    for (int d = inner - 1; d >= 0 && ++idx[d] == shape[d]; d--) idx[d] = 0;
+  }
+}
+
 /* Strides of size-1 dims never matter; an empty tensor is trivially contiguous. */
 bool ir_node_is_contiguous(const ir_node *n) {
   if (ir_numel(n->ndim, n->shape) == 0) return true;
@@ -532,6 +552,40 @@ ir_node *ir_graph_find_error(int nroots, ir_node *const *roots) {
     if (topo[i]->status != KILN_OK) err = topo[i];
   free(topo);
   return err;
+}
+
+/* ---- assignments a compiled function performs ------------------------------ */
+typedef struct { ir_node *dst, *value; } assignment;
+static _Thread_local struct {
+  assignment *v;
+  size_t n, cap;
+} assigns;
+
+bool ir_assign_record(ir_node *dst, ir_node *value) {
+  if (!ir_grow((void **)&assigns.v, &assigns.cap, assigns.n, assigns.n + 1, sizeof *assigns.v, NULL)) {
+    ir_node_release(dst);
+    ir_node_release(value);
+    return false;
+  }
+  assigns.v[assigns.n++] = (assignment){dst, value};
+  return true;
+}
+
+int ir_assign_take(ir_node ***dst, ir_node ***value) {
+  int n = (int)assigns.n;
+  *dst = ir_malloc(sizeof **dst * (assigns.n + 1));
+  *value = ir_malloc(sizeof **value * (assigns.n + 1));
+  if (!*dst || !*value) {
+    free(*dst);
+    free(*value);
+    *dst = *value = NULL;
+    return -1;   /* the list stays: a later take may succeed */
+  }
+  for (size_t i = 0; i < assigns.n; i++) (*dst)[i] = assigns.v[i].dst, (*value)[i] = assigns.v[i].value;
+  free(assigns.v);
+  assigns.v = NULL;
+  assigns.n = assigns.cap = 0;
+  return n;
 }
 
 /* ---- printing ----------------------------------------------------------- */

@@ -171,6 +171,12 @@ void ir_node_set_computed(ir_node *n, rt_buffer *buf, const int64_t *strides, in
                           uint64_t clock);
 bool ir_node_is_contiguous(const ir_node *n);
 void ir_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+/* Copies the elements of a view of shape (ndim, shape) from src to dst,
+ * each through its element strides (NULL: contiguous row-major), es bytes
+ * an element: a strided view gathered into a dense array, a dense array
+ * written into a strided view, or one view into another. */
+void ir_copy_view(char *dst, const int64_t *dst_strides, const char *src, const int64_t *src_strides, size_t es, int ndim,
+                  const int64_t *shape);
 
 /* Nodes reachable from roots that are not BUFFERs, plus the BUFFER leaves,
  * in topological order (sources first). Iterative. Caller frees *out.
@@ -199,6 +205,15 @@ bool ir_graph_private_leaves(int n, ir_node **topo);
 /* First error node reachable from roots, or NULL (ir_node_oom() when the
  * walk itself runs out of memory). */
 ir_node *ir_graph_find_error(int nroots, ir_node *const *roots);
+
+/* Assignments of values over placeholders (kiln_assign of a step that
+ * kiln_compile makes into a function): this thread's, in order.
+ * ir_assign_record takes the caller's references (released when out of
+ * memory: false); ir_assign_take hands the list over and empties it: the
+ * caller owns the references and frees the two arrays (-1 when out of
+ * memory, the list kept). */
+bool ir_assign_record(ir_node *dst, ir_node *value);
+int ir_assign_take(ir_node ***dst, ir_node ***value);
 
 /* Text form, one node per line: "%3 = add %1, %2  f32(4,4)  main.c:14". */
 void ir_graph_print(ir_str *b, int n, ir_node *const *topo);

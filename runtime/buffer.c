@@ -302,6 +302,48 @@ rt_buffer *rt_buffer_shared(rt_buffer *b) {
   return r;
 }
 
+static bool dense_view(const int64_t *strides, int ndim, const int64_t *shape) {
+  int64_t want[KILN_MAX_DIMS];
+  ir_contiguous_strides(ndim, shape, want);
+  for (int d = 0; d < ndim; d++)
+    if (shape[d] != 1 && strides[d] != want[d]) return false;
+  return true;
+}
+
+kiln_status rt_copy_view(rt_buffer *dst, const int64_t *dst_strides, int64_t dst_offset, rt_buffer *src,
+                         const int64_t *src_strides, int64_t src_offset, size_t es, int ndim, const int64_t *shape) {
+  int64_t n = ir_numel(ndim, shape);
+  if (n <= 0) return KILN_OK;
+  size_t bytes = (size_t)n * es;
+  const rt_device *sdev = rt_device_of(src->device), *ddev = rt_device_of(dst->device);
+  char *d = (char *)dst->data + dst_offset * (int64_t)es;
+  const char *from = (const char *)src->data + src_offset * (int64_t)es;
+  if (!sdev && !ddev && src != dst) {
+    ir_copy_view(d, dst_strides, from, src_strides, es, ndim, shape);
+    return KILN_OK;
+  }
+  if ((sdev && !dense_view(src_strides, ndim, shape)) || (ddev && !dense_view(dst_strides, ndim, shape))) {
+    ir_error_set("a strided view on a GPU cannot be written in place yet");
+    return KILN_ERR_ARG;
+  }
+  char *tmp = ir_malloc(bytes);   /* the source, dense on the host */
+  if (!tmp) {
+    ir_error_set("out of memory copying a view");
+    return KILN_ERR_MEMORY;
+  }
+  kiln_status st = KILN_OK;
+  if (sdev) st = sdev->copy_out(tmp, src, (size_t)src_offset * es, bytes);
+  else ir_copy_view(tmp, NULL, from, src_strides, es, ndim, shape);
+  if (st == KILN_OK && ddev) {
+    st = ddev->copy_in(&(rt_buffer){.data = d, .bytes = bytes, .device = dst->device}, tmp, bytes);
+    if (st == KILN_OK) st = ddev->sync(dst->device.index);
+  } else if (st == KILN_OK) {
+    ir_copy_view(d, dst_strides, tmp, NULL, es, ndim, shape);
+  }
+  free(tmp);
+  return st;
+}
+
 void rt_buffer_reset_peak(void) {
   pthread_mutex_lock(&cache.lock);
   cache.stats.peak_bytes = cache.stats.live_bytes;

@@ -31,7 +31,9 @@ typedef struct {
 
 struct kiln_fn {
   char where[128];          /* "main.c:12": where kiln_compile was called */
-  int nin, nout;
+  int nin, nout;            /* nout: the caller's outputs, then nassign assigned values */
+  int nassign;              /* kiln_assign of values over the inputs: performed by every run */
+  ir_node **assign_to;      /* retained: where each assigned value goes */
   int ntmpl;
   ir_node **tmpl;           /* retained: the graph as built (sources first) */
   int (*src_pos)[IR_MAX_SRC];        /* per tmpl node: its sources' positions in tmpl */
@@ -69,6 +71,7 @@ void kiln_fn_free(kiln_fn *fn) {
   if (!fn) return;
   for (int i = 0; i < fn->nvariants; i++) variant_free(fn, fn->variants[i]);
   free(fn->variants);
+  release_all(fn->nassign, fn->assign_to);
   release_all(fn->nleaves, fn->leaves);
   release_all(fn->ntmpl, fn->tmpl);
   free(fn->src_pos);
@@ -140,23 +143,76 @@ static bool per_call(const ir_node *n) {
 }
 
 /* What does not change per call is a constant of the function: computed
- * once, now, so a call never recomputes a weight. */
+ * once, now, so a call never recomputes a weight. What reads a tensor that
+ * assignments overwrite (a parameter, an optimizer's state) changes from
+ * call to call too. varies is per topo node (scratch: its position). */
+static bool varies(const ir_node *t, const bool *v) {
+  return t->op == IR_BUFFER ? t->assignable || per_call(t) : v[t->scratch];
+}
+
 static kiln_status realize_constants(int nout, kiln_tensor *const *out) {
   ir_node **topo, **c;
   int n = ir_graph_collect(nout, out, &topo), nc = 0;
   c = n >= 0 ? ir_malloc(sizeof *c * ((size_t)(IR_MAX_SRC * n) + 1)) : NULL;
-  if (!c) {
+  bool *v = c ? ir_calloc((size_t)n + 1, sizeof *v) : NULL;
+  if (!v) {
+    free(c);
     free(topo);
     return ir_error_oom(out[0]);
   }
   for (int i = 0; i < n; i++) {
+    ir_node *t = topo[i];
+    if (t->op == IR_BUFFER) continue;
+    t->scratch = i;
+    v[i] = per_call(t);
+    for (int s = 0; s < t->nsrc; s++) v[i] |= varies(t->src[s], v);
+  }
+  for (int i = 0; i < n; i++) {
     const ir_node *t = topo[i];
-    for (int s = 0; per_call(t) && s < t->nsrc; s++)
-      if (!per_call(t->src[s]) && t->src[s]->op != IR_BUFFER) c[nc++] = t->src[s];
-    if (!per_call(t) && t->op != IR_BUFFER && is_output(t, nout, out)) c[nc++] = topo[i];
+    for (int s = 0; varies(t, v) && s < t->nsrc; s++)
+      if (!varies(t->src[s], v) && t->src[s]->op != IR_BUFFER) c[nc++] = t->src[s];
+    if (!varies(t, v) && t->op != IR_BUFFER && is_output(t, nout, out)) c[nc++] = topo[i];
   }
   kiln_status st = nc ? rt_realize(nc, c) : KILN_OK;
+  free(v);
   free(c);
+  free(topo);
+  return st;
+}
+
+/* A pending tensor built on an assignable one reads it through a snapshot
+ * (ir_node_new_taking), which the function's own assignments must not
+ * leave behind: every leaf over a snapshot not yet preserved is replaced,
+ * in the edges that read it, by a leaf over the tensor's storage itself. */
+static kiln_status unsnap(int nout, kiln_tensor *const *out) {
+  ir_node **topo;
+  int n = ir_graph_collect(nout, out, &topo);
+  if (n < 0) return ir_error_oom(out[0]);
+  IR_PTRMAP_ON_STACK(repl);
+  ir_node **made = ir_calloc((size_t)n + 1, sizeof *made);
+  kiln_status st = made ? KILN_OK : ir_error_oom(out[0]);
+  for (int i = 0; st == KILN_OK && i < n; i++) {
+    ir_node *t = topo[i];
+    if (t->op != IR_BUFFER || !t->buf) continue;
+    rt_buffer *origin = rt_buffer_shared(t->buf);
+    if (origin != t->buf && (made[i] = ir_node_alias(t))) {
+      rt_buffer_release(made[i]->buf);
+      made[i]->buf = origin;
+      made[i]->assignable = true;
+      if (!ir_ptrmap_put(&repl, t, i)) st = ir_error_oom(out[0]);
+    } else {
+      rt_buffer_release(origin);
+      if (origin != t->buf) st = ir_error_oom(out[0]);
+    }
+  }
+  for (int i = 0; st == KILN_OK && i < n; i++)
+    for (int s = 0; topo[i]->op != IR_BUFFER && s < topo[i]->nsrc; s++) {
+      int j = ir_ptrmap_get(&repl, topo[i]->src[s]);
+      if (j >= 0) ir_node_set_src(topo[i], s, made[j]);
+    }
+  for (int i = 0; made && i < n; i++) ir_node_release(made[i]);
+  ir_ptrmap_free(&repl);
+  free(made);
   free(topo);
   return st;
 }
@@ -412,13 +468,49 @@ static kiln_status positions(kiln_fn *fn, int nout, kiln_tensor *const *out) {
   return KILN_OK;
 }
 
+/* The caller's outputs, then the values of this thread's assignments over
+ * placeholders (kiln_assign), whose destinations go to *to; NULL when out
+ * of memory. */
+static kiln_tensor **with_assignments(const char *f, int l, int nout, kiln_tensor *const *out, int *nassign,
+                                      ir_node ***to) {
+  ir_node **values = NULL;
+  *nassign = ir_assign_take(to, &values);
+  kiln_tensor **all = *nassign >= 0 ? ir_malloc(sizeof *all * ((size_t)(nout + *nassign) + 1)) : NULL;
+  if (!all) {
+    if (*nassign > 0) release_all(*nassign, values), release_all(*nassign, *to);
+    else free(values), free(*to);
+    *to = NULL;
+    ir_error_setf("%s:%d: compile: out of memory", f, l);
+    return NULL;
+  }
+  memcpy(all, out, sizeof *all * (size_t)(nout > 0 ? nout : 0));
+  memcpy(all + (nout > 0 ? nout : 0), values, sizeof *all * (size_t)*nassign);
+  free(values);   /* the references move to the caller, with all */
+  return all;
+}
+
 kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *in, int nout, kiln_tensor *const *out) {
-  kiln_fn *fn = check_compile(f, l, nin, in, nout, out);
-  if (!fn) return NULL;
+  if (nout <= 0 || !out) return fail(f, l, "invalid list of %d outputs (a function has at least one)", nout);
+  int nassign;
+  ir_node **to;
+  kiln_tensor **all = with_assignments(f, l, nout, out, &nassign, &to);
+  if (!all) return NULL;
+  kiln_fn *fn = check_compile(f, l, nin, in, nout + nassign, all);
+  if (!fn) {
+    release_all(nassign, to);
+    for (int a = 0; a < nassign; a++) ir_node_release(all[nout + a]);
+    free(all);
+    return NULL;
+  }
+  fn->nassign = nassign;
+  fn->assign_to = to;
+  out = all;
+  nout += nassign;
   snprintf(fn->where, sizeof fn->where, "%s:%d", f ? f : "?", l);
   fn->nin = nin;
   fn->nout = nout;
-  kiln_status st = realize_constants(nout, out);
+  kiln_status st = unsnap(nout, out);
+  if (st == KILN_OK) st = realize_constants(nout, out);
   if (st == KILN_OK) {
     fn->ntmpl = ir_graph_collect(nout, out, &fn->tmpl);
     for (int i = 0; i < fn->ntmpl; i++) ir_node_retain(fn->tmpl[i]);
@@ -432,6 +524,8 @@ kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *in, 
   ir_node **probe = st == KILN_OK && fn->dynamic ? variant_graph(fn, 2, &st) : NULL;
   release_all(probe ? fn->ntmpl : 0, probe);
   if (st == KILN_OK && !fn->dynamic) variant(fn, 0, &st);
+  for (int a = 0; a < nassign; a++) ir_node_release(out[nout - nassign + a]);   /* tmpl holds what the function reads */
+  free(all);
   if (st != KILN_OK) {
     kiln_fn_free(fn);
     return NULL;
@@ -497,7 +591,7 @@ static kiln_status bind(const char *f, int l, const kiln_fn *fn, const fn_varian
     if (!(slots[i] = storage_of(in[i], &borrowed[i])) && in[i]->buf) return KILN_ERR_MEMORY;
   }
   for (int i = fn->nin; i < fn->nleaves; i++) slots[i] = var->leaves[i]->buf;
-  for (int o = 0; o < fn->nout; o++) {
+  for (int o = 0; o < fn->nout - fn->nassign; o++) {
     if (!out[o]) continue;
     kiln_status st = check_given(f, l, fn, "output", o, out[o], &var->out[o]);
     if (st != KILN_OK) return st;
@@ -518,7 +612,7 @@ static kiln_status run_oom(const char *f, int l) {
  * one the executable could not write in place gets a copy of it. */
 static kiln_status deliver(const char *f, int l, const kiln_fn *fn, const fn_variant *var, kiln_tensor **out,
                            rt_buffer **slots) {
-  for (int o = 0; o < fn->nout; o++) {
+  for (int o = 0; o < fn->nout - fn->nassign; o++) {
     const rt_exec_view *v = rt_exec_node(var->exec, fn->out_node[o]);
     rt_buffer *b = v->slot >= 0 ? slots[v->slot] : NULL;
     if (out[o] && out[o]->buf && b && b->data == (char *)out[o]->buf->data + out[o]->offset * (int64_t)ir_dtypes[out[o]->dtype].size)
@@ -541,6 +635,27 @@ static kiln_status deliver(const char *f, int l, const kiln_fn *fn, const fn_var
       ir_error_setf("%s:%d: fn_run: output %d: a given device tensor must be the value's own storage; pass NULL", f, l, o);
     ir_node_release(t);
     if (st != KILN_OK) return st;
+  }
+  return KILN_OK;
+}
+
+/* The run's assignments, after every kernel: each value (a slot's view)
+ * written into its tensor's storage, in order, once what still reads the
+ * old contents has a copy of them (kiln_assign). */
+static kiln_status assign(const char *f, int l, const kiln_fn *fn, const fn_variant *var, rt_buffer **slots) {
+  for (int a = 0; a < fn->nassign; a++) {
+    const rt_exec_view *v = rt_exec_node(var->exec, fn->out_node[fn->nout - fn->nassign + a]);
+    ir_node *dst = fn->assign_to[a];
+    kiln_status st = v->slot < 0 ? KILN_OK : rt_buffer_preserve(dst->buf);
+    if (st == KILN_OK && v->slot >= 0)
+      st = rt_copy_view(dst->buf, dst->strides, dst->offset, slots[v->slot], v->strides, v->offset,
+                        ir_dtypes[dst->dtype].size, dst->ndim, dst->shape);
+    if (st != KILN_OK) {
+      char why[256];
+      snprintf(why, sizeof why, "%s", kiln_last_error());
+      ir_error_setf("%s:%d: fn_run: function compiled at %s: assignment %d: %s", f, l, fn->where, a, why);
+      return st;
+    }
   }
   return KILN_OK;
 }
@@ -590,6 +705,7 @@ kiln_status kiln_fn_run_at(const char *f, int l, kiln_fn *fn, kiln_tensor *const
   st = bind(f, l, fn, var, in, out, slots, borrowed);
   if (st == KILN_OK) st = rt_exec_run(var->exec, slots, NULL, atomic_fetch_add(&fn->runs, 1) == 0, rt_opts()->debug, NULL);
   if (st == KILN_OK) st = deliver(f, l, fn, var, out, slots);
+  if (st == KILN_OK) st = assign(f, l, fn, var, slots);
   for (int i = 0; i < ns; i++)
     if (i >= fn->nleaves || borrowed[i]) rt_buffer_release(slots[i]);
   if (slots != small) free(slots);

@@ -63,6 +63,12 @@ void rt_buffer_release(rt_buffer *b);
  * when out of memory. */
 rt_buffer *rt_buffer_snapshot(rt_buffer *b);
 kiln_status rt_buffer_preserve(rt_buffer *b);
+/* Copies a view of src into a view of dst (element strides and offsets,
+ * es bytes an element), on the host, or on a device through the host (its
+ * views contiguous); views of one buffer go through a dense copy. A
+ * device's error, or KILN_ERR_MEMORY, with the last error set. */
+kiln_status rt_copy_view(rt_buffer *dst, const int64_t *dst_strides, int64_t dst_offset, rt_buffer *src,
+                         const int64_t *src_strides, int64_t src_offset, size_t es, int ndim, const int64_t *shape);
 /* The storage a realized view of b shares: b's origin while b is a
  * snapshot not yet preserved (a view shares its tensor's storage and sees
  * its assignments), else b. A new reference. */

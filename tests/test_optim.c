@@ -113,6 +113,75 @@ START_TEST(schedule_compiles_nothing) {
 }
 END_TEST
 
+/* A whole step over placeholders (forward, loss, kiln_grad, the update)
+ * compiled into one function: each run takes a batch, returns the loss and
+ * updates the parameters and the optimizer's state in place, exactly as
+ * the step built afresh each time does (the same data, a learning rate
+ * changed between runs, two batch sizes), with no plan, compile or
+ * allocation kept per run once each size has run. */
+static void model_params(kiln_tensor **p) {
+  p[0] = table(32, 0.5, 0.1, KILN_SHAPE(8, 4));
+  p[1] = table(8, 0.1, 0.2, KILN_SHAPE(8));
+  p[2] = table(24, 0.4, 0.3, KILN_SHAPE(3, 8));
+  p[3] = table(3, 0.1, 0.4, KILN_SHAPE(3));
+}
+
+static kiln_tensor *model_loss(kiln_tensor *const *p, kiln_tensor *x, kiln_tensor *y) {
+  kiln_tensor *h = kiln_tanh(kiln_linear(x, p[0], p[1]));
+  return kiln_mse_loss(kiln_linear(h, p[2], p[3]), y, "mean");
+}
+
+START_TEST(compiled_step_is_the_step) {
+  kiln_tensor *a[NPARAMS], *b[NPARAMS];   /* trained eagerly / by the compiled step */
+  model_params(a);
+  model_params(b);
+  kiln_optim *oa = kiln_adamw(NPARAMS, a, 1e-2, 0.9, 0.999, 1e-8, 0.05), *ob = kiln_adamw(NPARAMS, b, 1e-2, 0.9, 0.999, 1e-8, 0.05);
+  kiln_tensor *x = kiln_placeholder(KILN_F32, KILN_SHAPE(-1, 4)), *y = kiln_placeholder(KILN_F32, KILN_SHAPE(-1, 3));
+  kiln_tensor *loss = model_loss(b, x, y), *g[NPARAMS];
+  ck_assert_int_eq(kiln_grad(loss, NULL, NPARAMS, b, g), KILN_OK);
+  ck_assert_msg(kiln_optim_step(ob, g) == KILN_OK, "%s", kiln_last_error());   /* recorded, not run */
+  kiln_fn *step = kiln_compile(2, ((kiln_tensor *[]){x, y}), 1, &loss);
+  ck_assert_msg(step, "%s", kiln_last_error());
+  kiln_memory_stats_t m0 = {0}, m1;
+  uint64_t compiles = 0, plans = 0;
+  for (int run = 0; run < 12; run++) {
+    int64_t batch = run % 2 ? 16 : 9;
+    kiln_scope_begin();
+    kiln_tensor *xb = table((int)(batch * 4), 1.0, 0.5 + run, KILN_SHAPE(batch, 4)), *yb = table((int)(batch * 3), 0.8, 0.6 + run, KILN_SHAPE(batch, 3));
+    if (run == 6) kiln_optim_set_lr(oa, 3e-3), kiln_optim_set_lr(ob, 3e-3);
+    kiln_tensor *got = NULL, *ga[NPARAMS];
+    ck_assert_msg(kiln_fn_run(step, ((kiln_tensor *[]){xb, yb}), &got) == KILN_OK, "%s", kiln_last_error());
+    kiln_tensor *want = model_loss(a, xb, yb);
+    ck_assert_int_eq(kiln_grad(want, NULL, NPARAMS, a, ga), KILN_OK);
+    ck_assert_int_eq(kiln_realize(want), KILN_OK);
+    ck_assert_int_eq(kiln_optim_step(oa, ga), KILN_OK);
+    ck_assert_msg(fabs(kiln_item(got) - kiln_item(want)) <= 1e-6 * fabs(kiln_item(want)), "run %d: loss %.9g, the step's %.9g",
+                  run, kiln_item(got), kiln_item(want));
+    kiln_scope_end();
+    if (run == 3) kiln_memory_stats(kiln_cpu_device(), &m0), compiles = kiln_stats().compiles, plans = kiln_stats().plans;
+  }
+  kiln_memory_stats(kiln_cpu_device(), &m1);
+  ck_assert_uint_eq(m1.allocated_bytes, m0.allocated_bytes);
+  ck_assert_uint_eq(kiln_stats().plans, plans);   /* the eager step's plans, found, and none of the function's */
+  ck_assert_uint_eq(kiln_stats().compiles, compiles);
+  for (int i = 0; i < NPARAMS; i++) {
+    float va[MAXV], vb[MAXV];
+    size_t bytes = sizeof(float) * (size_t)kiln_numel(a[i]);
+    ck_assert_int_eq(kiln_copy_to_host(a[i], va, bytes), KILN_OK);
+    ck_assert_int_eq(kiln_copy_to_host(b[i], vb, bytes), KILN_OK);
+    for (int64_t k = 0; k < kiln_numel(a[i]); k++)
+      ck_assert_msg(fabs(va[k] - vb[k]) <= 1e-5 * fabs(va[k]) + 1e-7, "param %d[%lld]: %.9g, compiled %.9g", i, (long long)k, va[k], vb[k]);
+  }
+  kiln_fn_free(step);
+  kiln_optim_free(oa);
+  kiln_optim_free(ob);
+  for (int i = 0; i < NPARAMS; i++) kiln_release(a[i]), kiln_release(b[i]), kiln_release(g[i]);
+  kiln_release(loss);
+  kiln_release(x);
+  kiln_release(y);
+}
+END_TEST
+
 START_TEST(clip_grad_norm) {
   kiln_scope_begin();
   kiln_tensor *g[2] = {kiln_from_data(((const float[]){3, 0}), KILN_F32, KILN_SHAPE(2)),
@@ -155,6 +224,7 @@ static Suite *optim_suite(void) {
   Suite *s = suite_create("optim");
   tcase_add_loop_test(tu_tcase(s, "matches_torch_optim"), matches_torch_optim, 0, sizeof runs / sizeof *runs);
   tcase_add_test(tu_tcase(s, "schedule_compiles_nothing"), schedule_compiles_nothing);
+  tcase_add_test(tu_tcase(s, "compiled_step_is_the_step"), compiled_step_is_the_step);
   tcase_add_test(tu_tcase(s, "clip_grad_norm"), clip_grad_norm);
   tcase_add_test(tu_tcase(s, "errors"), errors);
   return s;

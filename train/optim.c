@@ -18,11 +18,26 @@ struct kiln_optim {
   opt_kind kind;
   int n;
   kiln_tensor **params;     /* retained */
-  kiln_tensor **state[2];   /* per parameter: SGD's momentum buffer; Adam's exp_avg and exp_avg_sq (retained, NULL until needed) */
-  double lr, momentum, dampening, weight_decay, beta1, beta2, eps;
+  kiln_tensor **state[2];   /* per parameter: SGD's momentum buffer (with momentum); Adam's exp_avg and exp_avg_sq */
+  /* 0-dim f64 tensors the updates read: the learning rate and the steps
+   * taken, data rather than numbers, so that a compiled step reads the
+   * values of each run (a schedule's kiln_optim_set_lr, the bias
+   * corrections of the step count) */
+  kiln_tensor *lr, *steps;
+  double momentum, dampening, weight_decay, beta1, beta2, eps;
   bool nesterov;
-  int64_t steps;
 };
+
+/* A new tensor with storage the optimizer's steps overwrite. */
+static kiln_tensor *state_of(const char *f, int l, kiln_tensor *like, double v, int ndim, const int64_t *shape) {
+  kiln_tensor *t = like ? kiln_zeros_like_at(f, l, like) : kiln_full_at(f, l, ndim, shape, v, KILN_F64);
+  if (kiln_realize_at(f, l, t) != KILN_OK) {
+    kiln_release(t);
+    return NULL;
+  }
+  fe_mark_assignable(t);
+  return t;
+}
 
 /* NULL, with "file:line: op: why" as the last error. */
 static kiln_optim *make_fail(const char *f, int l, const char *op, const char *why, int i) {
@@ -57,16 +72,28 @@ static kiln_optim *make(const char *f, int l, const char *op, opt_kind kind, int
     kiln_optim_free(o);
     return make_fail(f, l, op, "out of memory%.0d", 0);
   }
-  *o = (kiln_optim){.kind = kind, .n = n, .params = o->params, .state = {o->state[0], o->state[1]}, .lr = lr};
-  for (int i = 0; i < n; i++) {
-    kiln_status st = params[i]->op == IR_BUFFER ? KILN_OK : kiln_realize_at(f, l, params[i]);
-    if (st != KILN_OK) {
-      kiln_optim_free(o);
-      return NULL;
-    }
+  *o = (kiln_optim){.kind = kind, .n = n, .params = o->params, .state = {o->state[0], o->state[1]},
+                    .lr = state_of(f, l, NULL, lr, 0, NULL), .steps = state_of(f, l, NULL, 0, 0, NULL)};
+  bool ok = o->lr && o->steps;
+  for (int i = 0; ok && i < n; i++) {
+    ok = (params[i]->op == IR_BUFFER ? KILN_OK : kiln_realize_at(f, l, params[i])) == KILN_OK;
+    if (!ok) break;
     fe_mark_assignable(params[i]);   /* what is built on a parameter keeps the value it read */
     ir_node_retain(o->params[i] = params[i]);
   }
+  if (ok) return o;
+  kiln_optim_free(o);
+  return NULL;
+}
+
+/* The state tensors of each parameter, zeros like it (nstate of them). */
+static kiln_optim *with_state(const char *f, int l, kiln_optim *o, int nstate) {
+  for (int i = 0; o && i < o->n; i++)
+    for (int k = 0; k < nstate; k++)
+      if (!(o->state[k][i] = state_of(f, l, o->params[i], 0, 0, NULL))) {
+        kiln_optim_free(o);
+        return NULL;
+      }
   return o;
 }
 
@@ -77,7 +104,7 @@ kiln_optim *kiln_sgd_at(const char *f, int l, int n, kiln_tensor *const *params,
   if (!(momentum >= 0) || !(weight_decay >= 0)) return make_fail(f, l, "sgd", "invalid momentum or weight_decay%.0d", 0);
   kiln_optim *o = make(f, l, "sgd", OPT_SGD, n, params, lr);
   if (o) o->momentum = momentum, o->dampening = dampening, o->weight_decay = weight_decay, o->nesterov = nesterov;
-  return o;
+  return with_state(f, l, o, momentum != 0);
 }
 
 static kiln_optim *adam(const char *f, int l, const char *op, opt_kind kind, int n, kiln_tensor *const *params,
@@ -87,7 +114,7 @@ static kiln_optim *adam(const char *f, int l, const char *op, opt_kind kind, int
   if (!(eps >= 0) || !(weight_decay >= 0)) return make_fail(f, l, op, "invalid epsilon or weight_decay%.0d", 0);
   kiln_optim *o = make(f, l, op, kind, n, params, lr);
   if (o) o->beta1 = beta1, o->beta2 = beta2, o->eps = eps, o->weight_decay = weight_decay;
-  return o;
+  return with_state(f, l, o, 2);
 }
 
 kiln_optim *kiln_adam_at(const char *f, int l, int n, kiln_tensor *const *params, double lr, double beta1,
@@ -101,7 +128,10 @@ kiln_optim *kiln_adamw_at(const char *f, int l, int n, kiln_tensor *const *param
 }
 
 void kiln_optim_set_lr(kiln_optim *o, double lr) {
-  if (o) o->lr = lr;
+  if (!o) return;
+  kiln_tensor *v = kiln_scalar_at(__FILE__, __LINE__, lr, KILN_F64);
+  kiln_assign_at(__FILE__, __LINE__, o->lr, v);   /* a 0-dim tensor that owns its storage: no failure to report */
+  kiln_release(v);
 }
 
 void kiln_optim_free(kiln_optim *o) {
@@ -110,6 +140,8 @@ void kiln_optim_free(kiln_optim *o) {
     ir_node_release(o->params ? o->params[i] : NULL);
     for (int s = 0; s < 2; s++) ir_node_release(o->state[s] ? o->state[s][i] : NULL);
   }
+  kiln_release(o->lr);
+  kiln_release(o->steps);
   free(o->params);
   free(o->state[0]);
   free(o->state[1]);
@@ -119,10 +151,15 @@ void kiln_optim_free(kiln_optim *o) {
 /* ---- a step -------------------------------------------------------------- */
 /* The new values a step assigns: per parameter, the parameter and its state. */
 typedef struct {
-  kiln_tensor *to[3];       /* the parameter, then its state tensors */
+  kiln_tensor *to[3];       /* a state tensor, or the parameter */
   kiln_tensor *value[3];
   int n;
 } update;
+
+static void assigns(update *u, kiln_tensor *to, kiln_tensor *value) {
+  u->to[u->n] = to;
+  u->value[u->n++] = value;
+}
 
 /* torch.optim.SGD: g += wd p; buf = g at the first step, else momentum buf
  * + (1 - dampening) g; g = g + momentum buf (Nesterov) or buf; p -= lr g. */
@@ -131,33 +168,38 @@ static void sgd_update(const char *f, int l, kiln_optim *o, int i, kiln_tensor *
   if (o->weight_decay) g = kiln_add_at(f, l, g, kiln_muls_at(f, l, p, o->weight_decay));
   if (o->momentum) {
     kiln_tensor *buf = o->state[0][i];
-    kiln_tensor *nb = buf ? kiln_add_at(f, l, kiln_muls_at(f, l, buf, o->momentum), kiln_muls_at(f, l, g, 1 - o->dampening))
-                          : kiln_cast_at(f, l, g, p->dtype);
-    u->to[u->n] = buf, u->value[u->n++] = nb;   /* buf NULL: a new state tensor (step) */
+    kiln_tensor *later = kiln_add_at(f, l, kiln_muls_at(f, l, buf, o->momentum), kiln_muls_at(f, l, g, 1 - o->dampening));
+    kiln_tensor *nb = kiln_cast_at(f, l, kiln_where_at(f, l, kiln_eqs_at(f, l, o->steps, 0), g, later), p->dtype);
+    assigns(u, buf, nb);
     g = o->nesterov ? kiln_add_at(f, l, g, kiln_muls_at(f, l, nb, o->momentum)) : nb;
   }
-  u->to[u->n] = p, u->value[u->n++] = kiln_sub_at(f, l, p, kiln_muls_at(f, l, g, o->lr));
+  assigns(u, p, kiln_sub_at(f, l, p, kiln_mul_at(f, l, g, o->lr)));
 }
 
 /* torch.optim.Adam / AdamW (1.13's single-tensor form): AdamW first scales
  * p by 1 - lr wd, Adam adds wd p to g; m = b1 m + (1 - b1) g; v = b2 v + (1
- * - b2) g^2; p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). */
+ * - b2) g^2; p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps),
+ * the bias corrections computed in f64 from the step count t (as torch does
+ * with Python floats) and rounded to p's dtype where they meet it. */
 static void adam_update(const char *f, int l, kiln_optim *o, int i, kiln_tensor *g, update *u) {
   kiln_tensor *p = o->params[i], *m = o->state[0][i], *v = o->state[1][i];
-  double t = (double)(o->steps + 1);
+  kiln_tensor *t = kiln_adds_at(f, l, o->steps, 1);
   if (o->weight_decay && o->kind == OPT_ADAM) g = kiln_add_at(f, l, g, kiln_muls_at(f, l, p, o->weight_decay));
-  kiln_tensor *base = o->weight_decay && o->kind == OPT_ADAMW ? kiln_muls_at(f, l, p, 1 - o->lr * o->weight_decay) : p;
-  kiln_tensor *nm = kiln_muls_at(f, l, g, 1 - o->beta1), *nv = kiln_muls_at(f, l, kiln_mul_at(f, l, g, g), 1 - o->beta2);
-  if (m) nm = kiln_add_at(f, l, kiln_muls_at(f, l, m, o->beta1), nm);
-  if (v) nv = kiln_add_at(f, l, kiln_muls_at(f, l, v, o->beta2), nv);
+  kiln_tensor *base = p;
+  if (o->weight_decay && o->kind == OPT_ADAMW)
+    base = kiln_mul_at(f, l, p, kiln_adds_at(f, l, kiln_muls_at(f, l, o->lr, -o->weight_decay), 1));
+  kiln_tensor *nm = kiln_add_at(f, l, kiln_muls_at(f, l, m, o->beta1), kiln_muls_at(f, l, g, 1 - o->beta1));
+  kiln_tensor *nv = kiln_add_at(f, l, kiln_muls_at(f, l, v, o->beta2), kiln_muls_at(f, l, kiln_mul_at(f, l, g, g), 1 - o->beta2));
   nm = kiln_cast_at(f, l, nm, p->dtype);
   nv = kiln_cast_at(f, l, nv, p->dtype);
-  double step_size = o->lr / (1 - pow(o->beta1, t)), root = sqrt(1 - pow(o->beta2, t));
-  kiln_tensor *denom = kiln_adds_at(f, l, kiln_divs_at(f, l, kiln_sqrt_at(f, l, nv), root), o->eps);
-  u->to[0] = m, u->value[0] = nm;
-  u->to[1] = v, u->value[1] = nv;
-  u->to[2] = p, u->value[2] = kiln_sub_at(f, l, base, kiln_muls_at(f, l, kiln_div_at(f, l, nm, denom), step_size));
-  u->n = 3;
+  kiln_tensor *one = kiln_scalar_at(f, l, 1, KILN_F64);
+  kiln_tensor *correction1 = kiln_sub_at(f, l, one, kiln_pow_at(f, l, kiln_scalar_at(f, l, o->beta1, KILN_F64), t));
+  kiln_tensor *correction2 = kiln_sub_at(f, l, one, kiln_pow_at(f, l, kiln_scalar_at(f, l, o->beta2, KILN_F64), t));
+  kiln_tensor *step_size = kiln_div_at(f, l, o->lr, correction1), *root = kiln_sqrt_at(f, l, correction2);
+  kiln_tensor *denom = kiln_adds_at(f, l, kiln_div_at(f, l, kiln_sqrt_at(f, l, nv), root), o->eps);
+  assigns(u, m, nm);
+  assigns(u, v, nv);
+  assigns(u, p, kiln_sub_at(f, l, base, kiln_mul_at(f, l, kiln_div_at(f, l, nm, denom), step_size)));
 }
 
 static kiln_status check_grads(const char *f, int l, const kiln_optim *o, kiln_tensor *const *grads) {
@@ -191,8 +233,8 @@ static kiln_status check_grads(const char *f, int l, const kiln_optim *o, kiln_t
 kiln_status kiln_optim_step_at(const char *f, int l, kiln_optim *o, kiln_tensor *const *grads) {
   kiln_status st = check_grads(f, l, o, grads);
   if (st != KILN_OK) return st;
-  update *u = ir_calloc((size_t)o->n + 1, sizeof *u);
-  kiln_tensor **all = ir_calloc(3 * (size_t)o->n + 1, sizeof *all);
+  update *u = ir_calloc((size_t)o->n + 2, sizeof *u);
+  kiln_tensor **all = ir_calloc(3 * (size_t)o->n + 2, sizeof *all);
   if (!u || !all) {
     free(u);
     free(all);
@@ -200,28 +242,25 @@ kiln_status kiln_optim_step_at(const char *f, int l, kiln_optim *o, kiln_tensor 
     return KILN_ERR_MEMORY;
   }
   int nall = 0;
+  bool symbolic = false;
   kiln_scope_begin();   /* holds the new values: each computed, then taken by its tensor */
   kiln_scope_begin();   /* holds what builds them, gone before the assignments (nothing left reading the old values) */
   for (int i = 0; i < o->n; i++) {
     if (!grads[i]) continue;
     if (o->kind == OPT_SGD) sgd_update(f, l, o, i, grads[i], &u[i]);
     else adam_update(f, l, o, i, grads[i], &u[i]);
-    for (int k = 0; k < u[i].n; k++) all[nall++] = u[i].value[k];
+    for (int k = 0; k < u[i].n; k++) all[nall++] = u[i].value[k], symbolic |= u[i].value[k]->symbolic;
   }
-  st = kiln_realize_n_at(f, l, nall, all);   /* every update (and the gradients' graphs) in one plan */
-  for (int i = 0; i < o->n; i++)
-    for (int k = 0; k < u[i].n; k++) u[i].value[k] = kiln_keep(st == KILN_OK ? kiln_detach_at(f, l, u[i].value[k]) : NULL);
+  assigns(&u[o->n], o->steps, all[nall++] = kiln_adds_at(f, l, o->steps, 1));
+  /* every update (and the gradients' graphs) in one plan; with gradients over
+   * placeholders, the assignments are the step kiln_compile makes of them */
+  st = symbolic ? KILN_OK : kiln_realize_n_at(f, l, nall, all);
+  for (int i = 0; i <= o->n; i++)
+    for (int k = 0; k < u[i].n; k++)
+      u[i].value[k] = kiln_keep(st != KILN_OK ? NULL : symbolic ? fe_same(u[i].value[k]) : kiln_detach_at(f, l, u[i].value[k]));
   kiln_scope_end();
-  for (int i = 0; st == KILN_OK && i < o->n; i++)
-    for (int k = 0; k < u[i].n && st == KILN_OK; k++) {
-      if (u[i].to[k]) {
-        st = fe_assign(f, l, u[i].to[k], u[i].value[k], true);
-      } else {   /* a state tensor's first value (the first step): the value itself */
-        kiln_tensor **slot = &o->state[k][i];
-        ir_node_retain(*slot = u[i].value[k]);
-      }
-    }
-  if (st == KILN_OK) o->steps++;
+  for (int i = 0; st == KILN_OK && i <= o->n; i++)
+    for (int k = 0; k < u[i].n && st == KILN_OK; k++) st = fe_assign(f, l, u[i].to[k], u[i].value[k], true, symbolic);
   kiln_scope_end();
   free(u);
   free(all);
