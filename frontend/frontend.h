@@ -73,6 +73,12 @@ ir_node *fe_finish(ir_node *n);
 /* A new, registered reference to t: what an op that changes nothing returns
  * (tensors are immutable). */
 ir_node *fe_same(ir_node *t);
+/* Drops a handle an op made for itself: its registration in the innermost
+ * scope (fe_register's), never a reference kiln_retain counted. kiln_release
+ * would take one of those first, and a temporary may be the op's own
+ * argument (fe_same), retained by the user or another thread, which the
+ * scope would then release a second time. */
+void fe_drop(ir_node *t);
 /* fe_finish for a view (movement.c): eager mode realizes it only when the
  * pending chain grows too long, as it does the built-in views. */
 ir_node *fe_finish_view(ir_node *n);

@@ -59,7 +59,7 @@ static ir_node *keep(temps *s, ir_node *n) {
 }
 
 static ir_node *finish(temps *s, ir_node *result) {
-  for (int i = 0; i < s->n; i++) kiln_release(s->t[i]);
+  for (int i = 0; i < s->n; i++) fe_drop(s->t[i]);
   return result;
 }
 

@@ -146,6 +146,6 @@ kiln_status kiln_save_npy_at(const char *f, int l, kiln_tensor *t, const char *p
   kiln_status st = fe_host_data(f, l, "save_npy", host, &data);
   if (st == KILN_OK)
     st = write_file(f, l, path, hdr, hlen, data, (size_t)ir_numel(t->ndim, t->shape) * ir_dtypes[t->dtype].size);
-  kiln_release(host);
+  fe_drop(host);
   return st;
 }

@@ -71,7 +71,7 @@ static ir_node *drop_reduced(const char *f, int l, ir_node *n, const ir_node *t,
     if (!(mask & (1u << d))) kept[nkept++] = t->shape[d];
   if (keepdim || nkept == t->ndim) return n;
   ir_node *r = kiln_reshape_at(f, l, n, nkept, kept);
-  kiln_release(n);
+  fe_drop(n);
   return r;
 }
 
@@ -161,13 +161,13 @@ static ir_node *deviations(const char *f, int l, ir_node *t, unsigned mask) {
   for (int d = 0; d < t->ndim; d++) {
     if (!(mask & (1u << d))) continue;
     ir_node *v = kiln_slice_at(f, l, shift, d, 0, 1, 1);
-    kiln_release(shift);
+    fe_drop(shift);
     shift = v;
   }
   /* expanded: a view of t read by every element, not a small tensor
    * broadcast over leading dims (which fuse would store) */
   ir_node *full = kiln_expand_at(f, l, shift, t->ndim, t->shape);
-  kiln_release(shift);
+  fe_drop(shift);
   return fe_done(kiln_sub_at(f, l, t, full), 1, &full);
 }
 
@@ -245,9 +245,9 @@ static void var_mean(const char *f, int l, const char *op, ir_node *t, int ndims
   ir_node *y = x->status == KILN_OK ? mean(f, l, t, ndims, dims, keepdim) : fe_same(x);
   ir_api_pop(prev);
   if (v) *v = x;
-  else kiln_release(x);
+  else fe_drop(x);
   if (m) *m = y;
-  else kiln_release(y);
+  else fe_drop(y);
 }
 
 void kiln_var_mean_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, double correction,

@@ -112,7 +112,7 @@ static ir_node *pad_dim(const char *f, int l, ir_node **t, int d, int64_t before
                    "output size at dimension %d", pad_names[mode], (long long)size, (long long)before, (long long)after, d);
   if (lo || hi < size) {   /* crops first, as PyTorch does */
     *t = kiln_slice_at(f, l, x, d, lo, hi, 1);
-    kiln_release(x);
+    fe_drop(x);
     x = *t;
   }
   if ((e = check_pad_amount(f, l, x, d, before, mode)) || (e = check_pad_amount(f, l, x, d, after, mode))) return e;
@@ -123,7 +123,7 @@ static ir_node *pad_dim(const char *f, int l, ir_node **t, int d, int64_t before
   parts[n++] = fe_same(x);
   if (after > 0) parts[n++] = pad_side(f, l, x, d, after, true, mode);
   *t = kiln_cat_at(f, l, n, parts, d);
-  kiln_release(x);
+  fe_drop(x);
   fe_done(NULL, n, parts);
   return NULL;
 }
@@ -159,7 +159,7 @@ kiln_tensor *kiln_pad_circular_at(const char *f, int l, kiln_tensor *t, int npad
  * a reference to the error node (sticky for whoever uses them). */
 static int pieces_error(ir_node *e, int max_out, kiln_tensor **out) {
   for (int i = 0; i < max_out && out; i++) out[i] = i ? fe_same(e) : e;
-  if (max_out <= 0 || !out) kiln_release(e);
+  if (max_out <= 0 || !out) fe_drop(e);
   return -1;
 }
 
@@ -430,7 +430,7 @@ static ir_node *roll(const char *f, int l, ir_node *t, int nshifts, const int64_
   ir_node *x = fe_same(t);
   for (int i = 0; i < ndims; i++) {
     ir_node *y = roll_dim(f, l, x, ds[i], shifts[i]);
-    kiln_release(x);
+    fe_drop(x);
     x = y;
   }
   return x;
@@ -509,8 +509,8 @@ static ir_node *inferred_classes(const char *f, int l, ir_node *t, int64_t *clas
   if (isnan(min) || isnan(max)) e = fe_error(KILN_ERR_ARG, f, l, "one_hot: %s", kiln_last_error());
   else if (min < 0) e = fe_fail(f, l, KILN_ERR_ARG, t, "one_hot: Class values must be non-negative.");
   *classes = (int64_t)max + 1;
-  kiln_release(lo);
-  kiln_release(hi);
+  fe_drop(lo);
+  fe_drop(hi);
   return e;
 }
 

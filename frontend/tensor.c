@@ -115,6 +115,12 @@ void kiln_release_at(const char *f, int l, kiln_tensor *t) {
   ir_node_release(t);
 }
 
+void fe_drop(ir_node *t) {
+  if (!t) return;
+  if (nscopes) scope_remove(&scopes[nscopes - 1], t);
+  ir_node_release(t);
+}
+
 ir_node *fe_same(ir_node *t) {
   ir_node_retain(t);
   return fe_register(t);
@@ -265,6 +271,6 @@ const char *kiln_dtype_name(kiln_dtype d) { return ir_dtype_valid(d) ? ir_dtypes
 size_t kiln_dtype_size(kiln_dtype d) { return ir_dtype_valid(d) ? ir_dtypes[d].size : 0; }
 
 ir_node *fe_done(ir_node *result, int n, ir_node **tmp) {
-  for (int i = 0; i < n; i++) kiln_release(tmp[i]);
+  for (int i = 0; i < n; i++) fe_drop(tmp[i]);
   return result;
 }

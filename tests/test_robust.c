@@ -410,6 +410,27 @@ START_TEST(scope_released_handle_used_again_is_an_error) {
 }
 END_TEST
 
+/* A composite's temporary may be its argument itself (a matmul of two 2-D
+ * operands uses them as they are): dropping it takes its own registration
+ * in the scope, never the reference the user's kiln_retain counted (the
+ * scope released the argument then, and the user's second release freed
+ * it: test_stress found it through tensors shared between threads). */
+START_TEST(composite_leaves_retained_arguments_alone) {
+  float v[4] = {1, 2, 3, 4};
+  kiln_tensor *a = kiln_from_data(v, KILN_F32, KILN_SHAPE(2, 2));
+  kiln_retain(a);
+  kiln_scope_begin();
+  ck_assert_double_eq(kiln_item(kiln_sum(kiln_matmul(a, a))), 54);   /* [[7, 10], [15, 22]] */
+  kiln_scope_end();
+  kiln_release(a);   /* the retained reference */
+  ck_assert_msg(kiln_status_of(a) == KILN_OK, "%s", kiln_last_error());
+  kiln_scope_begin();
+  ck_assert_double_eq(kiln_item(kiln_sum(a)), 10);
+  kiln_scope_end();
+  kiln_release(a);
+}
+END_TEST
+
 /* ---- threads ------------------------------------------------------------------- */
 #define NTHREADS 4
 #define ROUNDS 20000
@@ -495,6 +516,7 @@ static Suite *robust_suite(void) {
   TCase *handles = tu_tcase(s, "handles");
   tcase_add_test(handles, released_handle_used_again_is_an_error);
   tcase_add_test(handles, scope_released_handle_used_again_is_an_error);
+  tcase_add_test(handles, composite_leaves_retained_arguments_alone);
   TCase *threads = tu_tcase(s, "threads");
   tcase_add_test(threads, retain_release_from_threads);
   tcase_add_test(threads, stats_count_every_thread);
