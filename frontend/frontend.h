@@ -122,6 +122,13 @@ bool fe_bad_handle(const char *f, int l, const char *op, const ir_node *t);
 ir_node *fe_check_device(const char *f, int l, const char *op, kiln_device dev);
 /* fe_check_arg on each of t[0..nt), then all on one device; NULL when fine. */
 ir_node *fe_check_args(const char *f, int l, const char *op, int nt, ir_node *const *t);
+/* NULL unless the list argument `name` is NULL while its count n says it
+ * holds values; then the registered KILN_ERR_ARG error "op: name is NULL
+ * with a count of n" (checked before the count itself, whose message
+ * would otherwise blame a count that is fine). */
+ir_node *fe_check_list(const char *f, int l, const char *op, const char *name, int64_t n, const void *list);
+/* The same as a message (the last error) for functions that return a status. */
+bool fe_bad_list(const char *f, int l, const char *op, const char *name, int64_t n, const void *list);
 /* NULL when a result of shape (ndim, shape) has an element count int64 can
  * hold; else the registered KILN_ERR_SHAPE error naming op and the shape. */
 ir_node *fe_check_numel(const char *f, int l, const char *op, int ndim, const int64_t *shape);

@@ -5,6 +5,7 @@
 #include "runtime/rt.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,6 +172,21 @@ ir_node *fe_check_arg(const char *f, int l, const char *op, ir_node *t, int argn
   if (!ir_node_live(t)) return fe_error(KILN_ERR_ARG, f, l, "%s: argument %d " FE_FREED_MSG, op, argno);
   if (t->status == KILN_OK) return NULL;
   return fe_register(fe_locate(ir_node_error(t->status, NULL, 0, "%s", ir_node_msg(t)), f, l));
+}
+
+#define NULL_LIST_MSG "%s: %s is NULL with a count of %lld"
+
+ir_node *fe_check_list(const char *f, int l, const char *op, const char *name, int64_t n, const void *list) {
+  if (n <= 0 || list) return NULL;
+  return fe_error(KILN_ERR_ARG, f, l, NULL_LIST_MSG, op, name, (long long)n);
+}
+
+bool fe_bad_list(const char *f, int l, const char *op, const char *name, int64_t n, const void *list) {
+  if (n <= 0 || list) return false;
+  char msg[256];
+  snprintf(msg, sizeof msg, NULL_LIST_MSG, op, name, (long long)n);
+  ir_error_setf("%s:%d: %s", f, l, msg);
+  return true;
 }
 
 ir_node *fe_check_numel(const char *f, int l, const char *op, int ndim, const int64_t *shape) {

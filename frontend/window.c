@@ -45,7 +45,9 @@ static ir_node *window_of(const char *f, int l, const char *op, bool pool, ir_no
                           int ns, const int64_t *s, int np, const int64_t *p, int nd, const int64_t *d, int ceil_mode,
                           window *w) {
   ir_node *e = fe_check_arg(f, l, op, x, 1);
-  if (e) return e;
+  if (e || (e = fe_check_list(f, l, op, "kernel_size", nk, k)) || (e = fe_check_list(f, l, op, "stride", ns, s)) ||
+      (e = fe_check_list(f, l, op, "padding", np, p)) || (e = fe_check_list(f, l, op, "dilation", nd, d)))
+    return e;
   if (x->ndim != 3 && x->ndim != 4) return input_error(f, l, op, x, "expected a 3-D (C, H, W) or 4-D (N, C, H, W) input");
   static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
   if (!pair(nk, k, NULL, w->k) || !pair(ns, s, pool ? w->k : one, w->s) || !pair(np, p, zero, w->p) ||
@@ -292,7 +294,7 @@ static ir_node *adaptive_taps(const char *f, int l, ir_node *x, int d, int64_t o
  * one reduction that reads the taps and x's producer in place. */
 static ir_node *adaptive_avg_pool(const char *f, int l, ir_node *x, int n, const int64_t *size) {
   ir_node *e = fe_check_arg(f, l, "adaptive_avg_pool2d", x, 1);
-  if (e) return e;
+  if (e || (e = fe_check_list(f, l, "adaptive_avg_pool2d", "output_size", n, size))) return e;
   int64_t out[2];
   if (x->ndim != 3 && x->ndim != 4)
     return input_error(f, l, "adaptive_avg_pool2d", x, "expected a 3-D (C, H, W) or 4-D (N, C, H, W) input");
@@ -404,8 +406,8 @@ static ir_node *interpolate(const char *f, int l, ir_node *x, int n, const int64
   if (want < 0 && align_corners)
     return fe_error(KILN_ERR_ARG, f, l, "%s: align_corners option can only be set with the interpolating modes: "
                     "linear | bilinear | bicubic | trilinear", op);
-  if ((n != 1 && n != spatial) || !size)
-    return fe_error(KILN_ERR_ARG, f, l, "%s: size takes 1 or %d values", op, spatial);
+  if ((e = fe_check_list(f, l, op, "size", n, size))) return e;
+  if (n != 1 && n != spatial) return fe_error(KILN_ERR_ARG, f, l, "%s: size takes 1 or %d values", op, spatial);
   if (!ir_is_float(x->dtype))
     return fe_error(KILN_ERR_DTYPE, f, l, "%s: expected a floating input, got %s", op, ir_dtypes[x->dtype].name);
   ir_node *y = fe_same(x);
@@ -556,6 +558,11 @@ static ir_node *transposed_window(const char *f, int l, ir_node *x, const ir_nod
                                   int64_t u[2]) {
   static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
   int64_t pad[2], extra[2];
+  const char *name = "conv_transpose2d";
+  ir_node *e;
+  if ((e = fe_check_list(f, l, name, "stride", ns, s)) || (e = fe_check_list(f, l, name, "padding", np, p)) ||
+      (e = fe_check_list(f, l, name, "output_padding", nop, op)) || (e = fe_check_list(f, l, name, "dilation", nd, d)))
+    return e;
   if (!pair(ns, s, one, u) || !pair(np, p, zero, pad) || !pair(nop, op, zero, extra) || !pair(nd, d, one, win->d))
     return fe_error(KILN_ERR_ARG, f, l, "conv_transpose2d: stride, padding, output_padding and dilation take 1 or 2 values");
   for (int i = 0; i < 2; i++) {
@@ -602,7 +609,9 @@ static ir_node *conv_transpose2d(const char *f, int l, ir_node *x, ir_node *w, i
 static ir_node *conv1d(const char *f, int l, ir_node *x, ir_node *w, ir_node *b, int ns, const int64_t *s, int np,
                        const int64_t *p, int nd, const int64_t *d, int64_t groups) {
   ir_node *e = fe_check_args(f, l, "conv1d", 2, (ir_node *[]){x, w});
-  if (e) return e;
+  if (e || (e = fe_check_list(f, l, "conv1d", "stride", ns, s)) ||
+      (e = fe_check_list(f, l, "conv1d", "padding", np, p)) || (e = fe_check_list(f, l, "conv1d", "dilation", nd, d)))
+    return e;
   if ((x->ndim != 2 && x->ndim != 3) || w->ndim != 3 || ns > 1 || np > 1 || nd > 1)
     return fe_error(KILN_ERR_SHAPE, f, l, "conv1d: expected a 2-D (C, L) or 3-D (N, C, L) input, a 3-D weight and "
                     "one value for stride, padding and dilation");

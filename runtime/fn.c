@@ -94,8 +94,10 @@ static kiln_fn *fail(const char *f, int l, const char *fmt, int a) {
 
 /* Inputs: distinct placeholders; outputs: tensors without errors. */
 static kiln_fn *check_compile(const char *f, int l, int nin, kiln_tensor *const *in, int nout, kiln_tensor *const *out) {
-  if (nin < 0 || (nin && !in)) return fail(f, l, "invalid list of %d inputs", nin);
-  if (nout <= 0 || !out) return fail(f, l, "invalid list of %d outputs (a function has at least one)", nout);
+  if (nin > 0 && !in) return fail(f, l, "the list of inputs is NULL with a count of %d", nin);
+  if (nout > 0 && !out) return fail(f, l, "the list of outputs is NULL with a count of %d", nout);
+  if (nin < 0) return fail(f, l, "invalid list of %d inputs", nin);
+  if (nout <= 0) return fail(f, l, "invalid list of %d outputs (a function has at least one)", nout);
   for (int i = 0; i < nin; i++) {
     if (in[i] && in[i]->status != KILN_OK) {
       ir_error_set(ir_node_msg(in[i]));   /* errors are sticky: a placeholder that could not be made */
