@@ -62,13 +62,29 @@ static ir_node *reduce_check(const char *f, int l, ir_op op, ir_node *t, unsigne
   return e;
 }
 
+/* t's shape without the dims of mask in kept; their number. */
+static int kept_shape(const ir_node *t, unsigned mask, int64_t *kept) {
+  int nkept = 0;
+  for (int d = 0; d < t->ndim; d++)
+    if (!(mask & (1u << d))) kept[nkept++] = t->shape[d];
+  return nkept;
+}
+
+/* NULL, or the error when t reduced over mask (keepdim or not) has more
+ * elements than int64 can count: an empty input may reduce to a result too
+ * big to count ((0, 2^62, 8) over dim 0). */
+static ir_node *check_result(const char *f, int l, const char *op, const ir_node *t, unsigned mask, bool keepdim) {
+  int64_t shape[KILN_MAX_DIMS];
+  int n = keepdim ? t->ndim : kept_shape(t, mask, shape);
+  for (int d = 0; keepdim && d < t->ndim; d++) shape[d] = mask & (1u << d) ? 1 : t->shape[d];
+  return fe_check_numel(f, l, op, n, shape);
+}
+
 /* n (t reduced over mask, reduced dims kept as 1) without them unless
  * keepdim; takes n's reference. */
 static ir_node *drop_reduced(const char *f, int l, ir_node *n, const ir_node *t, unsigned mask, bool keepdim) {
   int64_t kept[KILN_MAX_DIMS];
-  int nkept = 0;
-  for (int d = 0; d < t->ndim; d++)
-    if (!(mask & (1u << d))) kept[nkept++] = t->shape[d];
+  int nkept = kept_shape(t, mask, kept);
   if (keepdim || nkept == t->ndim) return n;
   ir_node *r = kiln_reshape_at(f, l, n, nkept, kept);
   fe_drop(n);
@@ -80,7 +96,9 @@ static ir_node *reduce(const char *f, int l, ir_op op, ir_node *t, int ndims, co
   const char *name = ir_ops[op].name;
   unsigned mask;
   ir_node *e = fe_check_arg(f, l, name, t, 1);
-  if (e || (e = dims_mask(f, l, name, t, ndims, dims, &mask)) || (e = reduce_check(f, l, op, t, mask))) return e;
+  if (e || (e = dims_mask(f, l, name, t, ndims, dims, &mask)) || (e = reduce_check(f, l, op, t, mask)) ||
+      (e = check_result(f, l, name, t, mask, keepdim)))
+    return e;
   int64_t shape[KILN_MAX_DIMS];
   for (int d = 0; d < t->ndim; d++) shape[d] = mask & (1u << d) ? 1 : t->shape[d];
   ir_node *n = ir_node_new(op, reduce_dtype(op, t->dtype), t->ndim, shape, 1, &t, f, l);
@@ -141,7 +159,8 @@ static ir_node *mean_in(const char *f, int l, ir_node *t, int ndims, const int64
 static ir_node *mean(const char *f, int l, ir_node *t, int ndims, const int64_t *dims, bool keepdim) {
   unsigned mask;
   ir_node *e = float_only(f, l, "mean", t);
-  if (e || (e = dims_mask(f, l, "mean", t, ndims, dims, &mask))) return e;
+  if (e || (e = dims_mask(f, l, "mean", t, ndims, dims, &mask)) || (e = check_result(f, l, "mean", t, mask, keepdim)))
+    return e;
   return drop_reduced(f, l, mean_in(f, l, t, ndims, dims, mask, KILN_F64), t, mask, keepdim);
 }
 
@@ -178,7 +197,7 @@ static ir_node *var(const char *f, int l, const char *op, ir_node *t, int ndims,
                     bool keepdim) {
   unsigned mask;
   ir_node *e = float_only(f, l, op, t);
-  if (e || (e = dims_mask(f, l, op, t, ndims, dims, &mask))) return e;
+  if (e || (e = dims_mask(f, l, op, t, ndims, dims, &mask)) || (e = check_result(f, l, op, t, mask, keepdim))) return e;
   double count = (double)reduced_count(t, mask), divisor = count - correction;
   ir_node *tmp[9];
   tmp[0] = deviations(f, l, t, mask);

@@ -141,6 +141,30 @@ START_TEST(empty_huge_shape_is_valid) {
 }
 END_TEST
 
+/* Summing away its 0 dim leaves (2^62, 8), more elements than int64 can
+ * count: a shape error that names it (the view's element count overflowed,
+ * and the realize asked for a wrapped byte count). Every reduction, kept
+ * dims or not. */
+START_TEST(reduce_of_empty_to_huge_is_a_shape_error) {
+  kiln_scope_begin();
+  kiln_tensor *z = kiln_zeros(KILN_SHAPE(0, (int64_t)1 << 62, 8), KILN_F32);
+  TU_EXPECT_ERROR(kiln_sum_dims(z, KILN_DIMS(0), 0), KILN_ERR_SHAPE,
+                  "sum: shape (4611686018427387904,8) has more elements than int64 can count");
+  TU_EXPECT_ERROR(kiln_prod_dims(z, KILN_DIMS(0), 1), KILN_ERR_SHAPE,
+                  "prod: shape (1,4611686018427387904,8) has more elements than int64 can count");
+  TU_EXPECT_ERROR(kiln_mean_dims(z, KILN_DIMS(0), 0), KILN_ERR_SHAPE,
+                  "mean: shape (4611686018427387904,8) has more elements than int64 can count");
+  TU_EXPECT_ERROR(kiln_var_dims(z, KILN_DIMS(0), 1, 0), KILN_ERR_SHAPE,
+                  "var: shape (4611686018427387904,8) has more elements than int64 can count");
+  TU_EXPECT_ERROR(kiln_any_dims(z, KILN_DIMS(0), 0), KILN_ERR_SHAPE,
+                  "any: shape (4611686018427387904,8) has more elements than int64 can count");
+  kiln_tensor *ok = kiln_sum_dims(z, KILN_DIMS(1), 0);   /* (0, 8): empty, fine */
+  ck_assert_int_eq(kiln_realize(ok), KILN_OK);
+  ck_assert_int_eq(kiln_numel(ok), 0);
+  kiln_scope_end();
+}
+END_TEST
+
 /* A step past the end of a dim of stride 5 once overflowed the view's stride. */
 START_TEST(huge_slice_step_selects_the_first) {
   kiln_tensor *t = kiln_reshape(kiln_arange(0, 10, 1), KILN_SHAPE(2, 5));
@@ -604,6 +628,7 @@ static Suite *robust_suite(void) {
   tcase_add_test(size, matmul_batch_overflow_is_a_shape_error);
   tcase_add_test(size, cat_and_stack_overflow_are_shape_errors);
   tcase_add_test(size, empty_huge_shape_is_valid);
+  tcase_add_test(size, reduce_of_empty_to_huge_is_a_shape_error);
   tcase_add_test(size, huge_slice_step_selects_the_first);
   TCase *wrong = tu_tcase(s, "wrong_answers");
   tcase_add_test(wrong, retain_null_is_a_no_op);
