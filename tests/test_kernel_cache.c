@@ -21,21 +21,8 @@
 #include "runtime/rt_internal.h"
 #include "util/testutil.h"
 
-/* ---- distinct kernel structures -------------------------------------------- */
-enum { CHAIN = 9, NX = 16 };
-
-/* Structure i: (x + 0.5) then CHAIN steps y = op(y, x), op the base-4 digits
- * of i (add, sub, mul, maximum). No simplification merges two of them, and
- * they stay distinct when constants become launch arguments or kernels
- * become shape-generic, so every i is its own kernel. */
-static kiln_tensor *chain(kiln_tensor *x, int i) {
-  kiln_tensor *y = kiln_adds(x, 0.5);
-  for (int d = 0; d < CHAIN; d++, i /= 4) {
-    int op = i % 4;
-    y = op == 0 ? kiln_add(y, x) : op == 1 ? kiln_sub(y, x) : op == 2 ? kiln_mul(y, x) : kiln_maximum(y, x);
-  }
-  return y;
-}
+/* ---- distinct kernel structures (tu_chain) ------------------------------------ */
+enum { CHAIN = TU_CHAIN_STEPS, NX = 16 };
 
 static float chain_input(int j) { return (float)(j - NX / 2) / (NX / 2); }
 
@@ -53,7 +40,7 @@ static void run_chain(int i) {
   kiln_scope_begin();
   float xv[NX], out[NX];
   for (int j = 0; j < NX; j++) xv[j] = chain_input(j);
-  kiln_tensor *y = chain(kiln_from_data(xv, KILN_F32, KILN_SHAPE(NX)), i);
+  kiln_tensor *y = tu_chain(kiln_from_data(xv, KILN_F32, KILN_SHAPE(NX)), i);
   ck_assert_msg(kiln_realize(y) == KILN_OK, "structure %d: %s", i, kiln_last_error());
   ck_assert_int_eq(kiln_copy_to_host(y, out, sizeof out), KILN_OK);
   for (int j = 0; j < NX; j++) {
@@ -164,7 +151,7 @@ START_TEST(test_held_kernel_stays) {
   kiln_scope_begin();
   float xv[NX], out[NX];
   for (int j = 0; j < NX; j++) xv[j] = chain_input(j);
-  kiln_tensor *x = kiln_from_data(xv, KILN_F32, KILN_SHAPE(NX)), *y = chain(x, 77);
+  kiln_tensor *x = kiln_from_data(xv, KILN_F32, KILN_SHAPE(NX)), *y = tu_chain(x, 77);
   ck_assert_int_eq(kiln_realize(x), KILN_OK);
   rt_planned *plan;
   ir_str key = {0};
@@ -205,7 +192,7 @@ START_TEST(test_jit_failure_is_an_error) {
   ck_assert_int_eq(kiln_realize(x), KILN_OK);
   rt_planned *p90, *p91;
   ir_str k90 = {0}, k91 = {0};
-  kernel *a = planned_kernel(chain(x, 90), &p90, &k90), *b = planned_kernel(chain(x, 91), &p91, &k91);
+  kernel *a = planned_kernel(tu_chain(x, 90), &p90, &k90), *b = planned_kernel(tu_chain(x, 91), &p91, &k91);
   memcpy(b->name, a->name, sizeof b->name);   /* b's code would define a's symbol again */
   rt_origin origin;
   ck_assert_ptr_null(rt_kernel_get(b, &k91, 0, &origin));
