@@ -110,14 +110,16 @@ static LLVMErrorRef add_symbols(cpu_jit *j) {
   return NULL;
 }
 
-static char *make_target_machine(cpu_jit *j) {
+/* False with *msg (malloc'd, or NULL out of memory: the target string is
+ * part of every cache key, so a JIT without it is no JIT). */
+static bool make_target_machine(cpu_jit *j, char **msg) {
   const char *triple = LLVMOrcLLJITGetTripleString(j->jit);
   LLVMTargetRef t;
-  char *msg = NULL;
-  if (LLVMGetTargetFromTriple(triple, &t, &msg)) {
-    char *r = ir_strdup(msg ? msg : "no target");
-    LLVMDisposeMessage(msg);
-    return r;
+  char *why = NULL;
+  if (LLVMGetTargetFromTriple(triple, &t, &why)) {
+    *msg = ir_strdup(why ? why : "no target");
+    LLVMDisposeMessage(why);
+    return false;
   }
   j->cpu = LLVMGetHostCPUName();
   j->features = LLVMGetHostCPUFeatures();
@@ -127,8 +129,10 @@ static char *make_target_machine(cpu_jit *j) {
                                        LLVMCodeModelSmall);
   ir_str b = {0};
   ir_str_printf(&b, "%s %s %s", triple, j->cpu, j->features);
+  if (b.failed) ir_str_free(&b);
   j->target = b.s;
-  return NULL;
+  *msg = NULL;
+  return j->target != NULL;
 }
 
 cpu_jit *cpu_jit_new(char **err) {
@@ -151,9 +155,8 @@ cpu_jit *cpu_jit_new(char **err) {
   LLVMOrcExecutionSessionSetErrorReporter(LLVMOrcLLJITGetExecutionSession(j->jit), report_session_error, j);
   e = add_symbols(j);
   if (e) return jit_fail(j, err, error_text("adding symbols", e));
-  char *msg = make_target_machine(j);
-  if (msg) return jit_fail(j, err, msg);
-  return j;
+  char *msg;
+  return make_target_machine(j, &msg) ? j : jit_fail(j, err, msg);
 }
 
 /* Removes the code from the JIT: its memory is unmapped. */

@@ -77,19 +77,19 @@ kiln_status fe_assign(const char *f, int l, kiln_tensor *dst, kiln_tensor *value
   fe_mark_assignable(dst);
   const char *prev = ir_api_push("assign");
   ir_node *e = kiln_expand_at(f, l, value, dst->ndim, dst->shape), *v = kiln_cast_at(f, l, e, dst->dtype);
-  kiln_release(e);
+  fe_drop(e);
   ir_api_pop(prev);
   if (v->status == KILN_OK && (v->symbolic || defer)) {   /* part of the function kiln_compile makes next */
     ir_node_retain(dst);
-    ir_node_retain(v);   /* the list's, and the handle's kiln_release below */
+    ir_node_retain(v);   /* the list's; the handle's goes below */
     st = ir_assign_record(dst, v) ? KILN_OK : assign_fail(f, l, KILN_ERR_MEMORY, "out of memory", dst, value);
-    kiln_release(v);
+    fe_drop(v);
     return st;
   }
   st = kiln_realize_at(f, l, v);   /* the new value, read from the old (dst's snapshot) */
   if (st == KILN_OK) st = rt_buffer_preserve(dst->buf);
   if (st == KILN_OK) st = write_into(f, l, dst, v, take || v != value);   /* a cast or broadcast of value is ours */
-  kiln_release(v);
+  fe_drop(v);
   if (st == KILN_OK) {   /* data now: what it was computed from no longer describes it */
     ir_node_release(dst->hist);
     dst->hist = NULL;

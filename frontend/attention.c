@@ -45,7 +45,7 @@ ir_node *fe_attention_fused(const char *f, int l, ir_node *q, ir_node *k, ir_nod
   shape[nd - 1] = v->shape[nd - 1];
   ir_node *src[IR_MAX_SRC] = {q, k, v, m};
   ir_node *n = ir_node_new(m ? IR_ATTENTION_MASKED : IR_ATTENTION, q->dtype, nd, shape, m ? 4 : 3, src, f, l);
-  if (m) kiln_release(m);
+  if (m) fe_drop(m);
   if (!n) return fe_nomem();
   n->attr.value = scale;
   n->attr.causal = causal;

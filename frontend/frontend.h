@@ -88,6 +88,12 @@ ir_node *fe_finish(ir_node *n);
 /* A new, registered reference to t: what an op that changes nothing returns
  * (tensors are immutable). */
 ir_node *fe_same(ir_node *t);
+/* Drops a handle an op made for itself: its registration in the innermost
+ * scope (fe_register's), never a reference kiln_retain counted. kiln_release
+ * would take one of those first, and a temporary may be the op's own
+ * argument (fe_same), retained by the user or another thread, which the
+ * scope would then release a second time. */
+void fe_drop(ir_node *t);
 /* fe_finish for a view (movement.c): eager mode realizes it only when the
  * pending chain grows too long, as it does the built-in views. */
 ir_node *fe_finish_view(ir_node *n);
@@ -131,6 +137,13 @@ bool fe_bad_handle(const char *f, int l, const char *op, const ir_node *t);
 ir_node *fe_check_device(const char *f, int l, const char *op, kiln_device dev);
 /* fe_check_arg on each of t[0..nt), then all on one device; NULL when fine. */
 ir_node *fe_check_args(const char *f, int l, const char *op, int nt, ir_node *const *t);
+/* NULL unless the list argument `name` is NULL while its count n says it
+ * holds values; then the registered KILN_ERR_ARG error "op: name is NULL
+ * with a count of n" (checked before the count itself, whose message
+ * would otherwise blame a count that is fine). */
+ir_node *fe_check_list(const char *f, int l, const char *op, const char *name, int64_t n, const void *list);
+/* The same as a message (the last error) for functions that return a status. */
+bool fe_bad_list(const char *f, int l, const char *op, const char *name, int64_t n, const void *list);
 /* NULL when a result of shape (ndim, shape) has an element count int64 can
  * hold; else the registered KILN_ERR_SHAPE error naming op and the shape. */
 ir_node *fe_check_numel(const char *f, int l, const char *op, int ndim, const int64_t *shape);

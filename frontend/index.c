@@ -187,7 +187,7 @@ static void place_items(ix_item *items, int n, int fill, int *in_dim, int *out_d
 
 /* cur = next, releasing cur when it is a handle made here (*owned). */
 static ir_node *step_to(ir_node *cur, ir_node *next, bool *owned) {
-  if (*owned) kiln_release(cur);
+  if (*owned) fe_drop(cur);
   *owned = true;
   return next;
 }

@@ -61,7 +61,7 @@ static ir_node *keep(temps *s, ir_node *n) {
 }
 
 static ir_node *finish(temps *s, ir_node *result) {
-  for (int i = 0; i < s->n; i++) kiln_release(s->t[i]);
+  for (int i = 0; i < s->n; i++) fe_drop(s->t[i]);
   return result;
 }
 
@@ -264,8 +264,8 @@ static ir_node *mask_indices(const char *f, int l, temps *s, ir_node *t, ir_node
 static ir_node *collect_indices(const char *f, int l, temps *s, ir_node *t, int n, kiln_tensor *const *ixs, int *pos,
                                 ir_node **use, int *m) {
   ir_node *e = fe_check_arg(f, l, "index_tensors", t, 1);
-  if (e) return e;
-  if (n < 0 || n > t->ndim || (n && !ixs))
+  if (e || (e = fe_check_list(f, l, "index_tensors", "indices", n, ixs))) return e;
+  if (n < 0 || n > t->ndim)
     return fail(f, l, KILN_ERR_ARG, t, NULL, "index_tensors: %d indices for a tensor of dimension %d", n, t->ndim);
   *m = 0;
   for (int i = 0, d = 0; i < n; i++, d++) {

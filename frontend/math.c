@@ -6,7 +6,7 @@
 #include <math.h>
 
 static ir_node *drop(ir_node *result, int n, ir_node **tmp) {
-  for (int i = 0; i < n; i++) kiln_release(tmp[i]);
+  for (int i = 0; i < n; i++) fe_drop(tmp[i]);
   return result;
 }
 
@@ -75,7 +75,7 @@ static ir_node *logaddexp(const char *f, int l, ir_node *a, ir_node *b, double b
   ir_node *m = b ? kiln_maximum_at(f, l, a, b) : kiln_maximums_at(f, l, a, bv);
   if (kiln_status_of(m) != KILN_OK) return m;
   kiln_dtype dt = ir_is_float(m->dtype) ? m->dtype : KILN_F32;
-  kiln_release(m);
+  fe_drop(m);
   ir_node *tmp[10];
   tmp[0] = kiln_cast_at(f, l, a, dt);
   tmp[1] = b ? kiln_cast_at(f, l, b, dt) : NULL;
@@ -89,8 +89,8 @@ static ir_node *logaddexp(const char *f, int l, ir_node *a, ir_node *b, double b
   tmp[9] = kiln_adds_at(f, l, tmp[7], M_LN2);
   ir_node *same = b ? kiln_eq_at(f, l, tmp[0], tmp[1]) : kiln_eqs_at(f, l, tmp[0], bv);
   ir_node *r = kiln_where_at(f, l, same, tmp[9], tmp[8]);
-  kiln_release(same);
-  return drop(r, 10, tmp);  /* kiln_release(NULL), tmp[1] without b, does nothing */
+  fe_drop(same);
+  return drop(r, 10, tmp);  /* fe_drop(NULL), tmp[1] without b, does nothing */
 }
 
 /* ---- the public ops ----------------------------------------------------- */

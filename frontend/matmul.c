@@ -45,7 +45,7 @@ static ir_node *shape_error(const char *f, int l, const char *name, const ir_nod
 /* ---- building ----------------------------------------------------------- */
 /* Drops an intermediate handle and returns the next one (t = step(t, ...)). */
 static ir_node *replace(ir_node *old, ir_node *next) {
-  kiln_release(old);
+  fe_drop(old);
   return next;
 }
 
@@ -56,10 +56,10 @@ static ir_node *replace(ir_node *old, ir_node *next) {
 static ir_node *integer_product(const char *f, int l, ir_node *a, ir_node *b) {
   ir_node *bt = kiln_transpose_at(f, l, b, -1, -2);
   ir_node *ua = kiln_unsqueeze_at(f, l, a, -2), *ub = kiln_unsqueeze_at(f, l, bt, -3);
-  kiln_release(bt);
+  fe_drop(bt);
   ir_node *p = kiln_mul_at(f, l, ua, ub);
-  kiln_release(ua);
-  kiln_release(ub);
+  fe_drop(ua);
+  fe_drop(ub);
   ir_node *s = replace(p, kiln_sum_dims_at(f, l, p, 1, (int64_t[]){-1}, 0));
   return replace(s, kiln_cast_at(f, l, s, a->dtype));
 }
@@ -90,7 +90,7 @@ static ir_node *folded(const char *f, int l, ir_node *a, ir_node *b) {
   int64_t k = a->shape[a->ndim - 1], shape[KILN_MAX_DIMS];
   ir_node *a2 = kiln_reshape_at(f, l, a, 2, (int64_t[]){ir_numel(a->ndim - 1, a->shape), k});
   ir_node *r = matmul_node(f, l, a2, b);
-  kiln_release(a2);
+  fe_drop(a2);
   memcpy(shape, a->shape, (size_t)a->ndim * sizeof *shape);
   shape[a->ndim - 1] = b->shape[1];
   return replace(r, kiln_reshape_at(f, l, r, a->ndim, shape));
@@ -134,8 +134,8 @@ static ir_node *batched(const char *f, int l, const char *name, ir_node *a, ir_n
   if (b->ndim == 2 && a->ndim > 2 && rows_merge(a)) return folded(f, l, a, b);
   ir_node *ea = expand_batch(f, l, a, nb, batch), *eb = expand_batch(f, l, b, nb, batch);
   ir_node *r = matmul_node(f, l, ea, eb);
-  kiln_release(ea);
-  kiln_release(eb);
+  fe_drop(ea);
+  fe_drop(eb);
   return r;
 }
 
@@ -156,8 +156,8 @@ static ir_node *product(const char *f, int l, const char *name, ir_node *a, ir_n
   ir_node *r = batch_shape(a2, b2, &nb, batch)
                    ? batched(f, l, name, a2, b2)
                    : shape_error(f, l, name, a, b, "cannot be multiplied (batch dims do not broadcast)");
-  kiln_release(a2);
-  kiln_release(b2);
+  fe_drop(a2);
+  fe_drop(b2);
   /* The dims a 1-D operand added go again: N first (last), then M. */
   if (r->status == KILN_OK && b->ndim == 1) r = replace(r, kiln_squeeze_dim_at(f, l, r, -1));
   if (r->status == KILN_OK && a->ndim == 1) r = replace(r, kiln_squeeze_dim_at(f, l, r, -1 - (b->ndim > 1)));
@@ -207,7 +207,7 @@ static ir_node *linear(const char *f, int l, ir_node *x, ir_node *w, ir_node *b)
     return shape_error(f, l, "linear", x, w, "cannot be multiplied (the weight must be 1-D or 2-D)");
   ir_node *wt = w->ndim == 2 ? kiln_transpose_at(f, l, w, 0, 1) : fe_same(w);
   ir_node *r = product(f, l, "linear", x, wt);
-  kiln_release(wt);
+  fe_drop(wt);
   if (b && r->status == KILN_OK) r = replace(r, kiln_add_at(f, l, r, b));
   return r;
 }

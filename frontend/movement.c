@@ -191,7 +191,8 @@ kiln_tensor *kiln_view_at(const char *f, int l, kiln_tensor *t, int ndim, const 
 kiln_tensor *kiln_permute_at(const char *f, int l, kiln_tensor *t, int ndim, const int64_t *dims) {
   ir_node *e = fe_check_arg(f, l, "permute", t, 1);
   if (e) return e;
-  if (ndim != t->ndim || (ndim && !dims))
+  if ((e = fe_check_list(f, l, "permute", "dims", ndim, dims))) return e;
+  if (ndim != t->ndim)
     return fe_fail(f, l, KILN_ERR_ARG, t, "permute: number of dims don't match (the input has %d, %d were given)",
                 t->ndim, ndim);
   int perm[KILN_MAX_DIMS];
@@ -369,7 +370,8 @@ kiln_tensor *kiln_select_at(const char *f, int l, kiln_tensor *t, int dim, int64
 kiln_tensor *kiln_flip_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims) {
   ir_node *e = fe_check_arg(f, l, "flip", t, 1);
   if (e) return e;
-  if (ndims < 0 || (ndims > 0 && !dims)) return fe_fail(f, l, KILN_ERR_ARG, t, "flip: bad list of %d dims", ndims);
+  if ((e = fe_check_list(f, l, "flip", "dims", ndims, dims))) return e;
+  if (ndims < 0) return fe_fail(f, l, KILN_ERR_ARG, t, "flip: bad list of %d dims", ndims);
   unsigned mask = 0;
   for (int i = 0; i < ndims; i++) {
     int d = 0;
@@ -389,7 +391,8 @@ kiln_tensor *kiln_flip_at(const char *f, int l, kiln_tensor *t, int ndims, const
 kiln_tensor *kiln_pad_at(const char *f, int l, kiln_tensor *t, int npads, const int64_t *pads, double value) {
   ir_node *e = fe_check_arg(f, l, "pad", t, 1);
   if (e) return e;
-  if (npads < 0 || npads % 2 || (npads && !pads))
+  if ((e = fe_check_list(f, l, "pad", "pads", npads, pads))) return e;
+  if (npads < 0 || npads % 2)
     return fe_fail(f, l, KILN_ERR_ARG, t, "pad: padding length must be divisible by 2, got %d", npads);
   if (npads / 2 > t->ndim)
     return fe_fail(f, l, KILN_ERR_ARG, t, "pad: padding length too large (%d pairs for %d dims)", npads / 2, t->ndim);
@@ -421,7 +424,9 @@ static bool legacy_empty(const ir_node *t) { return t->ndim == 1 && t->shape[0] 
 
 /* NULL/error/device checks of a list of tensors. */
 static ir_node *check_list(const char *f, int l, const char *op, int n, kiln_tensor *const *ts) {
-  if (n < 1 || !ts) return fe_error(KILN_ERR_ARG, f, l, "%s: expected a non-empty list of tensors", op);
+  ir_node *e = fe_check_list(f, l, op, "the list of tensors", n, ts);
+  if (e) return e;
+  if (n < 1) return fe_error(KILN_ERR_ARG, f, l, "%s: expected a non-empty list of tensors", op);
   return fe_check_args(f, l, op, n, ts);
 }
 

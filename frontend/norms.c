@@ -45,8 +45,8 @@ static ir_node *logsumexp(const char *f, int l, ir_node *t, int ndims, const int
   ir_node *logs = kiln_log_at(f, l, s);
   ir_node *add = keepdim ? fe_same(shift) : shaped_as(f, l, shift, s);
   ir_node *r = kiln_add_at(f, l, logs, add);
-  kiln_release(logs);
-  kiln_release(add);
+  fe_drop(logs);
+  fe_drop(add);
   return fe_done(r, n, tmp);
 }
 
@@ -58,13 +58,13 @@ kiln_tensor *kiln_logsumexp_at(const char *f, int l, kiln_tensor *t, int ndims, 
 /* Hands out (or releases) the two results; an error in one is both's. */
 static void two_results(ir_node *a, ir_node *b, kiln_tensor **oa, kiln_tensor **ob) {
   if (a->status != KILN_OK && b->status == KILN_OK) {
-    kiln_release(b);
+    fe_drop(b);
     b = fe_same(a);
   }
   if (oa) *oa = a;
-  else kiln_release(a);
+  else fe_drop(a);
   if (ob) *ob = b;
-  else kiln_release(b);
+  else fe_drop(b);
 }
 
 void kiln_aminmax_at(const char *f, int l, kiln_tensor *t, kiln_tensor **min, kiln_tensor **max) {

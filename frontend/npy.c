@@ -87,6 +87,6 @@ kiln_status kiln_save_npy_at(const char *f, int l, kiln_tensor *t, const char *p
   size_t bytes = (size_t)ir_numel(t->ndim, t->shape) * ir_dtypes[t->dtype].size;
   if (st == KILN_OK)   /* replaced, not rewritten: a tensor mapping the old file keeps reading it */
     st = ir_file_replace(f, l, "save_npy", path, (const ir_file_chunk[]){{hdr, hlen}, {data, bytes}}, 2);
-  kiln_release(host);
+  fe_drop(host);
   return st;
 }

@@ -133,13 +133,17 @@ static ir_node *check_float(const char *f, int l, ir_op op, int nt, ir_node *con
 /* NumPy 2's rule: an integer scalar must be a value of the integer dtype it
  * is computed in (int32 * 3e9 raises OverflowError there; a C conversion
  * would wrap); an integer division by the number 0 is PyTorch's
- * ZeroDivisionError at once. clamp's bounds are exempt: a bound past the dtype's range
- * clamps nothing. */
+ * ZeroDivisionError at once, and so is its refusal of an integer to a
+ * negative integral number (an exponent tensor's negative values give
+ * PyTorch's integer results instead: 0, or 1 or -1 for a base of 1 or -1).
+ * clamp's bounds are exempt: a bound past the dtype's range clamps nothing. */
 static ir_node *check_numbers(const char *f, int l, ir_op op, int nw, const double *w, kiln_dtype compute) {
   if (op == IR_CLAMP || ir_is_float(compute) || compute == KILN_BOOL) return NULL;
   bool divides = op == IR_FLOOR_DIVIDE || op == IR_TRUNC_DIVIDE || op == IR_REMAINDER || op == IR_FMOD;
   if (divides && nw == 1 && w[0] == 0)  /* a divisor tensor holding 0 is the kernel's check (ir/kernel.h) */
     return fe_error(KILN_ERR_VALUE, f, l, "%s: integer division by zero (ZeroDivisionError)", ir_ops[op].name);
+  if (op == IR_POW && nw == 1 && w[0] < 0)
+    return fe_error(KILN_ERR_VALUE, f, l, "pow: Integers to negative integer powers are not allowed");
   for (int i = 0; i < nw; i++)
     if (!fe_int_fits(w[i], compute))
       return fe_error(KILN_ERR_ARG, f, l, "%s: integer %.17g is out of bounds for %s", ir_ops[op].name, w[i],

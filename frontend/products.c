@@ -17,7 +17,7 @@ static bool broadcast_pair(const char *f, int l, ir_node *a, ir_node *b, ir_node
   }
   *ea = kiln_expand_at(f, l, a, s->ndim, s->shape);
   *eb = kiln_expand_at(f, l, b, s->ndim, s->shape);
-  kiln_release(s);
+  fe_drop(s);
   return true;
 }
 
@@ -110,7 +110,7 @@ static ir_node *take_diagonals(ein *c, labeled *x, int i) {
     if (j < 0) return NULL;
     if (x->t->shape[j] != x->t->shape[k]) return size_error(c, x->id[j], i, x->t->shape[j], x->t->shape[k]);
     ir_node *d = kiln_diagonal_at(c->f, c->l, x->t, 0, j, k);
-    kiln_release(x->t);
+    fe_drop(x->t);
     x->t = d;
     signed char id = x->id[j];
     int m = 0;
@@ -141,7 +141,7 @@ static void sum_out(ein *c, labeled *x, const bool *keep) {
   }
   if (!nd) return;
   ir_node *s = kiln_sum_dims_at(c->f, c->l, x->t, nd, dims, 0);
-  kiln_release(x->t);
+  fe_drop(x->t);
   x->t = s;
   x->n = m;
 }
@@ -235,7 +235,7 @@ static ir_node *contract(ein *c, labeled *x, labeled *y, const bool *keep) {
                     c->eq, ng[0] + ng[1] + ng[2] + ng[3], KILN_MAX_DIMS);
   bool gemm = ng[2] && x->t->dtype == y->t->dtype && ir_is_float(x->t->dtype) && size_of(c, ng[2], g + ng[0] + ng[1]) > 0;
   ir_node *r = gemm ? by_matmul(c, x, y, g, ng) : by_product(c, x, y, g, ng);
-  kiln_release(x->t);
+  fe_drop(x->t);
   x->t = r;
   x->n = ng[0] + ng[1] + ng[3];
   memmove(x->id + ng[0] + ng[1], g + ng[0] + ng[1] + ng[2], (size_t)ng[3]);
@@ -288,7 +288,7 @@ static ir_node *einsum(const char *f, int l, const char *equation, int n, kiln_t
   int made = 0;
   e = label_operands(&c, &p, operands, x, &made);
   ir_node *r = e ? e : contract_all(&c, &p, x);
-  for (int i = 0; i < made; i++) kiln_release(x[i].t);
+  for (int i = 0; i < made; i++) fe_drop(x[i].t);
   return r;
 }
 

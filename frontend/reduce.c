@@ -75,16 +75,32 @@ static ir_node *reduce_check(const char *f, int l, ir_op op, ir_node *t, unsigne
   return e;
 }
 
+/* t's shape without the dims of mask in kept; their number. */
+static int kept_shape(const ir_node *t, unsigned mask, int64_t *kept) {
+  int nkept = 0;
+  for (int d = 0; d < t->ndim; d++)
+    if (!(mask & (1u << d))) kept[nkept++] = t->shape[d];
+  return nkept;
+}
+
+/* NULL, or the error when t reduced over mask (keepdim or not) has more
+ * elements than int64 can count: an empty input may reduce to a result too
+ * big to count ((0, 2^62, 8) over dim 0). */
+static ir_node *check_result(const char *f, int l, const char *op, const ir_node *t, unsigned mask, bool keepdim) {
+  int64_t shape[KILN_MAX_DIMS];
+  int n = keepdim ? t->ndim : kept_shape(t, mask, shape);
+  for (int d = 0; keepdim && d < t->ndim; d++) shape[d] = mask & (1u << d) ? 1 : t->shape[d];
+  return fe_check_numel(f, l, op, n, shape);
+}
+
 /* n (t reduced over mask, reduced dims kept as 1) without them unless
  * keepdim; takes n's reference. */
 static ir_node *drop_reduced(const char *f, int l, ir_node *n, const ir_node *t, unsigned mask, bool keepdim) {
   int64_t kept[KILN_MAX_DIMS];
-  int nkept = 0;
-  for (int d = 0; d < t->ndim; d++)
-    if (!(mask & (1u << d))) kept[nkept++] = t->shape[d];
+  int nkept = kept_shape(t, mask, kept);
   if (keepdim || nkept == t->ndim) return n;
   ir_node *r = kiln_reshape_at(f, l, n, nkept, kept);
-  kiln_release(n);
+  fe_drop(n);
   return r;
 }
 
@@ -93,7 +109,9 @@ static ir_node *reduce(const char *f, int l, ir_op op, ir_node *t, int ndims, co
   const char *name = ir_ops[op].name;
   unsigned mask;
   ir_node *e = fe_check_arg(f, l, name, t, 1);
-  if (e || (e = dims_mask(f, l, name, t, ndims, dims, &mask)) || (e = reduce_check(f, l, op, t, mask))) return e;
+  if (e || (e = dims_mask(f, l, name, t, ndims, dims, &mask)) || (e = reduce_check(f, l, op, t, mask)) ||
+      (e = check_result(f, l, name, t, mask, keepdim)))
+    return e;
   int64_t shape[KILN_MAX_DIMS];
   for (int d = 0; d < t->ndim; d++) shape[d] = mask & (1u << d) ? 1 : t->shape[d];
   ir_node *n = ir_node_new(op, reduce_dtype(op, t->dtype), t->ndim, shape, 1, &t, f, l);
@@ -155,7 +173,8 @@ static ir_node *mean_in(const char *f, int l, ir_node *t, int ndims, const int64
 static ir_node *mean(const char *f, int l, ir_node *t, int ndims, const int64_t *dims, bool keepdim) {
   unsigned mask;
   ir_node *e = float_only(f, l, "mean", t);
-  if (e || (e = dims_mask(f, l, "mean", t, ndims, dims, &mask))) return e;
+  if (e || (e = dims_mask(f, l, "mean", t, ndims, dims, &mask)) || (e = check_result(f, l, "mean", t, mask, keepdim)))
+    return e;
   return drop_reduced(f, l, mean_in(f, l, t, ndims, dims, mask, KILN_F64), t, mask, keepdim);
 }
 
@@ -175,13 +194,13 @@ static ir_node *deviations(const char *f, int l, ir_node *t, unsigned mask) {
   for (int d = 0; d < t->ndim; d++) {
     if (!(mask & (1u << d))) continue;
     ir_node *v = kiln_slice_at(f, l, shift, d, 0, 1, 1);
-    kiln_release(shift);
+    fe_drop(shift);
     shift = v;
   }
   /* expanded: a view of t read by every element, not a small tensor
    * broadcast over leading dims (which fuse would store) */
   ir_node *full = kiln_expand_at(f, l, shift, t->ndim, t->shape);
-  kiln_release(shift);
+  fe_drop(shift);
   return fe_done(kiln_sub_at(f, l, t, full), 1, &full);
 }
 
@@ -192,7 +211,7 @@ static ir_node *var(const char *f, int l, const char *op, ir_node *t, int ndims,
                     bool keepdim) {
   unsigned mask;
   ir_node *e = float_only(f, l, op, t);
-  if (e || (e = dims_mask(f, l, op, t, ndims, dims, &mask))) return e;
+  if (e || (e = dims_mask(f, l, op, t, ndims, dims, &mask)) || (e = check_result(f, l, op, t, mask, keepdim))) return e;
   double count = (double)reduced_count(t, mask), divisor = count - correction;
   fe_temps s = {0};
   ir_node *n = dynamic_count(f, l, t, ndims, dims, mask, KILN_F64);   /* the count, when it is dynamic */
@@ -261,9 +280,9 @@ static void var_mean(const char *f, int l, const char *op, ir_node *t, int ndims
   ir_node *y = x->status == KILN_OK ? mean(f, l, t, ndims, dims, keepdim) : fe_same(x);
   ir_api_pop(prev);
   if (v) *v = x;
-  else kiln_release(x);
+  else fe_drop(x);
   if (m) *m = y;
-  else kiln_release(y);
+  else fe_drop(y);
 }
 
 void kiln_var_mean_at(const char *f, int l, kiln_tensor *t, int ndims, const int64_t *dims, double correction,

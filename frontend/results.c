@@ -26,7 +26,8 @@ kiln_status kiln_realize_at(const char *f, int l, kiln_tensor *t) {
 }
 
 kiln_status kiln_realize_n_at(const char *f, int l, int n, kiln_tensor *const *ts) {
-  if (n < 0 || (n && !ts)) {
+  if (fe_bad_list(f, l, "realize_n", "the list of tensors", n, ts)) return KILN_ERR_ARG;
+  if (n < 0) {
     ir_error_setf("%s:%d: realize_n: invalid list of %d tensors", f, l, n);
     return KILN_ERR_ARG;
   }
@@ -65,11 +66,15 @@ kiln_status kiln_copy_to_host_at(const char *f, int l, kiln_tensor *t, void *dst
   kiln_status st = realize_on_host(f, l, "copy_to_host", t);
   if (st != KILN_OK) return st;
   size_t es = ir_dtypes[t->dtype].size, need = (size_t)ir_numel(t->ndim, t->shape) * es;
-  if (dst_bytes < need || (!dst && need)) {
+  if (!dst && need) {
+    ir_error_setf("%s:%d: copy_to_host: the destination is NULL (%zu bytes given, %zu needed)", f, l, dst_bytes, need);
+    return KILN_ERR_ARG;
+  }
+  if (dst_bytes < need) {
     ir_str b = {0};
     fe_describe(&b, t);
-    ir_error_setf("%s:%d: copy_to_host: destination has %zu bytes, a %s tensor needs %zu", f, l,
-                  dst ? dst_bytes : 0, b.s, need);
+    ir_error_setf("%s:%d: copy_to_host: destination has %zu bytes, a %s tensor needs %zu", f, l, dst_bytes,
+                  b.s ? b.s : "", need);
     ir_str_free(&b);
     return KILN_ERR_ARG;
   }

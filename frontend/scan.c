@@ -33,8 +33,8 @@ static ir_node *scan_node(const char *f, int l, ir_op op, ir_node *t, int64_t di
     ir_node *one = kiln_reshape_at(f, l, t, 1, (const int64_t[]){1});
     ir_node *s = scan_node(f, l, op, one, 0);
     ir_node *r = kiln_reshape_at(f, l, s, 0, NULL);
-    kiln_release(one);
-    kiln_release(s);
+    fe_drop(one);
+    fe_drop(s);
     return r;
   }
   int d = (int)(dim < 0 ? dim + t->ndim : dim);
@@ -71,7 +71,7 @@ static void scan_pair(const char *f, int l, ir_op vop, ir_op iop, ir_node *t, in
   if (e) {
     if (values) *values = e;
     if (indices) *indices = values ? fe_same(e) : e;
-    if (!values && !indices) kiln_release(e);
+    if (!values && !indices) fe_drop(e);
     return;
   }
   const char *prev = ir_api_push(ir_ops[vop].name);

@@ -112,7 +112,7 @@ static ir_node *pad_dim(const char *f, int l, ir_node **t, int d, int64_t before
                    "output size at dimension %d", pad_names[mode], (long long)size, (long long)before, (long long)after, d);
   if (lo || hi < size) {   /* crops first, as PyTorch does */
     *t = kiln_slice_at(f, l, x, d, lo, hi, 1);
-    kiln_release(x);
+    fe_drop(x);
     x = *t;
   }
   if ((e = check_pad_amount(f, l, x, d, before, mode)) || (e = check_pad_amount(f, l, x, d, after, mode))) return e;
@@ -123,7 +123,7 @@ static ir_node *pad_dim(const char *f, int l, ir_node **t, int d, int64_t before
   parts[n++] = fe_same(x);
   if (after > 0) parts[n++] = pad_side(f, l, x, d, after, true, mode);
   *t = kiln_cat_at(f, l, n, parts, d);
-  kiln_release(x);
+  fe_drop(x);
   fe_done(NULL, n, parts);
   return NULL;
 }
@@ -131,8 +131,8 @@ static ir_node *pad_dim(const char *f, int l, ir_node **t, int d, int64_t before
 static ir_node *pad_mode_of(const char *f, int l, ir_node *t, int npads, const int64_t *pads, pad_mode mode) {
   const char *op = pad_names[mode];
   ir_node *e = fe_check_arg(f, l, op, t, 1);
-  if (e) return e;
-  if (npads < 0 || npads % 2 || (npads && !pads))
+  if (e || (e = fe_check_list(f, l, op, "pads", npads, pads))) return e;
+  if (npads < 0 || npads % 2)
     return fe_fail(f, l, KILN_ERR_ARG, t, "%s: padding length must be divisible by 2, got %d", op, npads);
   if (npads / 2 > t->ndim)
     return fe_fail(f, l, KILN_ERR_ARG, t, "%s: padding length too large (%d pairs for %d dims)", op, npads / 2, t->ndim);
@@ -155,19 +155,20 @@ kiln_tensor *kiln_pad_circular_at(const char *f, int l, kiln_tensor *t, int npad
 
 /* ---- split, split_sizes, chunk, unbind ------------------------------------- */
 /* The pieces' handles go to out[0..max_out); the count is returned (it may
- * exceed max_out, like snprintf's). On an error, -1 and every out slot holds
- * a reference to the error node (sticky for whoever uses them). */
+ * exceed max_out, like snprintf's). On an error, -1, the error's message as
+ * the last error (there may be no slot to hold it), and every out slot
+ * holds a reference to the error node (sticky for whoever uses them). */
 static int pieces_error(ir_node *e, int max_out, kiln_tensor **out) {
+  ir_error_set(ir_node_msg(e));
   for (int i = 0; i < max_out && out; i++) out[i] = i ? fe_same(e) : e;
-  if (max_out <= 0 || !out) kiln_release(e);
+  if (max_out <= 0 || !out) fe_drop(e);
   return -1;
 }
 
 static ir_node *check_pieces(const char *f, int l, const char *op, ir_node *t, int max_out, kiln_tensor **out) {
   ir_node *e = fe_check_arg(f, l, op, t, 1);
-  if (e) return e;
-  if (max_out < 0 || (max_out > 0 && !out))
-    return fe_fail(f, l, KILN_ERR_ARG, t, "%s: bad output array (max_out %d, out %s)", op, max_out, out ? "set" : "NULL");
+  if (e || (e = fe_check_list(f, l, op, "out", max_out, out))) return e;
+  if (max_out < 0) return fe_fail(f, l, KILN_ERR_ARG, t, "%s: bad output array (max_out %d)", op, max_out);
   if (t->ndim == 0) return fe_fail(f, l, KILN_ERR_ARG, t, "%s: cannot be applied to a 0-dim tensor", op);
   return NULL;
 }
@@ -213,7 +214,8 @@ static int split_sizes(const char *f, int l, ir_node *t, int nsizes, const int64
   int d = 0;
   ir_node *e = check_pieces(f, l, "split_with_sizes", t, max_out, out);
   if (e || (e = fe_wrap_dim(f, l, "split_with_sizes", t, t->ndim, dim, &d))) return pieces_error(e, max_out, out);
-  if (nsizes < 1 || !sizes)
+  if ((e = fe_check_list(f, l, "split_with_sizes", "sizes", nsizes, sizes))) return pieces_error(e, max_out, out);
+  if (nsizes < 1)
     return pieces_error(fe_fail(f, l, KILN_ERR_ARG, t, "split_with_sizes: expected a non-empty list of sizes, got %d",
                                 nsizes), max_out, out);
   int64_t total = 0;
@@ -339,8 +341,8 @@ static ir_node *check_reps(const char *f, int l, const char *op, ir_node *t, int
 /* Tensor.repeat: nreps >= ndim; t gains leading size-1 dims to match. */
 static ir_node *repeat(const char *f, int l, const char *op, ir_node *t, int nreps, const int64_t *reps) {
   ir_node *e = fe_check_arg(f, l, op, t, 1);
-  if (e) return e;
-  if (nreps < 0 || nreps > KILN_MAX_DIMS || (nreps && !reps))
+  if (e || (e = fe_check_list(f, l, op, "repeats", nreps, reps))) return e;
+  if (nreps < 0 || nreps > KILN_MAX_DIMS)
     return fe_fail(f, l, KILN_ERR_ARG, t, "%s: bad list of %d repeats (at most KILN_MAX_DIMS = %d)", op, nreps, KILN_MAX_DIMS);
   if (nreps < t->ndim)
     return fe_fail(f, l, KILN_ERR_ARG, t, "%s: Number of dimensions of repeat dims (%d) can not be smaller than number "
@@ -355,8 +357,8 @@ static ir_node *repeat(const char *f, int l, const char *op, ir_node *t, int nre
 /* torch.tile: a shorter dims list gains leading ones. */
 static ir_node *tile(const char *f, int l, ir_node *t, int ndims, const int64_t *dims) {
   ir_node *e = fe_check_arg(f, l, "tile", t, 1);
-  if (e) return e;
-  if (ndims < 0 || ndims > KILN_MAX_DIMS || (ndims && !dims))
+  if (e || (e = fe_check_list(f, l, "tile", "dims", ndims, dims))) return e;
+  if (ndims < 0 || ndims > KILN_MAX_DIMS)
     return fe_fail(f, l, KILN_ERR_ARG, t, "tile: bad list of %d dims (at most KILN_MAX_DIMS = %d)", ndims, KILN_MAX_DIMS);
   int n = ndims > t->ndim ? ndims : t->ndim;
   int64_t reps[KILN_MAX_DIMS];
@@ -411,8 +413,10 @@ static ir_node *roll_dim(const char *f, int l, ir_node *t, int d, int64_t shift)
 
 static ir_node *roll(const char *f, int l, ir_node *t, int nshifts, const int64_t *shifts, int ndims, const int64_t *dims) {
   ir_node *e = fe_check_arg(f, l, "roll", t, 1);
-  if (e) return e;
-  if (nshifts < 1 || !shifts || ndims < 0 || (ndims && !dims))
+  if (e || (e = fe_check_list(f, l, "roll", "shifts", nshifts, shifts)) ||
+      (e = fe_check_list(f, l, "roll", "dims", ndims, dims)))
+    return e;
+  if (nshifts < 1 || ndims < 0)
     return fe_fail(f, l, KILN_ERR_ARG, t, "roll: `shifts` required (got %d shifts, %d dims)", nshifts, ndims);
   if (ndims == 0) {   /* torch's dims=None: the flattened tensor, shape restored */
     if (nshifts != 1) return fe_fail(f, l, KILN_ERR_ARG, t, "roll: %d shifts need as many dims", nshifts);
@@ -430,7 +434,7 @@ static ir_node *roll(const char *f, int l, ir_node *t, int nshifts, const int64_
   ir_node *x = fe_same(t);
   for (int i = 0; i < ndims; i++) {
     ir_node *y = roll_dim(f, l, x, ds[i], shifts[i]);
-    kiln_release(x);
+    fe_drop(x);
     x = y;
   }
   return x;
@@ -509,8 +513,8 @@ static ir_node *inferred_classes(const char *f, int l, ir_node *t, int64_t *clas
   if (isnan(min) || isnan(max)) e = fe_error(KILN_ERR_ARG, f, l, "one_hot: %s", kiln_last_error());
   else if (min < 0) e = fe_fail(f, l, KILN_ERR_ARG, t, "one_hot: Class values must be non-negative.");
   *classes = (int64_t)max + 1;
-  kiln_release(lo);
-  kiln_release(hi);
+  fe_drop(lo);
+  fe_drop(hi);
   return e;
 }
 

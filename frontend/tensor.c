@@ -5,6 +5,7 @@
 #include "runtime/rt.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,6 +116,12 @@ void kiln_release_at(const char *f, int l, kiln_tensor *t) {
   ir_node_release(t);
 }
 
+void fe_drop(ir_node *t) {
+  if (!t) return;
+  if (nscopes) scope_remove(&scopes[nscopes - 1], t);
+  ir_node_release(t);
+}
+
 ir_node *fe_same(ir_node *t) {
   ir_node_retain(t);
   return fe_register(t);
@@ -165,6 +172,21 @@ ir_node *fe_check_arg(const char *f, int l, const char *op, ir_node *t, int argn
   if (!ir_node_live(t)) return fe_error(KILN_ERR_ARG, f, l, "%s: argument %d " FE_FREED_MSG, op, argno);
   if (t->status == KILN_OK) return NULL;
   return fe_register(fe_locate(ir_node_error(t->status, NULL, 0, "%s", ir_node_msg(t)), f, l));
+}
+
+#define NULL_LIST_MSG "%s: %s is NULL with a count of %lld"
+
+ir_node *fe_check_list(const char *f, int l, const char *op, const char *name, int64_t n, const void *list) {
+  if (n <= 0 || list) return NULL;
+  return fe_error(KILN_ERR_ARG, f, l, NULL_LIST_MSG, op, name, (long long)n);
+}
+
+bool fe_bad_list(const char *f, int l, const char *op, const char *name, int64_t n, const void *list) {
+  if (n <= 0 || list) return false;
+  char msg[256];
+  snprintf(msg, sizeof msg, NULL_LIST_MSG, op, name, (long long)n);
+  ir_error_setf("%s:%d: %s", f, l, msg);
+  return true;
 }
 
 ir_node *fe_check_numel(const char *f, int l, const char *op, int ndim, const int64_t *shape) {
@@ -265,6 +287,6 @@ const char *kiln_dtype_name(kiln_dtype d) { return ir_dtype_valid(d) ? ir_dtypes
 size_t kiln_dtype_size(kiln_dtype d) { return ir_dtype_valid(d) ? ir_dtypes[d].size : 0; }
 
 ir_node *fe_done(ir_node *result, int n, ir_node **tmp) {
-  for (int i = 0; i < n; i++) kiln_release(tmp[i]);
+  for (int i = 0; i < n; i++) fe_drop(tmp[i]);
   return result;
 }

@@ -45,7 +45,9 @@ static ir_node *window_of(const char *f, int l, const char *op, bool pool, ir_no
                           int ns, const int64_t *s, int np, const int64_t *p, int nd, const int64_t *d, int ceil_mode,
                           window *w) {
   ir_node *e = fe_check_arg(f, l, op, x, 1);
-  if (e) return e;
+  if (e || (e = fe_check_list(f, l, op, "kernel_size", nk, k)) || (e = fe_check_list(f, l, op, "stride", ns, s)) ||
+      (e = fe_check_list(f, l, op, "padding", np, p)) || (e = fe_check_list(f, l, op, "dilation", nd, d)))
+    return e;
   if (x->ndim != 3 && x->ndim != 4) return input_error(f, l, op, x, "expected a 3-D (C, H, W) or 4-D (N, C, H, W) input");
   static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
   if (!pair(nk, k, NULL, w->k) || !pair(ns, s, pool ? w->k : one, w->s) || !pair(np, p, zero, w->p) ||
@@ -127,8 +129,8 @@ static void scan_tap(const char *f, int l, const window *w, const ir_node *x, in
   ir_node *better = fe_keep(t, kiln_logical_or_at(f, l, fe_keep(t, kiln_gt_at(f, l, v, *best)), fe_keep(t, kiln_ne_at(f, l, v, v))));
   ir_node *take = fe_keep(t, kiln_logical_and_at(f, l, inside, fe_keep(t, kiln_logical_or_at(f, l, better, unset))));
   ir_node *nb = kiln_where_at(f, l, take, v, *best), *ni = kiln_where_at(f, l, take, at, *idx);
-  kiln_release(*best);
-  kiln_release(*idx);
+  fe_drop(*best);
+  fe_drop(*idx);
   *best = nb;
   *idx = ni;
 }
@@ -155,16 +157,16 @@ static void max_pool(const char *f, int l, ir_node *x, int nk, const int64_t *k,
         scan_tap(f, l, &w, x, i, j, v, &best, &idx, &t);
       } else {
         ir_node *nb = best ? kiln_maximum_at(f, l, best, v) : fe_same(v);
-        kiln_release(best);
+        fe_drop(best);
         best = nb;
       }
       fe_temps_done(&t, NULL);
     }
-  kiln_release(xp);
+  fe_drop(xp);
   *values = best;
   if (indices) {   /* a 1x1 window's indices are still one plane: every channel's */
     *indices = kiln_expand_at(f, l, idx, best->ndim, best->shape);
-    kiln_release(idx);
+    fe_drop(idx);
   }
 }
 
@@ -177,8 +179,8 @@ static ir_node *host_weights(const char *f, int l, const double *v, int nv, cons
   ir_node *m = kiln_from_data_at(f, l, v, KILN_F64, nv, vshape);
   ir_node *wide = kiln_expand_at(f, l, m, ndim, shape);
   ir_node *c = kiln_cast_at(f, l, wide, dt);
-  kiln_release(m);
-  kiln_release(wide);
+  fe_drop(m);
+  fe_drop(wide);
   return c;
 }
 
@@ -220,14 +222,14 @@ static ir_node *avg_pool(const char *f, int l, ir_node *x, int nk, const int64_t
       fe_temps t = {0};
       ir_node *v = tap(f, l, xp, &w, i, j, &t);
       ir_node *next = sum ? kiln_add_at(f, l, sum, v) : fe_same(v);
-      kiln_release(sum);
+      fe_drop(sum);
       sum = next;
       fe_temps_done(&t, NULL);
     }
   ir_node *y = kiln_mul_at(f, l, sum, scale);
-  kiln_release(xp);
-  kiln_release(sum);
-  kiln_release(scale);
+  fe_drop(xp);
+  fe_drop(sum);
+  fe_drop(scale);
   return y;
 }
 
@@ -256,8 +258,8 @@ static ir_node *resample(const char *f, int l, const char *op, ir_node *x, int d
       v = kiln_mul_at(f, l, fe_keep(&t, v), fe_keep(&t, host_weights(f, l, w + k * out, x->ndim - d, wshape, x->dtype,
                                                                       x->ndim, shape)));
     ir_node *next = sum ? kiln_add_at(f, l, sum, v) : fe_same(v);
-    kiln_release(sum);
-    kiln_release(v);
+    fe_drop(sum);
+    fe_drop(v);
     sum = next;
     fe_temps_done(&t, NULL);
   }
@@ -292,7 +294,7 @@ static ir_node *adaptive_taps(const char *f, int l, ir_node *x, int d, int64_t o
  * one reduction that reads the taps and x's producer in place. */
 static ir_node *adaptive_avg_pool(const char *f, int l, ir_node *x, int n, const int64_t *size) {
   ir_node *e = fe_check_arg(f, l, "adaptive_avg_pool2d", x, 1);
-  if (e) return e;
+  if (e || (e = fe_check_list(f, l, "adaptive_avg_pool2d", "output_size", n, size))) return e;
   int64_t out[2];
   if (x->ndim != 3 && x->ndim != 4)
     return input_error(f, l, "adaptive_avg_pool2d", x, "expected a 3-D (C, H, W) or 4-D (N, C, H, W) input");
@@ -306,7 +308,7 @@ static ir_node *adaptive_avg_pool(const char *f, int l, ir_node *x, int n, const
   for (int i = 0; i < 2; i++) {
     if (x->shape[nd - 2 + i] % out[i] == 0) continue;
     ir_node *r = adaptive_taps(f, l, y, nd - 2 + i, out[i]);
-    kiln_release(y);
+    fe_drop(y);
     y = r;
   }
   memcpy(shape, x->shape, (size_t)(nd - 2) * sizeof *shape);
@@ -321,8 +323,8 @@ static ir_node *adaptive_avg_pool(const char *f, int l, ir_node *x, int n, const
   if (!nsplit) return y;
   ir_node *split = kiln_reshape_at(f, l, y, ns, shape);
   ir_node *m = kiln_mean_dims_at(f, l, split, nsplit, windows, 0);
-  kiln_release(split);
-  kiln_release(y);
+  fe_drop(split);
+  fe_drop(y);
   return m;
 }
 
@@ -404,15 +406,15 @@ static ir_node *interpolate(const char *f, int l, ir_node *x, int n, const int64
   if (want < 0 && align_corners)
     return fe_error(KILN_ERR_ARG, f, l, "%s: align_corners option can only be set with the interpolating modes: "
                     "linear | bilinear | bicubic | trilinear", op);
-  if ((n != 1 && n != spatial) || !size)
-    return fe_error(KILN_ERR_ARG, f, l, "%s: size takes 1 or %d values", op, spatial);
+  if ((e = fe_check_list(f, l, op, "size", n, size))) return e;
+  if (n != 1 && n != spatial) return fe_error(KILN_ERR_ARG, f, l, "%s: size takes 1 or %d values", op, spatial);
   if (!ir_is_float(x->dtype))
     return fe_error(KILN_ERR_DTYPE, f, l, "%s: expected a floating input, got %s", op, ir_dtypes[x->dtype].name);
   ir_node *y = fe_same(x);
   for (int d = 0; d < spatial && y->status == KILN_OK; d++) {
     int64_t in = x->shape[2 + d], out = size[n == 1 ? 0 : d];
     if (out < 1) {
-      kiln_release(y);
+      fe_drop(y);
       return fe_error(KILN_ERR_ARG, f, l, "%s: output sizes must be positive, got %lld", op, (long long)out);
     }
     int64_t taps = mode_taps(mode);
@@ -420,7 +422,7 @@ static ir_node *interpolate(const char *f, int l, ir_node *x, int n, const int64
     double *w = taps > 1 ? ir_malloc(sizeof *w * (size_t)(taps * out)) : NULL;
     for (int64_t o = 0; idx && (w || taps == 1) && o < out; o++) resample_taps(idx, w, o, in, out, mode, align_corners);
     ir_node *r = resample(f, l, op, y, 2 + d, out, taps, idx, w, taps > 1);
-    kiln_release(y);
+    fe_drop(y);
     y = r;
   }
   return y;
@@ -520,7 +522,7 @@ static ir_node *depthwise(const char *f, int l, ir_node *x, ir_node *w, ir_node 
       ir_node *wij = fe_keep(&tt, kiln_reshape_at(f, l, fe_keep(&tt, kiln_slice_at(f, l, wi, 3, j, j + 1, 1)), 3, (int64_t[]){o, 1, 1}));
       ir_node *term = fe_keep(&tt, kiln_mul_at(f, l, tap(f, l, xp, win, i, j, &tt), wij));
       ir_node *next = acc ? kiln_add_at(f, l, acc, term) : fe_same(term);
-      kiln_release(acc);
+      fe_drop(acc);
       acc = next;
       fe_temps_done(&tt, NULL);
     }
@@ -556,6 +558,11 @@ static ir_node *transposed_window(const char *f, int l, ir_node *x, const ir_nod
                                   int64_t u[2]) {
   static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
   int64_t pad[2], extra[2];
+  const char *name = "conv_transpose2d";
+  ir_node *e;
+  if ((e = fe_check_list(f, l, name, "stride", ns, s)) || (e = fe_check_list(f, l, name, "padding", np, p)) ||
+      (e = fe_check_list(f, l, name, "output_padding", nop, op)) || (e = fe_check_list(f, l, name, "dilation", nd, d)))
+    return e;
   if (!pair(ns, s, one, u) || !pair(np, p, zero, pad) || !pair(nop, op, zero, extra) || !pair(nd, d, one, win->d))
     return fe_error(KILN_ERR_ARG, f, l, "conv_transpose2d: stride, padding, output_padding and dilation take 1 or 2 values");
   for (int i = 0; i < 2; i++) {
@@ -602,7 +609,9 @@ static ir_node *conv_transpose2d(const char *f, int l, ir_node *x, ir_node *w, i
 static ir_node *conv1d(const char *f, int l, ir_node *x, ir_node *w, ir_node *b, int ns, const int64_t *s, int np,
                        const int64_t *p, int nd, const int64_t *d, int64_t groups) {
   ir_node *e = fe_check_args(f, l, "conv1d", 2, (ir_node *[]){x, w});
-  if (e) return e;
+  if (e || (e = fe_check_list(f, l, "conv1d", "stride", ns, s)) ||
+      (e = fe_check_list(f, l, "conv1d", "padding", np, p)) || (e = fe_check_list(f, l, "conv1d", "dilation", nd, d)))
+    return e;
   if ((x->ndim != 2 && x->ndim != 3) || w->ndim != 3 || ns > 1 || np > 1 || nd > 1)
     return fe_error(KILN_ERR_SHAPE, f, l, "conv1d: expected a 2-D (C, L) or 3-D (N, C, L) input, a 3-D weight and "
                     "one value for stride, padding and dilation");
@@ -658,9 +667,9 @@ void kiln_max_pool2d_with_indices_at(const char *f, int l, kiln_tensor *x, int n
   max_pool(f, l, x, nkernel, kernel_size, nstride, stride, npadding, padding, ndilation, dilation, ceil_mode, &v, &i);
   ir_api_pop(prev);
   if (values) *values = v;
-  else kiln_release(v);
+  else fe_drop(v);
   if (indices) *indices = i;
-  else kiln_release(i);
+  else fe_drop(i);
 }
 
 kiln_tensor *kiln_avg_pool2d_at(const char *f, int l, kiln_tensor *x, int nkernel, const int64_t *kernel_size,

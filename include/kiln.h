@@ -427,7 +427,11 @@ KILN_UNARY_(sign) KILN_UNARY_(reciprocal) KILN_UNARY_(logical_not)
 /** @name Binary ops
  * PyTorch's add, sub, mul, div (true division), pow, maximum, minimum, the
  * comparisons eq, ne, lt, le, gt, ge (bool results) and logical_and,
- * logical_or; each also in a scalar form kiln_adds_at(..., a, 2.0).
+ * logical_or; each also in a scalar form kiln_adds_at(..., a, 2.0). An
+ * integer tensor to a negative integral number (kiln_pows) is refused as in
+ * PyTorch, KILN_ERR_VALUE "Integers to negative integer powers are not
+ * allowed"; negative values of an exponent tensor give PyTorch's 0 (1 or -1
+ * for a base of 1 or -1).
  * @{ */
 /** An elementwise op of a and b with NumPy broadcasting and PyTorch's type
  * promotion; in the scalar forms (name ending in s) b acts as a Python
@@ -1388,12 +1392,12 @@ KILN_API void kiln_topk_at(const char *f, int l, kiln_tensor *t, int64_t k, int6
 KILN_API kiln_tensor *kiln_matmul_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
 /** torch.mm: kiln_matmul_at of two matrices.
  * @at
- * @param a,b 2-D floating tensors of one dtype
+ * @param a,b 2-D tensors of one floating or integer dtype
  * @handle errors as kiln_matmul_at (KILN_ERR_SHAPE when not 2-D). */
 KILN_API kiln_tensor *kiln_mm_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
 /** torch.dot: the 0-dim dot product of two vectors.
  * @at
- * @param a,b 1-D floating tensors of one dtype and size
+ * @param a,b 1-D tensors of one floating or integer dtype and one size
  * @handle errors as kiln_matmul_at (KILN_ERR_SHAPE when not 1-D). */
 KILN_API kiln_tensor *kiln_dot_at(const char *f, int l, kiln_tensor *a, kiln_tensor *b);
 /** F.linear: x @ w^T + b, one fused matrix product.

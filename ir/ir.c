@@ -154,9 +154,14 @@ void ir_str_vprintf(ir_str *b, const char *fmt, va_list ap) {
 
 void ir_str_append(ir_str *b, const void *p, size_t n) {
   if (!str_reserve(b, n)) return;
-  memcpy(b->s + b->len, p, n);
+  if (n) memcpy(b->s + b->len, p, n);
   b->len += n;
   b->s[b->len] = '\0';
+}
+
+void ir_str_cat(ir_str *b, const ir_str *src) {
+  if (src->failed) b->failed = true;
+  else ir_str_append(b, src->s, src->len);
 }
 
 void ir_str_printf(ir_str *b, const char *fmt, ...) {

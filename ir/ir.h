@@ -67,11 +67,16 @@ void ir_arena_free(ir_arena *a);
 
 /* ---- growable string ---------------------------------------------------- */
 /* Out of memory, a string stops growing and says so in failed: whoever
- * reads the text checks it first (s may still be NULL). */
+ * reads the text checks it first (s may still be NULL). A failed string is
+ * no key: the caches take their keys as ir_str and find and store nothing
+ * for a failed one, and ir_str_cat passes the failure on. */
 typedef struct { char *s; size_t len, cap; bool failed; } ir_str;
 void ir_str_printf(ir_str *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ir_str_vprintf(ir_str *b, const char *fmt, va_list ap);
 void ir_str_append(ir_str *b, const void *p, size_t n);  /* raw bytes, kept NUL-terminated */
+/* Appends src; a src that failed to grow fails b too, so a string built
+ * from an incomplete one (a key from a prefix) is never taken as whole. */
+void ir_str_cat(ir_str *b, const ir_str *src);
 void ir_str_free(ir_str *b);
 /* A new string (free() it) formatted as printf would; NULL out of memory. */
 char *ir_strprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

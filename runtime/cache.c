@@ -52,14 +52,22 @@ static void disk_prefix(const char *target) {
                 target);
 }
 
+/* The JIT with its target's hash and the disk keys' prefix, made whole or
+ * not at all (out of memory it is made again at the next compile: a JIT
+ * without its prefix would key disk entries without versions or target). */
 static cpu_jit *jit_get(char **err) {
-  if (!cache.jit) {
-    cache.jit = cpu_jit_new(err);
-    const char *t = cache.jit ? cpu_jit_target(cache.jit) : "";
-    cache.target_hash = ir_hash_bytes(t, strlen(t), 0);
-    if (cache.jit) disk_prefix(t);
+  if (cache.jit) return cache.jit;
+  cpu_jit *j = cpu_jit_new(err);
+  if (!j) return NULL;
+  const char *t = cpu_jit_target(j);
+  disk_prefix(t);
+  if (cache.disk_prefix.failed) {
+    ir_str_free(&cache.disk_prefix);
+    cpu_jit_free(j);
+    return NULL;   /* *err unset: rt_kernel_get sees the failed allocation */
   }
-  return cache.jit;
+  cache.target_hash = ir_hash_bytes(t, strlen(t), 0);
+  return cache.jit = j;
 }
 
 static rt_kernel *lookup(uint64_t h, const ir_str *key) {
@@ -139,20 +147,29 @@ static rt_kernel *insert(uint64_t h, const ir_str *key, cpu_code *code, rt_kerne
   return e;
 }
 
-/* A CPU disk entry: the kernel's name (its symbol), a NUL, the object file. */
+/* Why a CPU disk entry is not kernel k's, or NULL. An entry is the
+ * kernel's name (its symbol, which holds a hash of its key), a NUL, the
+ * object file: an entry with the right key and checksum but another
+ * kernel's payload is refused by its name. */
+static const char *entry_mismatch(const kernel *k, const ir_str *entry, size_t *name_len) {
+  *name_len = strnlen(entry->s, entry->len);
+  if (*name_len == entry->len) return "entry without a kernel name";
+  if (strcmp(entry->s, k->name)) return "entry holds another kernel";
+  return NULL;
+}
+
 static cpu_code *load_from_disk(kernel *k, const ir_str *dkey, rt_disk_info *info) {
   ir_str entry = {0};
   cpu_code *code = NULL;
-  size_t name_len = 0;
-  if (rt_disk_load("cpu", dkey->s, dkey->len, &entry, info)) {
-    name_len = strnlen(entry.s, entry.len);
+  if (rt_disk_load("cpu", dkey, &entry, info)) {
+    size_t name_len;
     char *err = NULL;
-    if (name_len < entry.len)
-      code = cpu_jit_load(cache.jit, k, entry.s, entry.s + name_len + 1, entry.len - name_len - 1, &err);
+    const char *why = entry_mismatch(k, &entry, &name_len);
+    if (!why) code = cpu_jit_load(cache.jit, k, entry.s, entry.s + name_len + 1, entry.len - name_len - 1, &err);
     if (!code) {
       info->hit = false;
       info->dropped = true;
-      rt_disk_warn(info, k->name, err ? err : "entry without a kernel name");
+      rt_disk_warn(info, k->name, why ? why : err ? err : "out of memory loading it");
     }
     free(err);
   }
@@ -163,22 +180,24 @@ static cpu_code *load_from_disk(kernel *k, const ir_str *dkey, rt_disk_info *inf
 static void store_on_disk(kernel *k, const ir_str *dkey, const ir_str *obj, rt_disk_info *info) {
   ir_str entry = {0};
   ir_str_append(&entry, k->name, strlen(k->name) + 1);
-  ir_str_append(&entry, obj->s, obj->len);
-  if (!entry.failed) rt_disk_store("cpu", dkey->s, dkey->len, entry.s, entry.len, info);
+  ir_str_cat(&entry, obj);
+  if (!entry.failed) rt_disk_store("cpu", dkey, entry.s, entry.len, info);
   ir_str_free(&entry);
 }
 
-/* From the disk cache, else compiled (and stored there). NULL with *err. */
+/* From the disk cache, else compiled (and stored there). NULL with *err.
+ * Out of memory the disk key fails, and a failed key neither loads nor
+ * stores anything (diskcache.c). */
 static cpu_code *load_or_compile(kernel *k, const ir_str *key, int debug, rt_origin *origin, char **err) {
   ir_str dkey = {0}, obj = {0}, llvm = {0};
-  ir_str_append(&dkey, cache.disk_prefix.s, cache.disk_prefix.len);
-  ir_str_append(&dkey, key->s, key->len);
+  ir_str_cat(&dkey, &cache.disk_prefix);
+  ir_str_cat(&dkey, key);
   rt_disk_info info = {0};
-  bool disk = !dkey.failed;   /* out of memory the disk cache is skipped, never read by a partial key */
-  cpu_code *code = disk ? load_from_disk(k, &dkey, &info) : NULL;
+  cpu_code *code = load_from_disk(k, &dkey, &info);
   *origin = code ? RT_DISK : RT_COMPILED;
   if (!code) {
-    code = cpu_jit_compile(cache.jit, k, disk && rt_opts()->disk_cache ? &obj : NULL, debug >= 3 ? &llvm : NULL, err);
+    bool store = !dkey.failed && rt_opts()->disk_cache;
+    code = cpu_jit_compile(cache.jit, k, store ? &obj : NULL, debug >= 3 ? &llvm : NULL, err);
     debug_ir(k, debug, &llvm);
     if (code && obj.len && !obj.failed) store_on_disk(k, &dkey, &obj, &info);
   }
@@ -223,11 +242,11 @@ static rt_kernel *miss(kernel *k, const ir_str *key, uint64_t h, int debug, rt_o
 rt_kernel *rt_kernel_get(kernel *k, const ir_str *key, int debug, rt_origin *origin) {
   char *err = NULL;
   rt_kernel *e = NULL;
-  bool oom = false;
+  bool oom = key->failed;   /* a partial key finds nothing and is never stored */
   uint64_t failures = ir_alloc_thread_failures();   /* a compile out of memory may say only "failed" */
   pthread_mutex_lock(&cache.mu);
-  bool ok = jit_get(&err);
-  uint64_t h = ir_hash_bytes(key->s, key->len, cache.target_hash);
+  bool ok = !oom && jit_get(&err);
+  uint64_t h = ok ? ir_hash_bytes(key->s, key->len, cache.target_hash) : 0;
   *origin = RT_MEMORY;
   if (ok) e = hold(h, key);
   pthread_mutex_unlock(&cache.mu);

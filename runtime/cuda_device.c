@@ -372,9 +372,9 @@ bool rt_cuda_compile_cached(const char *src, const char *arch, ir_str *out, rt_d
   ir_str_printf(&key, "nvrtc %s %s\n%s", cuda_nvrtc_version(), arch, src);
   ir_str_printf(&kind, "cuda-%s-%s", arch, cuda_nvrtc_version());
   size_t start = out->len;
-  bool disk = !key.failed && !kind.failed;   /* out of memory the disk cache is skipped */
-  bool ok = (disk && rt_disk_load(kind.s, key.s, key.len, out, info)) || cuda_compile(src, arch, out, log, err);
-  if (ok && disk && !out->failed && !info->hit) rt_disk_store(kind.s, key.s, key.len, out->s + start, out->len - start, info);
+  bool disk = !kind.failed;   /* out of memory the disk cache is skipped (a failed key finds nothing) */
+  bool ok = (disk && rt_disk_load(kind.s, &key, out, info)) || cuda_compile(src, arch, out, log, err);
+  if (ok && disk && !out->failed && !info->hit) rt_disk_store(kind.s, &key, out->s + start, out->len - start, info);
   ir_str_free(&key);
   ir_str_free(&kind);
   return ok;

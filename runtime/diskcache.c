@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,21 +33,41 @@ typedef struct {
   uint64_t sum;         /* hash of the payload, seeded with the key's */
 } disk_header;
 
+/* The longest cache directory: an entry's path (the directory, a kind, a
+ * hash, a temporary file's suffix) must fit the path buffers below. */
+#define DISK_DIR_MAX 3999
+
 /* Bytes of entries in the directory, counted once per process and kept up to
  * date by this process's stores (other processes' stores are seen at the
  * next eviction, which counts again). */
 static struct {
   pthread_mutex_t mu;
-  char dir[4096];
+  char dir[DISK_DIR_MAX + 1];
   int64_t bytes;        /* -1: not counted yet */
 } disk = {PTHREAD_MUTEX_INITIALIZER, "", -1};
 
-void rt_disk_dir(char *buf, size_t n) {
+/* A directory too long is refused, not cut (the cut name is another
+ * directory, which kiln would create and fill): said once, as for a
+ * setting kiln cannot use. */
+static bool dir_fits(const char *var, int len) {
+  static atomic_bool warned;
+  if (len <= DISK_DIR_MAX) return true;
+  if (!atomic_exchange(&warned, true))
+    fprintf(stderr, "kiln: warning: ignoring the kernel disk cache directory from %s: %d bytes long, more than %d; "
+                    "running without the disk cache\n", var, len, DISK_DIR_MAX);
+  return false;
+}
+
+bool rt_disk_dir(char *buf, size_t n) {
+  IR_ASSERT(n > DISK_DIR_MAX);
   const char *dir = getenv("KILN_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  if (dir && *dir) snprintf(buf, n, "%s", dir);
-  else if (xdg && *xdg) snprintf(buf, n, "%s/kiln", xdg);
-  else if (home && *home) snprintf(buf, n, "%s/.cache/kiln", home);
+  bool ok = true;
+  if (dir && *dir) ok = dir_fits("KILN_CACHE_DIR", snprintf(buf, n, "%s", dir));
+  else if (xdg && *xdg) ok = dir_fits("XDG_CACHE_HOME", snprintf(buf, n, "%s/kiln", xdg));
+  else if (home && *home) ok = dir_fits("HOME", snprintf(buf, n, "%s/.cache/kiln", home));
   else buf[0] = '\0';
+  if (!ok) buf[0] = '\0';
+  return buf[0] != '\0';
 }
 
 void rt_disk_warn(rt_disk_info *info, const char *path, const char *what) {
@@ -56,13 +77,9 @@ void rt_disk_warn(rt_disk_info *info, const char *path, const char *what) {
 
 static uint64_t key_hash(const void *key, size_t keylen) { return ir_hash_bytes(key, keylen, 0x6b696c6e); }
 
-/* The entry's path; false when there is no cache directory. */
-static bool entry_path(const char *kind, const void *key, size_t keylen, char *path, size_t n) {
-  char dir[4000];
-  rt_disk_dir(dir, sizeof dir);
-  if (!dir[0]) return false;
-  snprintf(path, n, "%s/%s-%016llx.bin", dir, kind, (unsigned long long)key_hash(key, keylen));
-  return true;
+/* The entry's path in dir. */
+static void entry_path(const char *dir, const char *kind, const ir_str *key, char *path, size_t n) {
+  snprintf(path, n, "%s/%s-%016llx.bin", dir, kind, (unsigned long long)key_hash(key->s, key->len));
 }
 
 static bool read_all(int fd, void *p, size_t n) {
@@ -77,36 +94,38 @@ static bool read_all(int fd, void *p, size_t n) {
 /* Why the open entry fd is not (kind, key), or NULL when its payload was
  * appended to out. Nothing is read before the file is known to be a regular
  * file whose size the header accounts for. */
-static const char *verify(int fd, const void *key, size_t keylen, ir_str *out) {
+static const char *verify(int fd, const ir_str *key, ir_str *out) {
   struct stat st;
   disk_header h;
   if (fstat(fd, &st) || !S_ISREG(st.st_mode)) return "not a regular file";
   if (st.st_size > DISK_MAX_ENTRY) return "larger than any entry";
   if (st.st_size < (off_t)sizeof h || !read_all(fd, &h, sizeof h)) return "truncated header";
   if (memcmp(h.magic, DISK_MAGIC, sizeof h.magic)) return "bad magic";
-  if (h.keylen != keylen || h.len != (uint64_t)st.st_size - sizeof h - keylen) return "length mismatch";
-  char *buf = ir_malloc(keylen + h.len + 1);
+  if (h.keylen != key->len || h.len != (uint64_t)st.st_size - sizeof h - key->len) return "length mismatch";
+  char *buf = ir_malloc(key->len + h.len + 1);
   if (!buf) return "out of memory reading it";
   const char *why = NULL;
-  if (!read_all(fd, buf, keylen + h.len)) why = "short read";
-  else if (memcmp(buf, key, keylen)) why = "another key (hash collision)";
-  else if (h.sum != ir_hash_bytes(buf + keylen, h.len, key_hash(key, keylen))) why = "checksum mismatch";
-  else ir_str_append(out, buf + keylen, h.len);
+  if (!read_all(fd, buf, key->len + h.len)) why = "short read";
+  else if (memcmp(buf, key->s, key->len)) why = "another key (hash collision)";
+  else if (h.sum != ir_hash_bytes(buf + key->len, h.len, key_hash(key->s, key->len))) why = "checksum mismatch";
+  else if (ir_str_append(out, buf + key->len, h.len), out->failed) why = "out of memory reading it";
   free(buf);
   return why;
 }
 
-bool rt_disk_load(const char *kind, const void *key, size_t keylen, ir_str *out, rt_disk_info *info) {
-  char path[4096];
-  if (!rt_opts()->disk_cache || !entry_path(kind, key, keylen, path, sizeof path)) return false;
+bool rt_disk_load(const char *kind, const ir_str *key, ir_str *out, rt_disk_info *info) {
+  char dir[DISK_DIR_MAX + 1], path[4096];
+  if (!rt_opts()->disk_cache || key->failed || out->failed || !rt_disk_dir(dir, sizeof dir)) return false;
+  entry_path(dir, kind, key, path, sizeof path);
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);  /* a FIFO must not block */
   if (fd < 0) return false;
   size_t start = out->len;
-  const char *why = verify(fd, key, keylen, out);
+  const char *why = verify(fd, key, out);
   if (!why) futimens(fd, NULL);  /* last use, for eviction; fails harmlessly on a read-only cache */
   close(fd);
   if (why) {
     out->len = start;
+    out->failed = false;   /* out still holds what it held before */
     info->dropped = true;
     char what[128];
     snprintf(what, sizeof what, "entry dropped: %s (compiling instead)", why);
@@ -202,32 +221,35 @@ static void account(const char *dir, int64_t bytes) {
 
 /* Writes the entry to path.tmp.<pid>.<n> (n: this process's writes so far,
  * so two threads storing one entry never share a temporary file) and
- * renames it into place (over whatever is there, a FIFO included). NULL or
- * why not. */
-static const char *write_entry(const char *path, const void *key, size_t keylen, const void *data, size_t len) {
+ * renames it into place (over whatever is there, a FIFO included). False
+ * with a warning naming the file that failed. */
+static bool write_entry(const char *path, const ir_str *key, const void *data, size_t len, rt_disk_info *info) {
   static _Atomic unsigned long writes;
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lu", path, (long)getpid(), (unsigned long)writes++);
-  disk_header h = {DISK_MAGIC, keylen, len, ir_hash_bytes(data, len, key_hash(key, keylen))};
+  disk_header h = {DISK_MAGIC, key->len, len, ir_hash_bytes(data, len, key_hash(key->s, key->len))};
   FILE *f = fopen(tmp, "wb");
-  if (!f) return strerror(errno);
-  bool ok = fwrite(&h, sizeof h, 1, f) == 1 && fwrite(key, 1, keylen, f) == keylen && fwrite(data, 1, len, f) == len;
+  if (!f) {
+    rt_disk_warn(info, tmp, strerror(errno));
+    return false;
+  }
+  bool ok = fwrite(&h, sizeof h, 1, f) == 1 && fwrite(key->s, 1, key->len, f) == key->len && fwrite(data, 1, len, f) == len;
   ok = (fclose(f) == 0) && ok;
-  if (ok && rename(tmp, path) == 0) return NULL;
-  const char *why = ok ? strerror(errno) : "short write";
+  if (ok && rename(tmp, path) == 0) return true;
+  if (ok) rt_disk_warn(info, path, strerror(errno));   /* renaming the temporary file over it */
+  else rt_disk_warn(info, tmp, "short write");
   unlink(tmp);
-  return why;
+  return false;
 }
 
-void rt_disk_store(const char *kind, const void *key, size_t keylen, const void *data, size_t len,
-                   rt_disk_info *info) {
-  char dir[4000], path[4096];
-  if (!rt_opts()->disk_cache) return;
-  rt_disk_dir(dir, sizeof dir);
-  const char *why = NULL;
-  if (!entry_path(kind, key, keylen, path, sizeof path))
-    rt_disk_warn(info, "(none)", "no cache directory: $KILN_CACHE_DIR, $XDG_CACHE_HOME and $HOME unset");
-  else if (!make_dirs(dir)) rt_disk_warn(info, dir, strerror(errno));
-  else if ((why = write_entry(path, key, keylen, data, len))) rt_disk_warn(info, path, why);
-  else account(dir, (int64_t)(sizeof(disk_header) + keylen + len));
+void rt_disk_store(const char *kind, const ir_str *key, const void *data, size_t len, rt_disk_info *info) {
+  char dir[DISK_DIR_MAX + 1], path[4096];
+  if (!rt_opts()->disk_cache || key->failed) return;
+  if (!rt_disk_dir(dir, sizeof dir)) {
+    rt_disk_warn(info, "(none)", "no usable cache directory: $KILN_CACHE_DIR, $XDG_CACHE_HOME and $HOME unset or too long");
+    return;
+  }
+  entry_path(dir, kind, key, path, sizeof path);
+  if (!make_dirs(dir)) rt_disk_warn(info, dir, strerror(errno));
+  else if (write_entry(path, key, data, len, info)) account(dir, (int64_t)(sizeof(disk_header) + key->len + len));
 }

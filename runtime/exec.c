@@ -319,7 +319,7 @@ static kiln_status plan_kernel_group(builder *b, int gi) {
   double t0 = rt_now_ms();
   if (s->kind == STEP_KERNEL) {
     uint64_t failures = ir_alloc_thread_failures();
-    if (!key.failed) s->code = rt_kernel_get(k, &key, b->cfg->debug, &s->origin);
+    s->code = rt_kernel_get(k, &key, b->cfg->debug, &s->origin);   /* a failed key gets nothing */
     if (s->code) s->fn = rt_kernel_fn(s->code);
     else if (key.failed || ir_alloc_thread_failures() != failures) st = ir_error_oom(pg->outs[0]);
     else st = KILN_ERR_COMPILE;

@@ -97,8 +97,10 @@ static kiln_fn *fail(const char *f, int l, const char *fmt, int a) {
 
 /* Inputs: distinct placeholders; outputs: tensors without errors. */
 static kiln_fn *check_compile(const char *f, int l, int nin, kiln_tensor *const *in, int nout, kiln_tensor *const *out) {
-  if (nin < 0 || (nin && !in)) return fail(f, l, "invalid list of %d inputs", nin);
-  if (nout <= 0 || !out) return fail(f, l, "invalid list of %d outputs (a function has at least one)", nout);
+  if (nin > 0 && !in) return fail(f, l, "the list of inputs is NULL with a count of %d", nin);
+  if (nout > 0 && !out) return fail(f, l, "the list of outputs is NULL with a count of %d", nout);
+  if (nin < 0) return fail(f, l, "invalid list of %d inputs", nin);
+  if (nout <= 0) return fail(f, l, "invalid list of %d outputs (a function has at least one)", nout);
   for (int i = 0; i < nin; i++) {
     if (in[i] && in[i]->status != KILN_OK) {
       ir_error_set(ir_node_msg(in[i]));   /* errors are sticky: a placeholder that could not be made */
@@ -490,7 +492,7 @@ static kiln_tensor **with_assignments(const char *f, int l, int nout, kiln_tenso
 }
 
 kiln_fn *kiln_compile_at(const char *f, int l, int nin, kiln_tensor *const *in, int nout, kiln_tensor *const *out) {
-  if (nout <= 0 || !out) return fail(f, l, "invalid list of %d outputs (a function has at least one)", nout);
+  if ((nout > 0 && !out) || nout <= 0) return check_compile(f, l, nin, in, nout, out);   /* the list's error; assignments stay */
   int nassign;
   ir_node **to;
   kiln_tensor **all = with_assignments(f, l, nout, out, &nassign, &to);

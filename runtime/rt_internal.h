@@ -126,15 +126,19 @@ typedef struct {
   bool dropped;         /* an entry was found but failed verification: recompiled */
   int warnings;         /* cache problems (printed on stderr at KILN_DEBUG>=1; never failures) */
 } rt_disk_info;
-/* $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln ("" when none is set). */
-void rt_disk_dir(char *buf, size_t n);
+/* $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln, in buf
+ * (n > 3999); false ("") when none is set, or when the directory is longer
+ * than 3,999 bytes (refused with a warning: no disk cache). */
+bool rt_disk_dir(char *buf, size_t n);
 /* Appends the payload of (kind, key) to out and sets info->hit: true on a
  * hit. An entry that is not a regular file, larger than any entry, or fails
- * verification is reported (info->dropped, a warning) and not used. */
-bool rt_disk_load(const char *kind, const void *key, size_t keylen, ir_str *out, rt_disk_info *info);
-/* Stores the payload atomically; problems (no directory, unwritable) are warnings. */
-void rt_disk_store(const char *kind, const void *key, size_t keylen, const void *data, size_t len,
-                   rt_disk_info *info);
+ * verification is reported (info->dropped, a warning) and not used; so is
+ * one that cannot be read for want of memory. A failed key (out of memory
+ * while it was built) finds nothing. */
+bool rt_disk_load(const char *kind, const ir_str *key, ir_str *out, rt_disk_info *info);
+/* Stores the payload atomically; problems (no directory, unwritable) are
+ * warnings. A failed key stores nothing. */
+void rt_disk_store(const char *kind, const ir_str *key, const void *data, size_t len, rt_disk_info *info);
 /* Reports a cache problem about path (counted; printed at KILN_DEBUG>=1). */
 void rt_disk_warn(rt_disk_info *info, const char *path, const char *what);
 

@@ -267,29 +267,59 @@ static void check_outcome(const outcome *o, uint64_t n, bool after) {
 
 /* The sweeps of fresh kernels keep the clean runs cheap: those load the
  * kernels from a disk cache of their own (the failing runs never read it,
- * so they compile). */
-static char disk_dir[64];
+ * so they compile). A process's first realize writes its entry in another
+ * directory, emptied before each failing run. */
+static char disk_dir[64], first_dir[80];
 
 static void disk_cache_begin(void) {
   snprintf(disk_dir, sizeof disk_dir, "/tmp/kiln-alloc-fail-XXXXXX");
   ck_assert(mkdtemp(disk_dir));
+  snprintf(first_dir, sizeof first_dir, "%s/first", disk_dir);
   setenv("KILN_CACHE_DIR", disk_dir, 1);
 }
 
-static void disk_cache_end(void) {
-  DIR *d = opendir(disk_dir);
+/* Removes the files of dir. */
+static void clear_dir(const char *dir) {
+  DIR *d = opendir(dir);
   char path[512];
   for (struct dirent *e; d && (e = readdir(d));)
-    if (e->d_name[0] != '.' && snprintf(path, sizeof path, "%s/%s", disk_dir, e->d_name) < (int)sizeof path) unlink(path);
+    if (e->d_type != DT_DIR && snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path) unlink(path);
   if (d) closedir(d);
+}
+
+static void disk_cache_end(void) {
+  clear_dir(first_dir);
+  rmdir(first_dir);
+  clear_dir(disk_dir);
   rmdir(disk_dir);
   disk_dir[0] = 0;
   unsetenv("KILN_CACHE_DIR");
 }
 
+/* Every entry in dir is keyed whole: its key (after the 32-byte header:
+ * diskcache.c) starts with kiln's and LLVM's versions (cache.c), so no
+ * entry was keyed by a prefix that failed to be made. */
+static void expect_entries_keyed_whole(const char *dir, uint64_t n, bool after) {
+  DIR *d = opendir(dir);
+  char path[512], head[32 + 5];
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_type == DT_DIR || snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    ck_assert_msg(got == sizeof head && !memcmp(head + 32, "kiln ", 5), "N=%llu%s: entry %s is keyed without kiln's version",
+                  (unsigned long long)n, after ? "+" : "", e->d_name);
+  }
+  if (d) closedir(d);
+}
+
+static bool clean_run;   /* expect_clean's run: first_realize keeps the JIT and reads disk_dir */
+
 static void expect_clean(program_fn run, uint64_t n, bool after) {
   rt_opts()->disk_cache = disk_dir[0] != 0;
+  clean_run = true;
   outcome o = run();
+  clean_run = false;
   rt_opts()->disk_cache = false;
   ck_assert_msg(o.st == KILN_OK, "after N=%llu%s: %s failed with %d: %s", (unsigned long long)n, after ? "+" : "",
                 o.step ? o.step : "?", (int)o.st, o.msg);
@@ -318,6 +348,7 @@ static uint64_t sweep(program_fn run, bool after, const char *name) {
     injected += ir_alloc_failed() > 0;
     ir_alloc_fail_at(0, false);
     check_outcome(&o, n, after);
+    if (disk_dir[0]) expect_entries_keyed_whole(first_dir, n, after);
     failing += o.st != KILN_OK;
     expect_clean(run, n, after);
     if (ir_alloc_count() > a) a = ir_alloc_count();
@@ -355,12 +386,31 @@ static void sweep_jit(bool after) {
   rt_opts()->kernel_cache_bytes = kept;
 }
 
+/* exp as the first realize of a kernel in a process: no JIT yet (its
+ * target string and the disk keys' prefix are made), nothing in memory, the
+ * disk cache on and its directory empty, so the lookup misses, the kernel
+ * is compiled and its entry written. A clean run after it keeps that JIT
+ * and loads from the clean runs' directory. */
+static outcome first_realize(void) {
+  if (!clean_run) {
+    rt_plans_forget();
+    rt_cache_shutdown();
+    clear_dir(first_dir);
+  }
+  setenv("KILN_CACHE_DIR", clean_run ? disk_dir : first_dir, 1);
+  bool disk = rt_opts()->disk_cache;
+  rt_opts()->disk_cache = true;
+  outcome o = one_kernel();
+  rt_opts()->disk_cache = disk;
+  return o;
+}
+
 static void sweep_one_kernel(bool after) {
   int64_t kept = rt_opts()->kernel_cache_bytes;
   rt_opts()->kernel_cache_bytes = 0;
   disk_cache_begin();
   one_in = kiln_from_data(av, KILN_F32, KILN_SHAPE(2, 3));
-  sweep(one_kernel, after, "exp");
+  sweep(first_realize, after, "exp, a process's first realize");
   kiln_release(one_in);
   disk_cache_end();
   rt_opts()->kernel_cache_bytes = kept;
@@ -411,6 +461,37 @@ START_TEST(grow_keeps_what_it_holds) {
 }
 END_TEST
 
+/* A disk entry that cannot be read for want of memory (its buffer, or the
+ * copy of its payload) is a miss, never a hit with an empty payload (which
+ * the CPU back end then warned about as an entry without a kernel name). */
+START_TEST(disk_load_out_of_memory_is_a_miss) {
+  disk_cache_begin();
+  rt_opts()->disk_cache = true;
+  char payload[1000];
+  for (size_t i = 0; i < sizeof payload; i++) payload[i] = (char)(i * 7);
+  ir_str key = {"a key", 5, 6, false};
+  rt_disk_info info = {0};
+  rt_disk_store("test", &key, payload, sizeof payload, &info);
+  ck_assert_int_eq(info.warnings, 0);
+  uint64_t n = 1;
+  for (bool injected = true; injected; n++) {
+    ir_str got = {0};
+    info = (rt_disk_info){0};
+    ir_alloc_fail_at(n, false);
+    bool hit = rt_disk_load("test", &key, &got, &info);
+    injected = ir_alloc_failed() > 0;
+    ir_alloc_fail_at(0, false);
+    ck_assert_msg(hit ? got.len == sizeof payload && !memcmp(got.s, payload, sizeof payload) : !got.len && !got.failed,
+                  "N=%llu: hit %d with %zu bytes", (unsigned long long)n, hit, got.len);
+    ck_assert(hit || info.warnings == 1);
+    ir_str_free(&got);
+  }
+  ck_assert_uint_ge(n, 3);   /* the read buffer and the payload's copy both failed once */
+  rt_opts()->disk_cache = false;
+  disk_cache_end();
+}
+END_TEST
+
 START_TEST(failed_op_names_itself) {
   kiln_scope_begin();
   kiln_tensor *a = kiln_from_data(av, KILN_F32, KILN_SHAPE(2, 3));
@@ -443,6 +524,7 @@ static Suite *alloc_fail_suite(void) {
   TCase *tc = tu_tcase(s, "faultsim");
   tcase_add_test(tc, grow_keeps_what_it_holds);
   tcase_add_test(tc, failed_op_names_itself);
+  tcase_add_test(tc, disk_load_out_of_memory_is_a_miss);
   tcase_add_test(tc, each_allocation_fails_once);
   tcase_add_test(tc, every_allocation_from_n_fails);
   tcase_add_test(tc, each_compile_allocation_fails_once);

@@ -206,7 +206,7 @@ START_TEST(test_cache_unusable_dir) {
 END_TEST
 
 START_TEST(test_cache_dir_default) {
-  char buf[512];
+  char buf[4000];
   unsetenv("KILN_CACHE_DIR");
   setenv("XDG_CACHE_HOME", "/x/y", 1);
   rt_disk_dir(buf, sizeof buf);

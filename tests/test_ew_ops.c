@@ -332,6 +332,28 @@ START_TEST(division_by_number_zero) {
 }
 END_TEST
 
+/* An integer tensor to a negative integral number is PyTorch's (and
+ * NumPy's) refusal; a fractional one makes the result float, and negative
+ * values of an exponent tensor give PyTorch's integer results. */
+START_TEST(integer_to_negative_power) {
+  kiln_scope_begin();
+  kiln_tensor *a = kiln_from_data(((int32_t[]){2, 1, -1, 0}), KILN_I32, KILN_SHAPE(4));
+  int line = __LINE__ + 1;
+  kiln_tensor *p = kiln_pows(a, -1);
+  ck_assert_int_eq(kiln_status_of(p), KILN_ERR_VALUE);
+  char want[128];
+  snprintf(want, sizeof want, "test_ew_ops.c:%d: pow: Integers to negative integer powers are not allowed", line);
+  ck_assert_msg(strstr(kiln_last_error(), want), "%s", kiln_last_error());
+  expect_values(kiln_pows(a, 2), KILN_I32, VALUES(4, 1, 1, 0));
+  kiln_tensor *fr = kiln_pows(a, -0.5);
+  ck_assert_int_eq(kiln_realize(fr), KILN_OK);
+  ck_assert_int_eq(kiln_dtype_of(fr), KILN_F32);
+  kiln_tensor *e = kiln_from_data(((int32_t[]){-1, -2, -3, 2}), KILN_I32, KILN_SHAPE(4));
+  expect_values(kiln_pow(a, e), KILN_I32, VALUES(0, 1, -1, 0));
+  kiln_scope_end();
+}
+END_TEST
+
 /* ---- dtype errors ----------------------------------------------------------- */
 START_TEST(dtype_errors) {
   kiln_scope_begin();
@@ -534,6 +556,7 @@ static Suite *ew_ops_suite(void) {
   tcase_add_test(tc, division_by_zero_eager);
   tcase_add_test(tc, division_by_zero_fn);
   tcase_add_test(tc, division_by_number_zero);
+  tcase_add_test(tc, integer_to_negative_power);
   tcase_add_test(tc, dtype_errors);
   tc = tu_tcase(s, "compositions");
   tcase_add_loop_test(tc, compositions, 0, C_NCOMP * NDT);

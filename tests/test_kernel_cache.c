@@ -21,21 +21,8 @@
 #include "runtime/rt_internal.h"
 #include "util/testutil.h"
 
-/* ---- distinct kernel structures -------------------------------------------- */
-enum { CHAIN = 9, NX = 16 };
-
-/* Structure i: (x + 0.5) then CHAIN steps y = op(y, x), op the base-4 digits
- * of i (add, sub, mul, maximum). No simplification merges two of them, and
- * they stay distinct when constants become launch arguments or kernels
- * become shape-generic, so every i is its own kernel. */
-static kiln_tensor *chain(kiln_tensor *x, int i) {
-  kiln_tensor *y = kiln_adds(x, 0.5);
-  for (int d = 0; d < CHAIN; d++, i /= 4) {
-    int op = i % 4;
-    y = op == 0 ? kiln_add(y, x) : op == 1 ? kiln_sub(y, x) : op == 2 ? kiln_mul(y, x) : kiln_maximum(y, x);
-  }
-  return y;
-}
+/* ---- distinct kernel structures (tu_chain) ------------------------------------ */
+enum { CHAIN = TU_CHAIN_STEPS, NX = 16 };
 
 static float chain_input(int j) { return (float)(j - NX / 2) / (NX / 2); }
 
@@ -53,7 +40,7 @@ static void run_chain(int i) {
   kiln_scope_begin();
   float xv[NX], out[NX];
   for (int j = 0; j < NX; j++) xv[j] = chain_input(j);
-  kiln_tensor *y = chain(kiln_from_data(xv, KILN_F32, KILN_SHAPE(NX)), i);
+  kiln_tensor *y = tu_chain(kiln_from_data(xv, KILN_F32, KILN_SHAPE(NX)), i);
   ck_assert_msg(kiln_realize(y) == KILN_OK, "structure %d: %s", i, kiln_last_error());
   ck_assert_int_eq(kiln_copy_to_host(y, out, sizeof out), KILN_OK);
   for (int j = 0; j < NX; j++) {
@@ -164,7 +151,7 @@ START_TEST(test_held_kernel_stays) {
   kiln_scope_begin();
   float xv[NX], out[NX];
   for (int j = 0; j < NX; j++) xv[j] = chain_input(j);
-  kiln_tensor *x = kiln_from_data(xv, KILN_F32, KILN_SHAPE(NX)), *y = chain(x, 77);
+  kiln_tensor *x = kiln_from_data(xv, KILN_F32, KILN_SHAPE(NX)), *y = tu_chain(x, 77);
   ck_assert_int_eq(kiln_realize(x), KILN_OK);
   rt_planned *plan;
   ir_str key = {0};
@@ -205,7 +192,7 @@ START_TEST(test_jit_failure_is_an_error) {
   ck_assert_int_eq(kiln_realize(x), KILN_OK);
   rt_planned *p90, *p91;
   ir_str k90 = {0}, k91 = {0};
-  kernel *a = planned_kernel(chain(x, 90), &p90, &k90), *b = planned_kernel(chain(x, 91), &p91, &k91);
+  kernel *a = planned_kernel(tu_chain(x, 90), &p90, &k90), *b = planned_kernel(tu_chain(x, 91), &p91, &k91);
   memcpy(b->name, a->name, sizeof b->name);   /* b's code would define a's symbol again */
   rt_origin origin;
   ck_assert_ptr_null(rt_kernel_get(b, &k91, 0, &origin));
@@ -327,26 +314,43 @@ START_TEST(test_cache_off) {
 }
 END_TEST
 
-/* A valid entry whose object file is garbage: the JIT's refusal is a
- * warning. An entry is a 32-byte header (magic, key length, payload length,
+/* An entry is a 32-byte header (magic, key length, payload length,
  * checksum: diskcache.c), the key, then the payload: the kernel's name, a
  * NUL and the object file (cache.c). */
-static void garbage_object(const char *path) {
+typedef struct {
+  char bytes[1 << 20];
+  ir_str key;
+  char *payload;
+  uint64_t len;
+} entry_file;
+
+static void read_entry(const char *path, entry_file *e) {
   FILE *f = fopen(path, "rb");
   ck_assert_ptr_nonnull(f);
-  static char buf[1 << 20];
-  size_t n = fread(buf, 1, sizeof buf, f);
+  size_t n = fread(e->bytes, 1, sizeof e->bytes, f);
   fclose(f);
-  uint64_t keylen, len;
-  memcpy(&keylen, buf + 8, 8);
-  memcpy(&len, buf + 16, 8);
-  char *payload = buf + 32 + keylen;
-  ck_assert_uint_eq(n, 32 + keylen + len);
-  size_t name = strlen(payload) + 1;
-  memset(payload + name, 0x5a, len - name);
+  uint64_t keylen;
+  memcpy(&keylen, e->bytes + 8, 8);
+  memcpy(&e->len, e->bytes + 16, 8);
+  ck_assert_uint_eq(n, 32 + keylen + e->len);
+  e->key = (ir_str){e->bytes + 32, keylen, keylen, false};
+  e->payload = e->bytes + 32 + keylen;
+}
+
+/* Stores payload under key as kiln would: the entry's checksum is right. */
+static void store_entry(const ir_str *key, const char *payload, size_t len) {
   rt_disk_info info = {0};
-  rt_disk_store("cpu", buf + 32, keylen, payload, len, &info);
+  rt_disk_store("cpu", key, payload, len, &info);
   ck_assert_int_eq(info.warnings, 0);
+}
+
+/* A valid entry whose object file is garbage: the JIT's refusal is a warning. */
+static void garbage_object(const char *path) {
+  static entry_file e;
+  read_entry(path, &e);
+  size_t name = strlen(e.payload) + 1;
+  memset(e.payload + name, 0x5a, e.len - name);
+  store_entry(&e.key, e.payload, e.len);
 }
 
 /* What damage case _i does to the entry, and the warning it must give. */
@@ -406,6 +410,79 @@ START_TEST(test_damaged_entry) {
 }
 END_TEST
 
+/* An entry with the right key and checksum whose payload is another
+ * kernel's (chain 601's name and object under chain 600's key) is refused
+ * by the name it holds: chain 600 is compiled and right. */
+START_TEST(test_entry_of_another_kernel) {
+  static entry_file other, mine;
+  char path[512];
+  run_chain(601);
+  only_entry(path, sizeof path);
+  read_entry(path, &other);
+  ck_assert_int_eq(unlink(path), 0);
+  run_chain(600);
+  only_entry(path, sizeof path);
+  read_entry(path, &mine);
+  store_entry(&mine.key, other.payload, other.len);
+  kiln_shutdown();
+  kiln_reset_stats();
+  capture_begin();
+  run_chain(600);
+  char *log = capture_end();
+  ck_assert_msg(strstr(log, "entry holds another kernel"), "%s", log);
+  free(log);
+  ck_assert_uint_eq(kiln_stats().compiles, 1);
+  ck_assert_uint_eq(kiln_stats().disk_hits, 0);
+}
+END_TEST
+
+/* A directory longer than 3,999 bytes is refused, not cut (the cut name
+ * is another directory, which kiln made and filled): a warning, no disk
+ * cache, nothing created. */
+START_TEST(test_cache_dir_too_long) {
+  char dir[4400], part[202] = "/";   /* components of 200 bytes: each within NAME_MAX */
+  memset(part + 1, 'd', 200);
+  int n = snprintf(dir, sizeof dir, "%s", cache_dir);
+  while (n < 4100) n += snprintf(dir + n, sizeof dir - (size_t)n, "%s", part);
+  setenv("KILN_CACHE_DIR", dir, 1);
+  capture_begin();
+  run_chain(602);
+  char *log = capture_end();
+  char want[160];
+  snprintf(want, sizeof want, "kiln: warning: ignoring the kernel disk cache directory from KILN_CACHE_DIR: %d bytes long", n);
+  ck_assert_msg(strstr(log, want), "%s", log);
+  free(log);
+  ck_assert_uint_eq(kiln_stats().compiles, 1);
+  DIR *d = opendir(cache_dir);
+  int made = 0;
+  for (struct dirent *e; (e = readdir(d));) made += e->d_name[0] != '.';
+  closedir(d);
+  ck_assert_int_eq(made, 0);
+}
+END_TEST
+
+/* When the temporary file cannot be made, the warning names it (not the
+ * entry). The second store of this process writes <entry>.tmp.<pid>.1
+ * (diskcache.c): a directory there makes it fail. */
+START_TEST(test_temporary_file_named) {
+  char path[512], tmp[600];
+  run_chain(603);
+  only_entry(path, sizeof path);
+  ck_assert_int_eq(unlink(path), 0);
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld.1", path, (long)getpid());
+  ck_assert_int_eq(mkdir(tmp, 0700), 0);
+  kiln_shutdown();
+  capture_begin();
+  run_chain(603);
+  char *log = capture_end();
+  char want[700];
+  snprintf(want, sizeof want, "kernel disk cache: %s: Is a directory", tmp);
+  ck_assert_msg(strstr(log, want), "no \"%s\" in: %s", want, log);
+  free(log);
+  ck_assert_int_eq(rmdir(tmp), 0);
+}
+END_TEST
+
 /* A directory that cannot be made only turns the cache off, with a warning. */
 START_TEST(test_unwritable_dir) {
   setenv("KILN_CACHE_DIR", "/proc/kiln-no-such-dir/cache", 1);
@@ -454,6 +531,9 @@ static Suite *kernel_cache_suite(void) {
   tcase_add_test(tc, test_second_process_compiles_nothing);
   tcase_add_test(tc, test_cache_off);
   tcase_add_loop_test(tc, test_damaged_entry, 0, 6);
+  tcase_add_test(tc, test_entry_of_another_kernel);
+  tcase_add_test(tc, test_cache_dir_too_long);
+  tcase_add_test(tc, test_temporary_file_named);
   tcase_add_test(tc, test_unwritable_dir);
   tcase_add_test(tc, test_disk_budget);
   suite_add_tcase(s, tc);

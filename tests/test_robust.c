@@ -141,6 +141,30 @@ START_TEST(empty_huge_shape_is_valid) {
 }
 END_TEST
 
+/* Summing away its 0 dim leaves (2^62, 8), more elements than int64 can
+ * count: a shape error that names it (the view's element count overflowed,
+ * and the realize asked for a wrapped byte count). Every reduction, kept
+ * dims or not. */
+START_TEST(reduce_of_empty_to_huge_is_a_shape_error) {
+  kiln_scope_begin();
+  kiln_tensor *z = kiln_zeros(KILN_SHAPE(0, (int64_t)1 << 62, 8), KILN_F32);
+  TU_EXPECT_ERROR(kiln_sum_dims(z, KILN_DIMS(0), 0), KILN_ERR_SHAPE,
+                  "sum: shape (4611686018427387904,8) has more elements than int64 can count");
+  TU_EXPECT_ERROR(kiln_prod_dims(z, KILN_DIMS(0), 1), KILN_ERR_SHAPE,
+                  "prod: shape (1,4611686018427387904,8) has more elements than int64 can count");
+  TU_EXPECT_ERROR(kiln_mean_dims(z, KILN_DIMS(0), 0), KILN_ERR_SHAPE,
+                  "mean: shape (4611686018427387904,8) has more elements than int64 can count");
+  TU_EXPECT_ERROR(kiln_var_dims(z, KILN_DIMS(0), 1, 0), KILN_ERR_SHAPE,
+                  "var: shape (4611686018427387904,8) has more elements than int64 can count");
+  TU_EXPECT_ERROR(kiln_any_dims(z, KILN_DIMS(0), 0), KILN_ERR_SHAPE,
+                  "any: shape (4611686018427387904,8) has more elements than int64 can count");
+  kiln_tensor *ok = kiln_sum_dims(z, KILN_DIMS(1), 0);   /* (0, 8): empty, fine */
+  ck_assert_int_eq(kiln_realize(ok), KILN_OK);
+  ck_assert_int_eq(kiln_numel(ok), 0);
+  kiln_scope_end();
+}
+END_TEST
+
 /* A step past the end of a dim of stride 5 once overflowed the view's stride. */
 START_TEST(huge_slice_step_selects_the_first) {
   kiln_tensor *t = kiln_reshape(kiln_arange(0, 10, 1), KILN_SHAPE(2, 5));
@@ -323,6 +347,114 @@ START_TEST(null_to_a_reader_names_the_reader) {
 }
 END_TEST
 
+/* ---- NULL lists ------------------------------------------------------------ */
+/* The last error is "<this file>:line: " + text. */
+static void expect_last_error(int line, const char *text) {
+  char want[512];
+  snprintf(want, sizeof want, "%s:%d: %s", __FILE__, line, text);
+  ck_assert_msg(!strcmp(kiln_last_error(), want), "message \"%s\", want \"%s\"", kiln_last_error(), want);
+}
+
+/* A list argument that is NULL while its count says it holds values is
+ * refused by its name, before the count is checked (whose message blamed
+ * the count: "pad: padding length must be divisible by 2, got 2", or a
+ * convolution's "take 1 or 2 values"); conv1d read the NULL list. */
+START_TEST(null_list_is_named) {
+  kiln_scope_begin();
+  kiln_tensor *x = kiln_ones(KILN_SHAPE(1, 2, 4, 4), KILN_F32), *w = kiln_ones(KILN_SHAPE(1, 2, 3, 3), KILN_F32);
+  kiln_tensor *x1 = kiln_ones(KILN_SHAPE(1, 2, 4), KILN_F32), *w1 = kiln_ones(KILN_SHAPE(1, 2, 3), KILN_F32);
+  kiln_tensor *wt = kiln_ones(KILN_SHAPE(2, 1, 3, 3), KILN_F32), *t = kiln_ones(KILN_SHAPE(2, 3), KILN_F32);
+  const int64_t one[1] = {1};
+  TU_EXPECT_ERROR(kiln_permute(t, 2, NULL), KILN_ERR_ARG, "permute: dims is NULL with a count of 2");
+  TU_EXPECT_ERROR(kiln_flip(t, 1, NULL), KILN_ERR_ARG, "flip: dims is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_pad(t, 2, NULL, 0), KILN_ERR_ARG, "pad: pads is NULL with a count of 2");
+  TU_EXPECT_ERROR(kiln_pad_reflect(t, 2, NULL), KILN_ERR_ARG, "pad_reflect: pads is NULL with a count of 2");
+  TU_EXPECT_ERROR(kiln_pad_replicate(t, 2, NULL), KILN_ERR_ARG, "pad_replicate: pads is NULL with a count of 2");
+  TU_EXPECT_ERROR(kiln_pad_circular(t, 2, NULL), KILN_ERR_ARG, "pad_circular: pads is NULL with a count of 2");
+  TU_EXPECT_ERROR(kiln_cat(2, NULL, 0), KILN_ERR_ARG, "cat: the list of tensors is NULL with a count of 2");
+  TU_EXPECT_ERROR(kiln_stack(2, NULL, 0), KILN_ERR_ARG, "stack: the list of tensors is NULL with a count of 2");
+  TU_EXPECT_ERROR(kiln_index_tensors(t, 1, NULL), KILN_ERR_ARG, "index_tensors: indices is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_repeat(t, 2, NULL), KILN_ERR_ARG, "repeat: repeats is NULL with a count of 2");
+  TU_EXPECT_ERROR(kiln_tile(t, 2, NULL), KILN_ERR_ARG, "tile: dims is NULL with a count of 2");
+  TU_EXPECT_ERROR(kiln_roll(t, 1, NULL, 1, one), KILN_ERR_ARG, "roll: shifts is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_roll(t, 1, one, 1, NULL), KILN_ERR_ARG, "roll: dims is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_max_pool2d(x, 1, NULL, 0, NULL, 0, NULL, 0, NULL, 0), KILN_ERR_ARG,
+                  "max_pool2d: kernel_size is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_max_pool2d(x, 1, one, 1, NULL, 0, NULL, 0, NULL, 0), KILN_ERR_ARG,
+                  "max_pool2d: stride is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_max_pool2d(x, 1, one, 0, NULL, 1, NULL, 0, NULL, 0), KILN_ERR_ARG,
+                  "max_pool2d: padding is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_max_pool2d(x, 1, one, 0, NULL, 0, NULL, 1, NULL, 0), KILN_ERR_ARG,
+                  "max_pool2d: dilation is NULL with a count of 1");
+  kiln_tensor *v, *at;
+  kiln_max_pool2d_with_indices(x, 2, NULL, 0, NULL, 0, NULL, 0, NULL, 0, &v, &at);
+  TU_EXPECT_ERROR_ABOVE(v, 1, KILN_ERR_ARG, "max_pool2d_with_indices: kernel_size is NULL with a count of 2");
+  TU_EXPECT_ERROR(kiln_avg_pool2d(x, 1, NULL, 0, NULL, 0, NULL, 0, 1), KILN_ERR_ARG,
+                  "avg_pool2d: kernel_size is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_avg_pool2d(x, 1, one, 2, NULL, 0, NULL, 0, 1), KILN_ERR_ARG,
+                  "avg_pool2d: stride is NULL with a count of 2");
+  TU_EXPECT_ERROR(kiln_avg_pool2d(x, 1, one, 0, NULL, 1, NULL, 0, 1), KILN_ERR_ARG,
+                  "avg_pool2d: padding is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_adaptive_avg_pool2d(x, 2, NULL), KILN_ERR_ARG,
+                  "adaptive_avg_pool2d: output_size is NULL with a count of 2");
+  TU_EXPECT_ERROR(kiln_interpolate(x, 2, NULL, "nearest", 0), KILN_ERR_ARG,
+                  "interpolate: size is NULL with a count of 2");
+  TU_EXPECT_ERROR(kiln_conv2d(x, w, NULL, 1, NULL, 0, NULL, 0, NULL, 1), KILN_ERR_ARG,
+                  "conv2d: stride is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_conv2d(x, w, NULL, 0, NULL, 2, NULL, 0, NULL, 1), KILN_ERR_ARG,
+                  "conv2d: padding is NULL with a count of 2");
+  TU_EXPECT_ERROR(kiln_conv2d(x, w, NULL, 0, NULL, 0, NULL, 1, NULL, 1), KILN_ERR_ARG,
+                  "conv2d: dilation is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_conv_transpose2d(x, wt, NULL, 1, NULL, 0, NULL, 0, NULL, 1, 0, NULL), KILN_ERR_ARG,
+                  "conv_transpose2d: stride is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_conv_transpose2d(x, wt, NULL, 0, NULL, 1, NULL, 0, NULL, 1, 0, NULL), KILN_ERR_ARG,
+                  "conv_transpose2d: padding is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_conv_transpose2d(x, wt, NULL, 0, NULL, 0, NULL, 1, NULL, 1, 0, NULL), KILN_ERR_ARG,
+                  "conv_transpose2d: output_padding is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_conv_transpose2d(x, wt, NULL, 0, NULL, 0, NULL, 0, NULL, 1, 2, NULL), KILN_ERR_ARG,
+                  "conv_transpose2d: dilation is NULL with a count of 2");
+  TU_EXPECT_ERROR(kiln_conv1d(x1, w1, NULL, 1, NULL, 0, NULL, 0, NULL, 1), KILN_ERR_ARG,
+                  "conv1d: stride is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_conv1d(x1, w1, NULL, 0, NULL, 1, NULL, 0, NULL, 1), KILN_ERR_ARG,
+                  "conv1d: padding is NULL with a count of 1");
+  TU_EXPECT_ERROR(kiln_conv1d(x1, w1, NULL, 0, NULL, 0, NULL, 1, NULL, 1), KILN_ERR_ARG,
+                  "conv1d: dilation is NULL with a count of 1");
+  ck_assert_int_eq(kiln_realize_n(2, NULL), KILN_ERR_ARG);
+  expect_last_error(__LINE__ - 1, "realize_n: the list of tensors is NULL with a count of 2");
+  ck_assert_int_eq(kiln_copy_to_host(t, NULL, 256), KILN_ERR_ARG);
+  expect_last_error(__LINE__ - 1, "copy_to_host: the destination is NULL (256 bytes given, 24 needed)");
+  ck_assert_ptr_null(kiln_compile(1, NULL, 1, &t));
+  expect_last_error(__LINE__ - 1, "compile: the list of inputs is NULL with a count of 1");
+  ck_assert_ptr_null(kiln_compile(0, NULL, 1, NULL));
+  expect_last_error(__LINE__ - 1, "compile: the list of outputs is NULL with a count of 1");
+  kiln_scope_end();
+}
+END_TEST
+
+/* split and its kin with no array for their pieces: -1 and a message
+ * (there is no slot for the error node to say it in). */
+START_TEST(pieces_without_an_array_say_why) {
+  kiln_scope_begin();
+  kiln_tensor *t = kiln_ones(KILN_SHAPE(4, 2), KILN_F32);
+  const int64_t sizes[2] = {1, 3};
+  ck_assert_int_eq(kiln_split(t, 2, 0, 2, NULL), -1);
+  expect_last_error(__LINE__ - 1, "split: out is NULL with a count of 2");
+  ck_assert_int_eq(kiln_split_sizes(t, 2, sizes, 0, 2, NULL), -1);
+  expect_last_error(__LINE__ - 1, "split_with_sizes: out is NULL with a count of 2");
+  kiln_tensor *out[2];
+  ck_assert_int_eq(kiln_split_sizes(t, 2, NULL, 0, 2, out), -1);
+  expect_last_error(__LINE__ - 1, "split_with_sizes: sizes is NULL with a count of 2");
+  ck_assert_int_eq(kiln_status_of(out[1]), KILN_ERR_ARG);
+  ck_assert_int_eq(kiln_chunk(t, 2, 0, 2, NULL), -1);
+  expect_last_error(__LINE__ - 1, "chunk: out is NULL with a count of 2");
+  ck_assert_int_eq(kiln_unbind(t, 0, 2, NULL), -1);
+  expect_last_error(__LINE__ - 1, "unbind: out is NULL with a count of 2");
+  ck_assert_int_eq(kiln_unbind(t, 5, 2, out), -1);   /* any error, not only a NULL array */
+  ck_assert_msg(strstr(kiln_last_error(), "unbind: "), "%s", kiln_last_error());
+  kiln_scope_end();
+}
+END_TEST
+
 START_TEST(print_of_an_error_prints_the_error) {
   kiln_tensor *a = kiln_ones(KILN_SHAPE(2), KILN_F32), *b = kiln_ones(KILN_SHAPE(3), KILN_F32);
   kiln_tensor *y = kiln_add(a, b);
@@ -410,6 +542,27 @@ START_TEST(scope_released_handle_used_again_is_an_error) {
 }
 END_TEST
 
+/* A composite's temporary may be its argument itself (a matmul of two 2-D
+ * operands uses them as they are): dropping it takes its own registration
+ * in the scope, never the reference the user's kiln_retain counted (the
+ * scope released the argument then, and the user's second release freed
+ * it: test_stress found it through tensors shared between threads). */
+START_TEST(composite_leaves_retained_arguments_alone) {
+  float v[4] = {1, 2, 3, 4};
+  kiln_tensor *a = kiln_from_data(v, KILN_F32, KILN_SHAPE(2, 2));
+  kiln_retain(a);
+  kiln_scope_begin();
+  ck_assert_double_eq(kiln_item(kiln_sum(kiln_matmul(a, a))), 54);   /* [[7, 10], [15, 22]] */
+  kiln_scope_end();
+  kiln_release(a);   /* the retained reference */
+  ck_assert_msg(kiln_status_of(a) == KILN_OK, "%s", kiln_last_error());
+  kiln_scope_begin();
+  ck_assert_double_eq(kiln_item(kiln_sum(a)), 10);
+  kiln_scope_end();
+  kiln_release(a);
+}
+END_TEST
+
 /* ---- threads ------------------------------------------------------------------- */
 #define NTHREADS 4
 #define ROUNDS 20000
@@ -475,6 +628,7 @@ static Suite *robust_suite(void) {
   tcase_add_test(size, matmul_batch_overflow_is_a_shape_error);
   tcase_add_test(size, cat_and_stack_overflow_are_shape_errors);
   tcase_add_test(size, empty_huge_shape_is_valid);
+  tcase_add_test(size, reduce_of_empty_to_huge_is_a_shape_error);
   tcase_add_test(size, huge_slice_step_selects_the_first);
   TCase *wrong = tu_tcase(s, "wrong_answers");
   tcase_add_test(wrong, retain_null_is_a_no_op);
@@ -490,11 +644,14 @@ static Suite *robust_suite(void) {
   tcase_add_test(msg, composites_report_under_their_own_name);
   tcase_add_test(msg, out_of_memory_names_the_users_op);
   tcase_add_loop_test(msg, null_to_a_reader_names_the_reader, 0, sizeof readers / sizeof *readers);
+  tcase_add_test(msg, null_list_is_named);
+  tcase_add_test(msg, pieces_without_an_array_say_why);
   tcase_add_test(msg, print_of_an_error_prints_the_error);
   tcase_add_test(msg, unknown_settings_warn_once);
   TCase *handles = tu_tcase(s, "handles");
   tcase_add_test(handles, released_handle_used_again_is_an_error);
   tcase_add_test(handles, scope_released_handle_used_again_is_an_error);
+  tcase_add_test(handles, composite_leaves_retained_arguments_alone);
   TCase *threads = tu_tcase(s, "threads");
   tcase_add_test(threads, retain_release_from_threads);
   tcase_add_test(threads, stats_count_every_thread);

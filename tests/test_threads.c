@@ -5,72 +5,19 @@
  * scripts/tsan.sh runs this suite under ThreadSanitizer. */
 #include "check_main.h"
 #include "util/testutil.h"
+#include "util/workers.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { NTHREADS = 4, ROUNDS = 12 };
 
-/* What a worker found; Check's asserts belong to the main thread. */
-typedef struct {
-  int id;
-  void *shared;
-  pthread_barrier_t *start;
-  char why[512];
-} worker;
-
-typedef void (*work_fn)(worker *w);
-
-static void *worker_main(void *arg) {
-  worker *w = arg;
-  work_fn fn = *(work_fn *)w->shared;
-  if (w->start) pthread_barrier_wait(w->start);
-  fn(w);
-  return NULL;
-}
-
-/* Runs fn on NTHREADS threads (released together) and fails with the first
- * problem any of them reports. shared starts with the work_fn. */
-static void run_threads(void *shared) {
-  pthread_t th[NTHREADS];
-  worker w[NTHREADS];
-  pthread_barrier_t start;
-  pthread_barrier_init(&start, NULL, NTHREADS);
-  for (int i = 0; i < NTHREADS; i++) {
-    w[i] = (worker){.id = i, .shared = shared, .start = &start};
-    ck_assert_int_eq(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
-  }
-  for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
-  pthread_barrier_destroy(&start);
-  for (int i = 0; i < NTHREADS; i++) ck_assert_msg(!w[i].why[0], "thread %d: %s", i, w[i].why);
-}
-
-/* Realizes t and compares it with the oracle's value, computed first (a
- * realized node has dropped its sources); false with w->why on a mismatch. */
-static bool check_value(worker *w, const char *what, kiln_tensor *t) {
-  ref_tensor *want = ref_eval(t);
-  if (!want) {
-    snprintf(w->why, sizeof w->why, "%s: the oracle cannot evaluate it", what);
-    return false;
-  }
-  /* a matmul's f32 sums round in another order than the oracle's f64 ones */
-  ref_tol tol = ref_tol_dtype(kiln_dtype_of(t));
-  if (tol.rtol < 1e-4) tol = (ref_tol){1e-4, 1e-5};
-  char why[400];
-  bool ok = kiln_realize(t) == KILN_OK;
-  if (!ok) snprintf(w->why, sizeof w->why, "%s: %s", what, kiln_last_error());
-  else if (!(ok = ref_check(want, t, tol.rtol, tol.atol, why, sizeof why))) snprintf(w->why, sizeof w->why, "%s: %s", what, why);
-  ref_free(want);
-  return ok;
-}
-
 /* ---- independent graphs -------------------------------------------------- */
 /* Fresh graphs each round: elementwise, a softmax, a matmul with a
  * reduction, and one large enough to run on the thread pool. */
-static void independent(worker *w) {
+static void independent(tu_worker *w) {
   for (int r = 0; r < ROUNDS && !w->why[0]; r++) {
     kiln_scope_begin();
     uint64_t seed = 100 * (uint64_t)w->id + (uint64_t)r;
@@ -78,43 +25,39 @@ static void independent(worker *w) {
     kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(16, 16), seed + 2, TU_SMALL);
     kiln_tensor *m = tu_data(KILN_F32, KILN_SHAPE(8, 16), seed + 3, TU_SMALL);
     kiln_tensor *big = tu_data(KILN_F32, KILN_SHAPE(1 << 17), seed + 4, TU_SMALL);
-    (void)(check_value(w, "a+b", kiln_add(a, b)) && check_value(w, "softmax", kiln_softmax(kiln_relu(x), -1)) &&
-           check_value(w, "matmul", kiln_sum_dims(kiln_matmul(m, x), KILN_DIMS(1), 0)) &&
-           check_value(w, "pool", kiln_exp(kiln_muls(big, 0.25))));
+    (void)(tu_worker_check(w, "a+b", kiln_add(a, b)) && tu_worker_check(w, "softmax", kiln_softmax(kiln_relu(x), -1)) &&
+           tu_worker_check(w, "matmul", kiln_sum_dims(kiln_matmul(m, x), KILN_DIMS(1), 0)) &&
+           tu_worker_check(w, "pool", kiln_exp(kiln_muls(big, 0.25))));
     kiln_scope_end();
   }
 }
 
-START_TEST(independent_graphs) {
-  work_fn fn = independent;
-  run_threads(&fn);
-}
+START_TEST(independent_graphs) { tu_run_workers(NTHREADS, independent, NULL); }
 END_TEST
 
 /* ---- realized tensors shared as inputs ---------------------------------- */
 typedef struct {
-  work_fn fn;
   kiln_tensor *w, *v;   /* realized by the main thread, read by every worker */
 } shared_inputs;
 
-static void read_shared(worker *wk) {
+static void read_shared(tu_worker *wk) {
   shared_inputs *s = wk->shared;
   for (int r = 0; r < ROUNDS && !wk->why[0]; r++) {
     kiln_scope_begin();
     kiln_tensor *x = tu_data(KILN_F32, KILN_SHAPE(16, 16), 7 * (uint64_t)wk->id + (uint64_t)r, TU_SMALL);
-    (void)(check_value(wk, "w*x+v", kiln_add(kiln_mul(s->w, x), s->v)) &&
-           check_value(wk, "x@w^T", kiln_matmul(x, kiln_transpose(s->w, 0, 1))) &&
-           check_value(wk, "sum(w)", kiln_sum(s->w)));
+    (void)(tu_worker_check(wk, "w*x+v", kiln_add(kiln_mul(s->w, x), s->v)) &&
+           tu_worker_check(wk, "x@w^T", kiln_matmul(x, kiln_transpose(s->w, 0, 1))) &&
+           tu_worker_check(wk, "sum(w)", kiln_sum(s->w)));
     kiln_scope_end();
   }
 }
 
 START_TEST(shared_realized_inputs) {
-  shared_inputs s = {read_shared, tu_data(KILN_F32, KILN_SHAPE(16, 16), 1, TU_SMALL),
+  shared_inputs s = {tu_data(KILN_F32, KILN_SHAPE(16, 16), 1, TU_SMALL),
                      tu_data(KILN_F32, KILN_SHAPE(16), 2, TU_SMALL)};
   ck_assert_int_eq(kiln_realize(s.w), KILN_OK);
   ck_assert_int_eq(kiln_realize(s.v), KILN_OK);
-  run_threads(&s);
+  tu_run_workers(NTHREADS, read_shared, &s);
   kiln_release(s.w);
   kiln_release(s.v);
 }
@@ -122,11 +65,10 @@ END_TEST
 
 /* ---- one handle retained and released from every thread ----------------- */
 typedef struct {
-  work_fn fn;
   kiln_tensor *t;
 } shared_handle;
 
-static void retain_release(worker *w) {
+static void retain_release(tu_worker *w) {
   shared_handle *s = w->shared;
   for (int i = 0; i < 20000; i++) {
     kiln_retain(s->t);
@@ -141,9 +83,9 @@ static void retain_release(worker *w) {
 
 START_TEST(shared_handle_counts) {
   float v[] = {1, 2, 3};
-  shared_handle s = {retain_release, kiln_from_data(v, KILN_F32, KILN_SHAPE(3))};
+  shared_handle s = {kiln_from_data(v, KILN_F32, KILN_SHAPE(3))};
   kiln_retain(s.t);   /* two references: the workers' releases must never free it */
-  run_threads(&s);
+  tu_run_workers(NTHREADS, retain_release, &s);
   kiln_scope_begin();
   ck_assert_double_eq(kiln_item(kiln_sum(s.t)), 6.0);
   kiln_release(s.t);
@@ -157,12 +99,11 @@ END_TEST
 enum { FB = 4, FK = 8, FN = 5 };
 
 typedef struct {
-  work_fn fn;
   kiln_fn *f;
   float w[FK * FN];
 } shared_fn;
 
-static void run_fn(worker *wk) {
+static void run_fn(tu_worker *wk) {
   shared_fn *s = wk->shared;
   float in[FB * FK], out[FB * FN];
   for (int it = 0; it < 100 && !wk->why[0]; it++) {
@@ -182,14 +123,14 @@ static void run_fn(worker *wk) {
 }
 
 START_TEST(fn_from_threads) {
-  shared_fn s = {.fn = run_fn};
+  shared_fn s = {0};
   for (int i = 0; i < FK * FN; i++) s.w[i] = (float)(i % 5) - 2;
   kiln_scope_begin();
   kiln_tensor *x = kiln_placeholder(KILN_F32, KILN_SHAPE(FB, FK));
   kiln_tensor *y = kiln_relu(kiln_matmul(x, kiln_from_data(s.w, KILN_F32, KILN_SHAPE(FK, FN))));
   s.f = kiln_compile(1, &x, 1, &y);
   ck_assert_msg(s.f, "%s", kiln_last_error());
-  run_threads(&s);
+  tu_run_workers(NTHREADS, run_fn, &s);
   kiln_fn_free(s.f);
   kiln_scope_end();
 }
@@ -203,7 +144,6 @@ END_TEST
 enum { DK = 32, DN = 6, DMAX = 64 };
 
 typedef struct {
-  work_fn fn;
   kiln_fn *f;
   float w[DN * DK], b[DN];
 } shared_dyn;
@@ -221,7 +161,7 @@ static void dyn_row(const shared_dyn *s, const float *x, double *y) {
   for (int c = 0; c < DN; c++) y[c] /= sum;
 }
 
-static void serve(worker *wk) {
+static void serve(tu_worker *wk) {
   shared_dyn *s = wk->shared;
   static float in[NTHREADS][DMAX * DK], out[NTHREADS][DMAX * DN];
   float *x = in[wk->id], *y = out[wk->id];
@@ -244,7 +184,7 @@ static void serve(worker *wk) {
 }
 
 START_TEST(dynamic_fn_from_threads) {
-  shared_dyn s = {.fn = serve};
+  shared_dyn s = {0};
   for (int i = 0; i < DN * DK; i++) s.w[i] = (float)(i % 11) / 10 - 0.5f;
   for (int i = 0; i < DN; i++) s.b[i] = (float)i / 10;
   kiln_scope_begin();
@@ -253,18 +193,18 @@ START_TEST(dynamic_fn_from_threads) {
   kiln_tensor *y = kiln_softmax(kiln_relu(kiln_linear(x, w, b)), -1);
   s.f = kiln_compile(1, &x, 1, &y);
   ck_assert_msg(s.f, "%s", kiln_last_error());
-  run_threads(&s);
+  tu_run_workers(NTHREADS, serve, &s);
   kiln_fn_free(s.f);
   kiln_scope_end();
 }
 END_TEST
 
 /* ---- one structure, missed and then hit by every thread at once --------- */
-static void same_structure(worker *w) {
+static void same_structure(tu_worker *w) {
   for (int r = 0; r < ROUNDS && !w->why[0]; r++) {
     kiln_scope_begin();
     kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(13, 7), 31 * (uint64_t)w->id + (uint64_t)r, TU_SMALL);
-    check_value(w, "tanh(a)*3+a", kiln_add(kiln_muls(kiln_tanh(a), 3), a));
+    tu_worker_check(w, "tanh(a)*3+a", kiln_add(kiln_muls(kiln_tanh(a), 3), a));
     kiln_scope_end();
   }
 }
@@ -274,8 +214,7 @@ static void same_structure(worker *w) {
  * hits. */
 START_TEST(same_structure_at_once) {
   kiln_reset_stats();
-  work_fn fn = same_structure;
-  run_threads(&fn);
+  tu_run_workers(NTHREADS, same_structure, NULL);
   kiln_stats_t st = kiln_stats();
   ck_assert_uint_eq(st.compiles + st.disk_hits, 1);
   ck_assert_uint_eq(st.kernels_launched, NTHREADS * ROUNDS);
@@ -287,12 +226,12 @@ END_TEST
 /* KILN_KERNEL_CACHE_MB=0 keeps nothing: every plan and kernel goes as soon
  * as nobody runs it, on whichever thread lets go last. Each round's shape
  * is new, so every thread compiles, runs and evicts all the time. */
-static void churn(worker *w) {
+static void churn(tu_worker *w) {
   for (int r = 0; r < ROUNDS / 2 && !w->why[0]; r++) {
     kiln_scope_begin();
     int64_t n = 3 + (r % 3);
     kiln_tensor *a = tu_data(KILN_F32, KILN_SHAPE(n, 5), 11 * (uint64_t)w->id + (uint64_t)r, TU_SMALL);
-    check_value(w, "softmax(a*2)", kiln_softmax(kiln_muls(a, 2), -1));
+    tu_worker_check(w, "softmax(a*2)", kiln_softmax(kiln_muls(a, 2), -1));
     kiln_scope_end();
   }
 }
@@ -300,8 +239,7 @@ static void churn(worker *w) {
 START_TEST(eviction_while_running) {
   setenv("KILN_KERNEL_CACHE_MB", "0", 1);   /* read when this forked test first asks */
   kiln_reset_stats();
-  work_fn fn = churn;
-  run_threads(&fn);
+  tu_run_workers(NTHREADS, churn, NULL);
   ck_assert_uint_gt(kiln_stats().evictions, 0);
   ck_assert_uint_eq(kiln_stats().code_bytes, 0);
 }

@@ -28,15 +28,14 @@ struct kiln_optim {
   bool nesterov;
 };
 
-/* A new tensor with storage the optimizer's steps overwrite. */
+/* A new tensor with storage the optimizer's steps overwrite: the
+ * optimizer's own reference, in no scope. */
 static kiln_tensor *state_of(const char *f, int l, kiln_tensor *like, double v, int ndim, const int64_t *shape) {
   kiln_tensor *t = like ? kiln_zeros_like_at(f, l, like) : kiln_full_at(f, l, ndim, shape, v, KILN_F64);
-  if (kiln_realize_at(f, l, t) != KILN_OK) {
-    kiln_release(t);
-    return NULL;
-  }
-  fe_mark_assignable(t);
-  return t;
+  bool ok = kiln_realize_at(f, l, t) == KILN_OK;
+  if (ok) ir_node_retain(t), fe_mark_assignable(t);
+  fe_drop(t);
+  return ok ? t : NULL;
 }
 
 /* NULL, with "file:line: op: why" as the last error. */
@@ -131,7 +130,7 @@ void kiln_optim_set_lr(kiln_optim *o, double lr) {
   if (!o) return;
   kiln_tensor *v = kiln_scalar_at(__FILE__, __LINE__, lr, KILN_F64);
   kiln_assign_at(__FILE__, __LINE__, o->lr, v);   /* a 0-dim tensor that owns its storage: no failure to report */
-  kiln_release(v);
+  fe_drop(v);
 }
 
 void kiln_optim_free(kiln_optim *o) {
@@ -140,8 +139,8 @@ void kiln_optim_free(kiln_optim *o) {
     ir_node_release(o->params ? o->params[i] : NULL);
     for (int s = 0; s < 2; s++) ir_node_release(o->state[s] ? o->state[s][i] : NULL);
   }
-  kiln_release(o->lr);
-  kiln_release(o->steps);
+  ir_node_release(o->lr);
+  ir_node_release(o->steps);
   free(o->params);
   free(o->state[0]);
   free(o->state[1]);

@@ -357,6 +357,15 @@ void tu_expect_error(kiln_tensor *t, kiln_status st, const char *file, int line,
   ck_assert_int_eq(kiln_realize(t), st);
 }
 
+kiln_tensor *tu_chain(kiln_tensor *x, int i) {
+  kiln_tensor *y = kiln_adds(x, 0.5);
+  for (int d = 0; d < TU_CHAIN_STEPS; d++, i /= 4) {
+    int op = i % 4;
+    y = op == 0 ? kiln_add(y, x) : op == 1 ? kiln_sub(y, x) : op == 2 ? kiln_mul(y, x) : kiln_maximum(y, x);
+  }
+  return y;
+}
+
 uint64_t tu_kernels_of(kiln_tensor *t) {
   kiln_reset_stats();
   ck_assert_msg(kiln_realize(t) == KILN_OK, "%s", kiln_last_error());

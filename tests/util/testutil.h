@@ -74,6 +74,12 @@ void tu_expect_error(kiln_tensor *t, kiln_status st, const char *file, int line,
 #define TU_EXPECT_ERROR(expr, st, text) tu_expect_error(expr, st, __FILE__, __LINE__, text)
 /* The same for an error made `back` lines above (an out-parameter's). */
 #define TU_EXPECT_ERROR_ABOVE(t, back, st, text) tu_expect_error(t, st, __FILE__, __LINE__ - (back), text)
+/* Structure i of many: (x + 0.5) then TU_CHAIN_STEPS steps y = op(y, x),
+ * op the base-4 digits of i (add, sub, mul, maximum). No simplification
+ * merges two of them, and they stay distinct when constants become launch
+ * arguments or kernels become shape-generic, so every i is its own kernel. */
+enum { TU_CHAIN_STEPS = 9 };
+kiln_tensor *tu_chain(kiln_tensor *x, int i);
 /* Kernels launched to realize t. */
 uint64_t tu_kernels_of(kiln_tensor *t);
 
