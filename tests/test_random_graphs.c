@@ -10,7 +10,9 @@
  * pooling; causal or masked scaled_dot_product_attention) over
  * f32/f64/i32/i64/f16/bool, odd
  * shapes (0, 1, primes) and non-contiguous views: every graph is run fused
- * and eager and both are compared with the reference evaluator.
+ * and eager and both are compared with the reference evaluator. A second
+ * generator (random_gradients, below) makes smooth f64 graphs whose
+ * gradients (kiln_grad) the gradient checker checks, fused and eager.
  *
  * Each graph is a small program (a list of instructions) so it can be built
  * again for the eager run and for the reproduction printed on failure. The
@@ -45,6 +47,7 @@
 #include <unistd.h>
 
 #include "check_main.h"
+#include "util/gradcheck.h"
 #include "util/testutil.h"
 #ifdef KILN_TEST_CUDA
 #include "codegen_cuda/cuda.h"
@@ -1285,12 +1288,188 @@ START_TEST(generator_covers_its_pool) {
 }
 END_TEST
 
+/* ---- random graphs, differentiated ------------------------------------------ *
+ * kiln_grad of random smooth graphs over f64 leaves, each checked by the
+ * gradient checker (util/gradcheck.c: central differences, then eager
+ * mode): elementwise ops (kept smooth or away from their kinks by what
+ * they are given), broadcasting, reductions over random dims with and
+ * without keepdim, views (transpose, flip, strided slice, pad, reshape,
+ * cat), softmax, log_softmax, layer_norm, scans and matrix products with
+ * weights of their own. The generator above makes graphs whose values are
+ * exact or bounded, not smooth; this one makes graphs that are. */
+enum { GRAD_GRAPHS = 60, GRAD_STEPS = 8, GRAD_LEAVES = 6 };
+
+typedef enum { G_UNARY, G_BINARY, G_REDUCE, G_VIEW, G_ROW, G_SCAN, G_MATMUL, G_KINDS } gkind;
+typedef struct { gkind kind; int op, a, b, dim; bool keep; } gstep;
+typedef struct {
+  int nleaves, nsteps;
+  gc_input leaf[GRAD_LEAVES];
+  gstep step[GRAD_STEPS];
+} gprogram;
+
+static kiln_tensor *g_unary(int op, kiln_tensor *x) {
+  switch (op) {
+  case 0: return kiln_exp(kiln_muls(x, 0.5));
+  case 1: return kiln_tanh(x);
+  case 2: return kiln_sigmoid(x);
+  case 3: return kiln_sin(x);
+  case 4: return kiln_softplus(x, 1, 20);
+  case 5: return kiln_gelu(x);
+  case 6: return kiln_mul(x, x);
+  case 7: return kiln_log(kiln_adds(kiln_mul(x, x), 1));
+  default: return kiln_atan(x);
+  }
+}
+
+static kiln_tensor *g_binary(int op, kiln_tensor *a, kiln_tensor *b) {
+  switch (op) {
+  case 0: return kiln_add(a, b);
+  case 1: return kiln_sub(a, b);
+  case 2: return kiln_mul(a, b);
+  case 3: return kiln_div(a, kiln_adds(kiln_mul(b, b), 1));
+  case 4: return kiln_maximum(a, b);
+  default: return kiln_pow(kiln_adds(kiln_mul(a, a), 0.5), kiln_tanh(b));
+  }
+}
+
+static kiln_tensor *g_view(int op, int dim, kiln_tensor *x) {
+  int nd = kiln_ndim(x);
+  const int64_t *s = kiln_shape(x);
+  switch (op) {
+  case 0: return nd >= 2 ? kiln_transpose(x, 0, nd - 1) : kiln_flip(x, 1, (const int64_t[]){0});
+  case 1: return kiln_flip(x, 1, (const int64_t[]){dim});
+  case 2: return kiln_slice(x, dim, 0, s[dim], 2);
+  case 3: return kiln_pad(x, 2, ((const int64_t[]){1, 2}), 0.25);
+  case 4: return kiln_flatten(x);
+  default: return kiln_cat(2, ((kiln_tensor *[]){x, kiln_muls(x, 2)}), dim);
+  }
+}
+
+static kiln_tensor *g_build(kiln_tensor *const *x, const void *ctx) {
+  const gprogram *p = ctx;
+  kiln_tensor *v[GRAD_LEAVES + GRAD_STEPS];
+  int n = 0;
+  for (int i = 0; i < p->nleaves; i++) v[n++] = x[i];
+  for (int k = 0; k < p->nsteps; k++) {
+    const gstep *st = &p->step[k];
+    kiln_tensor *a = v[st->a], *b = v[st->b];
+    int dim = kiln_ndim(a) ? st->dim % kiln_ndim(a) : 0;
+    switch (st->kind) {
+    case G_UNARY: v[n++] = g_unary(st->op, a); break;
+    case G_BINARY: v[n++] = g_binary(st->op, a, b); break;
+    case G_REDUCE: {
+      const int64_t dims[1] = {dim};
+      v[n++] = st->op == 0 ? kiln_sum_dims(a, 1, dims, st->keep) : st->op == 1 ? kiln_mean_dims(a, 1, dims, st->keep)
+             : st->op == 2 ? kiln_max_dims(a, 1, dims, st->keep) : st->op == 3 ? kiln_prod_dims(kiln_adds(kiln_sigmoid(a), 0.5), 1, dims, st->keep)
+             : kiln_logsumexp(a, 1, dims, st->keep);
+      break;
+    }
+    case G_VIEW: v[n++] = g_view(st->op, dim, a); break;
+    case G_ROW:
+      v[n++] = st->op == 0 ? kiln_softmax(a, -1) : st->op == 1 ? kiln_log_softmax(a, -1) : kiln_layer_norm(a, 1, NULL, NULL, 1e-5);
+      break;
+    case G_SCAN: v[n++] = st->op == 0 ? kiln_cumsum(a, dim) : kiln_cumprod(kiln_adds(kiln_sigmoid(a), 0.5), dim); break;
+    case G_MATMUL: v[n++] = kiln_matmul(a, b); break;   /* b: a weight leaf made for a */
+    default: break;
+    }
+  }
+  return v[n - 1];
+}
+
+/* A random smooth program: 2-3 leaves, then steps over earlier values
+ * (a binary op's second operand broadcast-compatible with the first, a
+ * matrix product's weight a new leaf of the fitting shape). */
+static void g_generate(gprogram *p, uint64_t *rng) {
+  static const gc_input shapes[] = {{2, {3, 4}, -1.5, 1.5, 0}, {1, {4}, -1.5, 1.5, 0}, {3, {2, 3, 4}, -1.5, 1.5, 0},
+                                    {2, {1, 4}, -1.5, 1.5, 0}, {2, {3, 1}, -1.5, 1.5, 0}};
+  memset(p, 0, sizeof *p);
+  p->nleaves = 2 + tu_below(rng, 2);
+  for (int i = 0; i < p->nleaves; i++) p->leaf[i] = shapes[tu_below(rng, 5)];
+  int nsteps = 3 + tu_below(rng, GRAD_STEPS - 3);
+  for (int k = 0; k < nsteps; k++) {
+    int values = p->nleaves + k;
+    gstep st = {.kind = (gkind)tu_below(rng, G_KINDS), .op = tu_below(rng, 9), .a = values - 1 - tu_below(rng, values < 3 ? values : 3),
+                .b = tu_below(rng, values), .dim = tu_below(rng, 3), .keep = tu_below(rng, 2)};
+    p->step[k] = st;   /* a matrix product's weight is made when the shapes are known (g_fix) */
+  }
+  p->nsteps = nsteps;
+}
+
+/* Builds the program once to learn its shapes: a binary step whose
+ * operands do not broadcast uses its first operand twice; a matrix
+ * product gets a new weight leaf (last dim of a) x 3; false when the
+ * program cannot be built at all. */
+static bool g_fix(gprogram *p) {
+  kiln_scope_begin();
+  kiln_tensor *v[GRAD_LEAVES + GRAD_STEPS];
+  int n = 0;
+  for (int i = 0; i < p->nleaves; i++) v[n++] = kiln_zeros(p->leaf[i].ndim, p->leaf[i].shape, KILN_F64);
+  bool ok = true;
+  for (int k = 0; ok && k < p->nsteps; k++) {
+    gstep *st = &p->step[k];
+    if (st->kind == G_MATMUL) {
+      int64_t last = kiln_ndim(v[st->a]) ? kiln_shape(v[st->a])[kiln_ndim(v[st->a]) - 1] : 1;
+      if (!kiln_ndim(v[st->a]) || p->nleaves == GRAD_LEAVES) {
+        st->kind = G_UNARY;
+      } else {   /* the new leaf goes after the others: shift every index past them */
+        int w = p->nleaves++;
+        p->leaf[w] = (gc_input){2, {last, 3}, -1, 1, 0};
+        for (int j = 0; j < p->nsteps; j++) {
+          p->step[j].a += p->step[j].a >= w;
+          p->step[j].b += p->step[j].b >= w;
+        }
+        st->b = w;
+        memmove(v + w + 1, v + w, sizeof *v * (size_t)(n - w));
+        v[w] = kiln_zeros(KILN_SHAPE(last, 3), KILN_F64);
+        n++;
+      }
+    }
+    if (st->kind == G_BINARY) {
+      kiln_tensor *t = kiln_add(v[st->a], v[st->b]);
+      if (kiln_status_of(t) != KILN_OK) st->b = st->a;
+    }
+    kiln_tensor *x[GRAD_LEAVES];
+    for (int i = 0; i < p->nleaves; i++) x[i] = v[i];
+    int saved = p->nsteps;
+    p->nsteps = k + 1;
+    kiln_tensor *r = g_build(x, p);
+    p->nsteps = saved;
+    ok = kiln_status_of(r) == KILN_OK && kiln_numel(r) > 0 && kiln_numel(r) <= 64;
+    v[n++] = r;
+  }
+  kiln_scope_end();
+  return ok;
+}
+
+START_TEST(random_gradients) {
+  uint64_t rng = base_seed() ^ 0x67726164;
+  int checked = 0, failed = 0;
+  for (int g = 0; g < GRAD_GRAPHS; g++) {
+    gprogram p;
+    g_generate(&p, &rng);
+    if (!g_fix(&p)) continue;
+    char why[512];
+    checked++;
+    if (gc_check(g_build, &p, p.nleaves, p.leaf, GC_F64 | GC_EAGER, rng, NULL, why, sizeof why)) continue;
+    failed++;
+    fprintf(stderr, "random gradient graph %d (KILN_TEST_SEED=%#" PRIx64 "): %s\n", g, base_seed(), why);
+  }
+  fprintf(stderr, "random gradients: %d graphs checked\n", checked);
+  ck_assert_int_ge(checked, GRAD_GRAPHS / 2);
+  ck_assert_msg(failed == 0, "%d of %d random graphs' gradients differ (see stderr)", failed, checked);
+}
+END_TEST
+
 static Suite *random_graphs_suite(void) {
   Suite *s = suite_create("random_graphs");
   TCase *tc = tcase_create("graphs");
   tcase_set_timeout(tc, 1500);  /* thousands of JIT compiles; ASan on a loaded 2-core machine takes minutes */
   tcase_add_test(tc, generator_covers_its_pool);
   tcase_add_test(tc, random_graphs);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("gradients");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, random_gradients);
   suite_add_tcase(s, tc);
   return s;
 }
