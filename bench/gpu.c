@@ -131,8 +131,8 @@ static bool read_device(void) {
 /* The versions known without a GPU, then the driver's and the device's. */
 bool gpu_info(void) {
   load_cublaslt();
-  printf("CUDA toolkit %d.%d, NVRTC %s, cuBLASLt %s\n", CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10,
-         cuda_nvrtc_version(), g.cublaslt);
+  printf("CUDA toolkit %d.%d, NVRTC %s (headers from %s), cuBLASLt %s\n", CUDA_VERSION / 1000,
+         CUDA_VERSION % 1000 / 10, cuda_nvrtc_version(), cuda_include_dir(), g.cublaslt);
   if (!rt_cuda_usable(0, g.why, sizeof g.why) || !load_driver() || !read_device()) {
     if (!g.why[0]) snprintf(g.why, sizeof g.why, "a driver call failed (above)");
     printf("cuda:0 not usable: %s\n", g.why);
@@ -427,8 +427,10 @@ static void json_device(FILE *f) {
   fputs(" \"device\": {\"requested\": \"cuda:0\", \"usable\": ", f);
   fputs(g.why[0] ? "false, \"why\": " : "true, \"why\": ", f);
   bench_json_string(f, g.why);
-  fprintf(f, ", \"toolkit\": \"%d.%d\", \"nvrtc\": \"%s\", \"cublaslt\": ", CUDA_VERSION / 1000,
+  fprintf(f, ", \"toolkit\": \"%d.%d\", \"nvrtc\": \"%s\", \"nvrtc_include\": ", CUDA_VERSION / 1000,
           CUDA_VERSION % 1000 / 10, cuda_nvrtc_version());
+  bench_json_string(f, cuda_include_dir());
+  fputs(", \"cublaslt\": ", f);
   bench_json_string(f, g.cublaslt);
   if (g.why[0]) {
     fputs("},\n", f);
@@ -455,8 +457,9 @@ static void json_transfers(FILE *f) {
 
 void gpu_json(FILE *f) {
   json_device(f);
-  if (!g.measured) {
-    fputs(" \"memory\": \"not run: no GPU\", \"transfers\": \"not run: no GPU\", \"rand\": \"not run: no GPU\",\n", f);
+  if (!g.measured) {   /* no GPU, or --info 1 */
+    const char *why = g.why[0] ? "not run: no GPU" : "not run: --info 1";
+    fprintf(f, " \"memory\": \"%s\", \"transfers\": \"%s\", \"rand\": \"%s\",\n", why, why, why);
     return;
   }
   fputs(" \"memory\": {", f);

@@ -18,6 +18,13 @@ void hand_w1(float *out, const float *a, const float *b, const float *c, int64_t
  * split across threads. */
 void hand_bias_gelu(float *c, const float *b, int64_t m, int64_t n, int threads);
 
+/* y (rows, out) = x (rows, in) @ w^T + bias, gelu'd when gelu is non-zero
+ * (torch's linear: w is (out, in), bias may be NULL): dot products over
+ * contiguous rows, rows split across threads. W16's products, and W4's and
+ * W7's reference results when kiln_bench is built without OpenBLAS. */
+void hand_linear(float *y, const float *x, const float *w, const float *bias, int64_t rows, int64_t in,
+                 int64_t out, int gelu, int threads);
+
 /* Row-wise and column-wise kernels share one shape, so kiln_bench can keep the
  * function in its workload state: out and x are rows x cols, row-major. */
 typedef void hand_matrix_fn(float *out, const float *x, int64_t rows, int64_t cols, int threads);

@@ -10,7 +10,6 @@
 #include <string.h>
 
 typedef struct {
-  const hand_block *b;
   const float *x, *w, *bias;   /* linear: x (rows, in), w (out, in) */
   float *y;                    /* (rows, out) */
   int64_t in, out;
@@ -35,10 +34,10 @@ static void linear_body(void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-static void linear(const hand_block *b, float *y, const float *x, const float *w, const float *bias, int64_t in,
-                   int64_t out, int gelu, int threads) {
-  block_args a = {.b = b, .x = x, .w = w, .bias = bias, .y = y, .in = in, .out = out, .gelu = gelu};
-  hand_parallel_for(threads, b->batch * b->seq, linear_body, &a);
+void hand_linear(float *y, const float *x, const float *w, const float *bias, int64_t rows, int64_t in,
+                 int64_t out, int gelu, int threads) {
+  block_args a = {.x = x, .w = w, .bias = bias, .y = y, .in = in, .out = out, .gelu = gelu};
+  hand_parallel_for(threads, rows, linear_body, &a);
 }
 
 /* y = x / sqrt(mean(x^2) + 1e-5) * g per row of dim. */
@@ -91,16 +90,16 @@ void hand_transformer_block(float *out, const float *x, const hand_block *b, int
   float *f = malloc(sizeof *f * (size_t)(rows * b->mlp));
   if (h && q && k && v && at && f) {
     rms_norm(h, x, b->g1, rows, D);
-    linear(b, q, h, b->wq, NULL, D, D, 0, threads);
-    linear(b, k, h, b->wk, NULL, D, D, 0, threads);
-    linear(b, v, h, b->wv, NULL, D, D, 0, threads);
+    hand_linear(q, h, b->wq, NULL, rows, D, D, 0, threads);
+    hand_linear(k, h, b->wk, NULL, rows, D, D, 0, threads);
+    hand_linear(v, h, b->wv, NULL, rows, D, D, 0, threads);
     int64_t T = b->seq, dh = D / b->heads;   /* (B*T, D) rows, head h at columns h*dh */
     hand_causal_attention(&(hand_attention){q, k, v, at, b->batch, b->heads, T, dh, T * D, dh, D}, threads);
-    linear(b, out, at, b->wo, NULL, D, D, 0, threads);
+    hand_linear(out, at, b->wo, NULL, rows, D, D, 0, threads);
     add_rows(out, x, n);                          /* x1 = x + attention */
     rms_norm(h, out, b->g2, rows, D);
-    linear(b, f, h, b->w1, b->b1, D, b->mlp, 1, threads);
-    linear(b, h, f, b->w2, b->b2, b->mlp, D, 0, threads);
+    hand_linear(f, h, b->w1, b->b1, rows, D, b->mlp, 1, threads);
+    hand_linear(h, f, b->w2, b->b2, rows, b->mlp, D, 0, threads);
     add_rows(out, h, n);                          /* x1 + mlp */
   }
   free(h), free(q), free(k), free(v), free(at), free(f);

@@ -1000,10 +1000,10 @@ static const float *w9m_expected(void *p, int64_t *n) {
   return ((w9m_state *)p)->want;
 }
 
-#ifdef KILN_BENCH_OPENBLAS
 /* ---- W7: matmul n^3 f32; W4: gelu(x @ W^T + b) -------------------------- *
  * OpenBLAS's cblas_sgemm is the comparison point and gives the expected
- * results (kiln's differ by the order of f32 sums, hence each row's tol). */
+ * results; without OpenBLAS hand_linear gives them (kiln's differ by the
+ * order of f32 sums, hence each row's tol). */
 
 typedef struct {
   int64_t m, n, k;
@@ -1025,19 +1025,38 @@ static void mm_teardown(void *p) {
   free(s);
 }
 
+#ifdef KILN_BENCH_OPENBLAS
 /* out = a @ b (W7) or gelu(a @ b^T + bias) (W4: the sgemm, then the fused
  * C epilogue). */
-static void mm_blas(mm_state *s, float *out, int threads) {
+static bool mm_reference(mm_state *s, float *out, int threads) {
   openblas_set_num_threads(threads);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, s->linear ? CblasTrans : CblasNoTrans, (int)s->m, (int)s->n,
               (int)s->k, 1.0f, s->a, (int)s->k, s->b, s->linear ? (int)s->k : (int)s->n, 0.0f, out, (int)s->n);
   if (s->linear) hand_bias_gelu(out, s->bias, s->m, s->n, threads);
+  return true;
 }
 
 static void mm_native(void *p, int threads) {
   mm_state *s = p;
-  mm_blas(s, s->out, threads);
+  mm_reference(s, s->out, threads);
 }
+#else
+/* The same results from hand_linear: W4's b is already (n, k); W7's is
+ * transposed into that layout first. False when that copy cannot be made. */
+static bool mm_reference(mm_state *s, float *out, int threads) {
+  if (s->linear) {
+    hand_linear(out, s->a, s->b, s->bias, s->m, s->k, s->n, 1, threads);
+    return true;
+  }
+  float *bt = bench_alloc(sizeof *bt * (size_t)(s->k * s->n));
+  if (!bt) return false;
+  for (int64_t i = 0; i < s->k; i++)
+    for (int64_t j = 0; j < s->n; j++) bt[j * s->k + i] = s->b[i * s->n + j];
+  hand_linear(out, s->a, bt, NULL, s->m, s->k, s->n, 0, threads);
+  free(bt);
+  return true;
+}
+#endif
 
 static void *mm_setup(int64_t m, int64_t n, int64_t k, bool linear) {
   mm_state *s = calloc(1, sizeof *s);
@@ -1056,7 +1075,10 @@ static void *mm_setup(int64_t m, int64_t n, int64_t k, bool linear) {
   s->tb = placed(linear ? kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(n, k))
                         : kiln_from_buffer(s->b, KILN_F32, KILN_SHAPE(k, n)));
   s->tbias = placed(kiln_from_buffer(s->bias, KILN_F32, KILN_SHAPE(n)));
-  mm_blas(s, s->want, bench_threads);
+  if (!mm_reference(s, s->want, bench_threads)) {
+    mm_teardown(s);
+    return NULL;
+  }
   return s;
 }
 
@@ -1094,11 +1116,13 @@ static void mm_gemm(void *p, gpu_gemm *g) {
 }
 
 #define MM_ROWS(n) 2.0 * (n) * (n) * (n), 1e-3, mm_gemm
-#define OPENBLAS_IMPL(name) {name, 0, mm_native, 0}
-#endif
-
+/* The OpenBLAS row of a matrix product, after kiln's rows, when there is one. */
 #ifdef KILN_BENCH_OPENBLAS
+#define OPENBLAS_IMPL(name) , {name, 0, mm_native, 0}
+
 static void *w14_setup(void) { return w14_setup_with(placed); }
+#else
+#define OPENBLAS_IMPL(name)
 #endif
 
 /* ---- W12: an embedding lookup plus a bias: one kernel --------------------- */
@@ -1243,11 +1267,9 @@ static const workload workloads[] = {
    w2_setup, w2_build, mat_expected, mat_teardown, MAT_IMPLS_GENERIC, 0, 0, NULL},
   {"W3", "layer_norm(x, 1, no affine, eps 1e-5), x f32[8192,1024]", MAT_BYTES(8192, 1024, 2), 0,
    w3_setup, w3_build, mat_expected, mat_teardown, MAT_IMPLS_GENERIC, 0, 1e-4, NULL},
-#ifdef KILN_BENCH_OPENBLAS
   {"W4", "gelu(x @ W^T + b), x f32[4096,1024], W f32[1024,1024]", 0, 0,
    w4_setup, mm_build, mm_expected, mm_teardown,
-   {KILN_FUSED, KILN_EAGER, OPENBLAS_IMPL("c-hand")}, 2.0 * 4096 * 1024 * 1024, 1e-3, mm_gemm},
-#endif
+   {KILN_FUSED, KILN_EAGER OPENBLAS_IMPL("c-hand")}, 2.0 * 4096 * 1024 * 1024, 1e-3, mm_gemm},
   {"W5", "sum(x), x f32[64M]; stream-triad: a = b + s*c on 3 x f32[64M]", 4.0 * (double)W5_N, 0,
    w5_setup, w5_build, w5_expected, w5_teardown,
    {KILN_FUSED, KILN_EAGER, {"c-hand", 0, w5_hand, 0}, {"stream-sum", 0, w5_stream_sum, 0},
@@ -1257,17 +1279,15 @@ static const workload workloads[] = {
    * output, and x (64 MiB) does not fit in cache. */
   {"W6", "(x - x.mean(0)) / x.std(0), x f32[8192,2048]", MAT_BYTES(8192, 2048, 3), 0,
    w6_setup, w6_build, mat_expected, mat_teardown, MAT_IMPLS, 0, 1e-4, NULL},
-#ifdef KILN_BENCH_OPENBLAS
   {"W7-1024", "matmul f32[1024,1024] @ f32[1024,1024]", 0, 0,
    w7_1024_setup, mm_build, mm_expected, mm_teardown,
-   {KILN_FUSED, KILN_SPECIALISED, OPENBLAS_IMPL("openblas")}, MM_ROWS(1024)},
+   {KILN_FUSED, KILN_SPECIALISED OPENBLAS_IMPL("openblas")}, MM_ROWS(1024)},
   {"W7-2048", "matmul f32[2048,2048] @ f32[2048,2048]", 0, 0,
    w7_2048_setup, mm_build, mm_expected, mm_teardown,
-   {KILN_FUSED, OPENBLAS_IMPL("openblas")}, MM_ROWS(2048)},
+   {KILN_FUSED OPENBLAS_IMPL("openblas")}, MM_ROWS(2048)},
   {"W7-1000", "matmul f32[1000,1000] @ f32[1000,1000] after one of another shape: a new shape's compile", 0, 0,
    w7_new_shape_setup, mm_build, mm_expected, mm_teardown,
-   {KILN_FUSED, OPENBLAS_IMPL("openblas")}, MM_ROWS(1000)},
-#endif
+   {KILN_FUSED OPENBLAS_IMPL("openblas")}, MM_ROWS(1000)},
   {"W8", "a + b on f32[16], kernel cached: per-realize dispatch", 0, 10000,
    w8_setup, w8_build, w8_expected, w8_teardown,
    {KILN_FUSED, KILN_FN}, 0, 0, NULL},
@@ -1753,11 +1773,11 @@ typedef struct {
   bool chosen[NUM_WORKLOADS];   /* --only; all by default */
   int runs;
   const char *json;
-  bool info;                    /* --info: the versions and the device only */
+  int info;                     /* --info 1: the versions and the device only; 2: the GPU prologue too */
 } options;
 
 static void usage(void) {
-  fprintf(stderr, "usage: kiln_bench [--only W1,W8] [--runs N] [--threads N] [--json FILE] [--device cuda:0] [--info 1]\n"
+  fprintf(stderr, "usage: kiln_bench [--only W1,W8] [--runs N] [--threads N] [--json FILE] [--device cuda:0] [--info 1|2]\n"
                   "workloads:");
   for (int i = 0; i < NUM_WORKLOADS; i++) fprintf(stderr, " %s", workloads[i].name);
   fputc('\n', stderr);
@@ -1803,7 +1823,7 @@ static int parse_args(int argc, char **argv, options *o) {
     else if (!strcmp(arg, "--runs") && parse_count(val)) o->runs = parse_count(val);
     else if (!strcmp(arg, "--threads") && parse_count(val)) bench_threads = parse_count(val);
     else if (!strcmp(arg, "--json") && val) o->json = val;
-    else if (!strcmp(arg, "--info") && val && !strcmp(val, "1")) o->info = true;
+    else if (!strcmp(arg, "--info") && val && (!strcmp(val, "1") || !strcmp(val, "2"))) o->info = *val - '0';
     else if (!strcmp(arg, "--device") && val && (!strcmp(val, "cuda:0") || !strcmp(val, "cpu")))
       on_gpu = !strcmp(val, "cuda:0");
     else return 1;
@@ -1836,12 +1856,12 @@ static void openblas_coretype(char **argv) {
 #define NO_GPU_EXIT 3   /* --device cuda:0 and it cannot be used: nothing was timed */
 
 /* --device cuda:0: keeps the workloads that have GPU rows (W1-W7, W10, W11: W8 and W9
- * time the host's dispatch) and runs gpu.c's prologue (with --info, only
+ * time the host's dispatch) and runs gpu.c's prologue (with --info 1, only
  * its first part); false, having said why, when cuda:0 cannot be used. */
 static bool gpu_start(options *o) {
 #ifdef KILN_BENCH_CUDA
   for (int i = 0; i < NUM_WORKLOADS; i++) o->chosen[i] &= workloads[i].bytes > 0 || workloads[i].flops > 0;
-  if (o->info ? gpu_info() : gpu_prologue(o->runs)) return true;
+  if (o->info == 1 ? gpu_info() : gpu_prologue(o->runs)) return true;
 #else
   (void)o;
   printf("cuda:0 not usable: kiln_bench was built without the CUDA toolkit\n");
@@ -1871,9 +1891,13 @@ int main(int argc, char **argv) {
     if (o.json) write_json(o.json);
     return NO_GPU_EXIT;
   }
-  if (o.info) {
+  if (o.info) {   /* --info 2: the prologue's figures, its failure the exit status */
     kiln_shutdown();
-    return 0;
+    if (o.json && write_json(o.json)) failed = 1;
+#ifdef KILN_BENCH_CUDA
+    if (gpu_failed()) failed = 1;
+#endif
+    return failed;
   }
   printf("%-10s %-13s %7s %11s %11s %11s %8s %7s\n", "workload", "impl", "threads",
          "median_ms", "min_ms", "max_ms", "GB/s", "kernels");

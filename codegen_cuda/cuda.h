@@ -62,6 +62,15 @@ void cuda_nvrtc_shutdown(void);
 /* NVRTC's version, "13.0"; part of cache keys. "none" when NVRTC cannot be
  * loaded. */
 const char *cuda_nvrtc_version(void);
+/* The toolkit headers kernels include (cuda_fp16.h), given to NVRTC as -I:
+ * the directory of the toolkit kiln was built with, or, on a machine whose
+ * toolkit lives elsewhere (a GPU bundle, scripts/gpu-bundle.sh), the include
+ * directory beside the NVRTC the loader found. cuda_include_dir_for is the
+ * rule: built when it holds cuda_fp16.h, else <dir of nvrtc_path>/../include
+ * when that does (<toolkit>/lib64/libnvrtc.so.13 -> <toolkit>/include), else
+ * built; nvrtc_path may be NULL. */
+const char *cuda_include_dir(void);
+void cuda_include_dir_for(const char *built, const char *nvrtc_path, char *out, size_t n);
 /* Compiles the translation unit src for arch: "sm_XX" gives a CUBIN (NVRTC
  * runs ptxas), "compute_XX" PTX. The binary is appended to out. False with
  * *err (malloc'd) holding NVRTC's log on failure ("CUDA not available:

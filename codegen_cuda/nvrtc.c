@@ -5,10 +5,13 @@
 #include "codegen_cuda/cuda.h"
 #include "ir/dynlib.h"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef KILN_NVRTC_SONAME
 #define KILN_NVRTC_SONAME "libnvrtc.so.13"  /* CMake passes the toolkit's */
@@ -41,6 +44,39 @@ void cuda_nvrtc_shutdown(void) { ir_dl_forget(&nv_lib); }
 #ifndef KILN_CUDA_INCLUDE
 #define KILN_CUDA_INCLUDE "/usr/local/cuda/include"  /* cuda_fp16.h; CMake passes the toolkit's */
 #endif
+
+static bool has_fp16_header(const char *dir) {
+  char path[4300];
+  return snprintf(path, sizeof path, "%s/cuda_fp16.h", dir) < (int)sizeof path && access(path, R_OK) == 0;
+}
+
+void cuda_include_dir_for(const char *built, const char *nvrtc_path, char *out, size_t n) {
+  snprintf(out, n, "%s", built);
+  const char *slash = nvrtc_path ? strrchr(nvrtc_path, '/') : NULL;
+  if (has_fp16_header(built) || !slash) return;
+  char beside[4200];
+  snprintf(beside, sizeof beside, "%.*s/../include", (int)(slash - nvrtc_path), nvrtc_path);
+  if (has_fp16_header(beside)) snprintf(out, n, "%s", beside);
+}
+
+/* Found once, after NVRTC has loaded: where the loader found it is known then. */
+static char include_dir[4200];
+static pthread_once_t include_once = PTHREAD_ONCE_INIT;
+
+static void find_include_dir(void) {
+  Dl_info info = {0};
+  void *fn;
+  memcpy(&fn, &nv.nvrtcVersion, sizeof fn);
+  cuda_include_dir_for(KILN_CUDA_INCLUDE, dladdr(fn, &info) ? info.dli_fname : NULL, include_dir,
+                       sizeof include_dir);
+}
+
+const char *cuda_include_dir(void) {
+  char why[256];
+  if (!cuda_nvrtc_load(why, sizeof why)) return KILN_CUDA_INCLUDE;
+  pthread_once(&include_once, find_include_dir);
+  return include_dir;
+}
 
 const char *cuda_arch(int device_cc, char *buf) {
   const char *env = getenv("KILN_CUDA_ARCH");
@@ -83,14 +119,15 @@ static nvrtcResult append_binary(nvrtcProgram prog, bool cubin, ir_str *out) {
 }
 
 bool cuda_compile(const char *src, const char *arch, ir_str *out, char **log, char **err) {
-  char arch_opt[48];
+  char arch_opt[48], include_opt[4300];
   snprintf(arch_opt, sizeof arch_opt, "-arch=%s", arch);
-  const char *opts[] = {arch_opt, "--fmad=false", "--std=c++17", "-I" KILN_CUDA_INCLUDE};
   char why[256];
   if (!cuda_nvrtc_load(why, sizeof why)) {
     *err = ir_strprintf("CUDA not available: %s", why);
     return false;
   }
+  snprintf(include_opt, sizeof include_opt, "-I%s", cuda_include_dir());
+  const char *opts[] = {arch_opt, "--fmad=false", "--std=c++17", include_opt};
   nvrtcProgram prog;
   nvrtcResult r = nv.nvrtcCreateProgram(&prog, src, "kiln.cu", 0, NULL, NULL);
   if (r != NVRTC_SUCCESS) {

@@ -4,9 +4,10 @@
 set -euo pipefail
 # python3-numpy: the NumPy interop tests (.npy, DLPack); libdlpack-dev: dlpack/dlpack.h;
 # doxygen: `make docs` and the test that keeps the API reference warning-free;
-# clang-19, libclang-rt-19-dev: the libFuzzer targets (scripts/fuzz.sh)
+# clang-19, libclang-rt-19-dev: the libFuzzer targets (scripts/fuzz.sh); debootstrap: the GPU
+# bundle's proof in a minimal Debian root (scripts/gpu-bundle-check.sh)
 pkgs=(build-essential cmake pkg-config llvm-19-dev check libopenblas-dev graphviz gnuplot-nox
-      python3-numpy libdlpack-dev doxygen clang-19 libclang-rt-19-dev)
+      python3-numpy libdlpack-dev doxygen clang-19 libclang-rt-19-dev debootstrap)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -274,6 +274,30 @@ START_TEST(test_nvrtc_missing_or_wrong) {
 }
 END_TEST
 
+/* NVRTC gets the toolkit's headers from the directory kiln was built with
+ * or, where that has none (a GPU bundle on a machine whose toolkit lives
+ * elsewhere), from the include directory beside the NVRTC library the loader
+ * found; with neither, the build's, which NVRTC's error then names. Here
+ * NVRTC is pretended to sit in the build's include directory, whose
+ * ../include is that directory again. */
+START_TEST(test_nvrtc_include_dir) {
+  const char *built = cuda_include_dir();
+  char lib[4200], got[4200], want[4300];
+  size_t n = strlen(built);
+  ck_assert_msg(n > 8 && !strcmp(built + n - 8, "/include"), "%s", built);
+  snprintf(lib, sizeof lib, "%s/libnvrtc.so.13", built);
+  cuda_include_dir_for(built, lib, got, sizeof got);
+  ck_assert_str_eq(got, built);
+  cuda_include_dir_for("/nonexistent/include", lib, got, sizeof got);
+  snprintf(want, sizeof want, "%s/../include", built);
+  ck_assert_str_eq(got, want);
+  cuda_include_dir_for("/nonexistent/include", "/nonexistent/lib64/libnvrtc.so.13", got, sizeof got);
+  ck_assert_str_eq(got, "/nonexistent/include");
+  cuda_include_dir_for("/nonexistent/include", NULL, got, sizeof got);
+  ck_assert_str_eq(got, "/nonexistent/include");
+}
+END_TEST
+
 START_TEST(test_gemm_refused) {
   kernel *k = k_new();
   int o = k_param(k, KILN_F32, true, 4);
@@ -539,6 +563,7 @@ static Suite *cuda_codegen_suite(void) {
   tcase_add_test(tc, test_arch_choice);
   tcase_add_test(tc, test_compile_error_has_log);
   tcase_add_test(tc, test_nvrtc_missing_or_wrong);
+  tcase_add_test(tc, test_nvrtc_include_dir);
   tcase_add_test(tc, test_gemm_refused);
   tcase_add_test(tc, test_reduction_mapping);
   tcase_add_test(tc, test_vector_path);
