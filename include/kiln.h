@@ -2320,9 +2320,12 @@ KILN_API kiln_optim *kiln_adamw_at(const char *f, int l, int n, kiln_tensor *con
  * @return KILN_OK; KILN_ERR_SHAPE for a gradient of another shape or device; a gradient's own status; KILN_ERR_ARG
  * for NULL; KILN_ERR_MEMORY (the parameters are then as before the step, or some updated) */
 KILN_API kiln_status kiln_optim_step_at(const char *f, int l, kiln_optim *o, kiln_tensor *const *grads);
-/** The learning rate of the next steps (a schedule); NULL is fine. */
+/** The learning rate of the next steps (a schedule): data the updates read, so a compiled step follows it too.
+ * @param o the optimizer; NULL is fine
+ * @param lr the new learning rate */
 KILN_API void kiln_optim_set_lr(kiln_optim *o, double lr);
-/** Frees o and its state; the parameters stay the caller's. NULL is fine. */
+/** Frees o and its state; the parameters stay the caller's.
+ * @param o the optimizer; NULL is fine */
 KILN_API void kiln_optim_free(kiln_optim *o);
 /** torch.nn.utils.clip_grad_norm_: the total norm of the gradients (the norm_type norm of their norms; inf: the
  * largest magnitude), and each gradient scaled by min(1, max_norm / (total + 1e-6)). grads[i] is replaced by the

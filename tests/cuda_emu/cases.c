@@ -635,8 +635,43 @@ static bool fam_generic(int j, cuda_case *c) {
   return finish(c, y, tol);
 }
 
+/* Backward graphs (kiln_grad): what the forward's kernels read, the
+ * gradients' kernels read again, fused with their own work; each case one
+ * gradient (others are the same kernels). */
+static bool fam_backward(int j, cuda_case *c) {
+  static const char *names[] = {"grad_w1", "grad_softmax", "grad_cross_entropy", "grad_layer_norm", "grad_linear_w",
+                                "grad_conv2d_x", "grad_max_pool", "grad_cumprod"};
+  snprintf(c->name, sizeof c->name, "%s", names[j]);
+  kiln_scope_begin();
+  kiln_tensor *a = data(KILN_F32, KILN_SHAPE(6, 33), 41, TU_SMALL), *b = data(KILN_F32, KILN_SHAPE(6, 33), 42, TU_SMALL);
+  kiln_tensor *y = NULL, *wrt = a, *g = NULL;
+  switch (j) {
+  case 0: y = kiln_mul(kiln_relu(kiln_add(kiln_mul(a, b), data(KILN_F32, KILN_SHAPE(33), 43, TU_SMALL))), kiln_sigmoid(a)); break;
+  case 1: y = kiln_mul(kiln_softmax(a, -1), b); break;
+  case 2: y = kiln_cross_entropy(a, kiln_from_data(((const int64_t[]){0, 5, 32, 7, 7, 1}), KILN_I64, KILN_SHAPE(6)), NULL, "mean", -100, 0.1); break;
+  case 3: wrt = data(KILN_F32, KILN_SHAPE(33), 44, TU_SMALL), y = kiln_mul(kiln_layer_norm(a, 1, wrt, NULL, 1e-5), b); break;
+  case 4: wrt = data(KILN_F32, KILN_SHAPE(5, 33), 45, TU_SMALL), y = kiln_tanh(kiln_linear(a, wrt, NULL)); break;
+  case 5: {
+    wrt = data(KILN_F32, KILN_SHAPE(2, 3, 7, 6), 46, TU_SMALL);
+    kiln_tensor *w = data(KILN_F32, KILN_SHAPE(4, 3, 3, 3), 47, TU_SMALL);
+    y = kiln_conv2d(wrt, w, NULL, 1, (int64_t[]){2}, 1, (int64_t[]){1}, 0, NULL, 1);
+    break;
+  }
+  case 6: wrt = data(KILN_F32, KILN_SHAPE(2, 3, 8, 8), 48, TU_SMALL), y = kiln_max_pool2d(wrt, 1, (int64_t[]){3}, 1, (int64_t[]){2}, 1, (int64_t[]){1}, 0, NULL, 0); break;
+  case 7: y = kiln_cumprod(kiln_adds(kiln_sigmoid(a), 0.5), 1); break;
+  }
+  kiln_tensor *dy = kiln_ndim(y) ? kiln_cos(kiln_reshape(kiln_arange(0, (double)kiln_numel(y), 1), kiln_ndim(y), kiln_shape(y))) : NULL;
+  if (dy) dy = kiln_cast(dy, kiln_dtype_of(y));
+  if (kiln_grad(y, dy, 1, &wrt, &g) != KILN_OK) g = kiln_add(a, kiln_zeros(KILN_SHAPE(7), KILN_F32));   /* an error the harness reports */
+  kiln_keep(g);
+  kiln_scope_end();
+  c->reduces = true;
+  c->per_kernel = j == 3 || j == 7;   /* several kernels, none a GEMM (those cuBLASLt runs: test_cuda_codegen only) */
+  return finish(c, g, (ref_tol){2e-4, 2e-4});
+}
+
 static const family *families(int *n) {
-  static family f[18];
+  static family f[19];
   if (!f[0].build) {
     f[0] = (family){count_ops(1) * NDT, fam_unary};
     f[1] = (family){count_ops(2) * NDT, fam_binary};
@@ -656,8 +691,9 @@ static const family *families(int *n) {
     f[15] = (family){NLONG, fam_long_scan};
     f[16] = (family){cuda_attn_case_count(), cuda_attn_case_build};
     f[17] = (family){2 * NGENERIC, fam_generic};
+    f[18] = (family){8, fam_backward};
   }
-  *n = 18;
+  *n = 19;
   return f;
 }
 
