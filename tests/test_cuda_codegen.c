@@ -4,7 +4,8 @@
  * ptxas checks it) and as PTX; a failure prints NVRTC's log and the source
  * around the error. Then the disk cache: hit, corrupt and truncated entries
  * recompiled, an unusable directory only warns; the cases the emitter
- * refuses (KS_GEMM); how reductions map to blocks and threads, and which
+ * refuses (KS_GEMM: a product is cuBLASLt's call, and only the rest of its
+ * epilogue is emitted); how reductions map to blocks and threads, and which
  * elementwise kernels take the 128-bit vector path, with the grids asked for. */
 #include "check_main.h"
 #include "codegen_cuda/cuda.h"
@@ -37,21 +38,34 @@ static int emit_all(ir_str *src) {
     ck_assert_msg(n >= 0, "%s: rt_plan: %s", c.name, kiln_last_error());  /* 0: a no-op */
     for (int j = 0; j < n; j++) {
       ir_str key = {0}, text = {0};
-      k_key(plan[j].k, &key);  /* names the kernel */
+      kernel *k = plan[j].k;
+      k_key(k, &key);  /* names the kernel */
       ir_str_free(&key);
       cuda_launch l;
       char *err = NULL;
-      ck_assert_msg(cuda_emit(plan[j].k, &text, &l, &err), "%s: %s", c.name, err);
+      cuda_gemm g = {0};
+      if (tu_has_gemm(k)) {   /* cuBLASLt's call, and the rest of its epilogue as CUDA C */
+        ck_assert_msg(cuda_gemm_split(k, &g, &err), "%s: %s: %s", c.name, k->name, err);
+        if (!g.rest) {
+          cuda_gemm_free(&g);
+          continue;
+        }
+        k = g.rest;
+        k_key(k, &key);
+        ir_str_free(&key);
+      }
+      ck_assert_msg(cuda_emit(k, &text, &l, &err), "%s: %s", c.name, err);
       ck_assert_int_ge(l.range, 1);
-      bool again = seen.s && strstr(seen.s, plan[j].k->name);
+      bool again = seen.s && strstr(seen.s, k->name);
       ck_assert_msg(!again || strstr(src->s, text.s), "%s: kernel %s was emitted before as other CUDA C", c.name,
-                    plan[j].k->name);
+                    k->name);
       if (!again) {
         ir_str_append(src, text.s, text.len);
-        ir_str_printf(&seen, "%s ", plan[j].k->name);
+        ir_str_printf(&seen, "%s ", k->name);
         nk++;
       }
       ir_str_free(&text);
+      cuda_gemm_free(&g);
     }
     rt_plan_free(plan, n);
     kiln_release(c.t);
